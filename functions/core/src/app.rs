@@ -1,0 +1,61 @@
+//! The application: configuration and the adapters behind the core's traits, built once per
+//! process (per Lambda instance) and shared by every request.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::jobs::{JobStore, PgJobStore};
+use crate::limiter::{DynamoRateLimiter, RateLimiter};
+use crate::replays::{ReplayStore, S3ReplayStore};
+use crate::{aws, db};
+
+#[derive(Clone)]
+pub struct App {
+    pub config: Arc<Config>,
+    pub clients: Clients,
+    pub limiter: Arc<dyn RateLimiter>,
+    pub jobs: Arc<dyn JobStore>,
+    pub replays: Arc<dyn ReplayStore>,
+}
+
+/// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
+/// callers that provision or inspect resources.
+#[derive(Clone)]
+pub struct Clients {
+    pub pool: deadpool_postgres::Pool,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl Clients {
+    /// Builds the clients; nothing connects until first use.
+    pub async fn new(config: &Config) -> Result<Self, db::DbError> {
+        let sdk = aws::sdk_config(config.aws_timeout).await;
+        Ok(Self {
+            pool: db::pool(&config.database_url, config.db_pool_size, config.db_timeout)?,
+            dynamodb: aws::dynamodb(&sdk),
+            s3: aws::s3(&sdk),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+        })
+    }
+}
+
+impl App {
+    pub fn new(config: Config, clients: &Clients) -> Self {
+        let clients = clients.clone();
+        Self {
+            limiter: Arc::new(DynamoRateLimiter::new(
+                clients.dynamodb.clone(),
+                &config.rate_limit_table,
+            )),
+            jobs: Arc::new(PgJobStore::new(clients.pool.clone(), config.db_timeout)),
+            replays: Arc::new(S3ReplayStore::new(
+                clients.s3.clone(),
+                &config.replay_bucket,
+            )),
+            config: Arc::new(config),
+            clients,
+        }
+    }
+}

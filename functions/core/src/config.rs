@@ -1,0 +1,228 @@
+//! Configuration from the environment. Every variable and its default is in `Config::from_env`,
+//! and the README's configuration table mirrors it.
+
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::domain::TrustedProxies;
+use crate::limiter::RateLimit;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    /// Connections per instance: 1–2 behind RDS Proxy on Lambda, more for the dev server.
+    pub db_pool_size: usize,
+    /// Bound on connecting and on each statement, below the function's timeout.
+    pub db_timeout: Duration,
+    pub listen: SocketAddr,
+    pub rate_limit_table: String,
+    pub rate_limit_fail_open: bool,
+    pub replay_bucket: String,
+    /// Bound on every AWS call (DynamoDB, S3, SQS), retries included.
+    pub aws_timeout: Duration,
+    pub rate_limits: RateLimits,
+    pub max_queued: i64,
+    pub max_rendering: i64,
+    pub max_active_jobs_per_ip: i64,
+    pub max_replay_bytes: usize,
+    pub trusted_proxies: TrustedProxies,
+    pub ipv6_prefix_len: u8,
+    /// The SQS render queue: its URL, or its name to look the URL up by.
+    pub render_queue_url: Option<String>,
+    pub render_queue_name: String,
+    /// Shared with the render workers; `job-webhook` refuses to start without it.
+    pub webhook_secret: Option<String>,
+    /// Bucket of uploaded skins (`skins/{name}.osk`, `incoming/…`); the replay bucket by default.
+    pub skin_bucket: String,
+    /// Direct skin uploads up to this size; larger ones go through a presigned POST.
+    pub max_skin_bytes: usize,
+    /// Cap of a presigned skin upload (S3 enforces it).
+    pub max_skin_upload_bytes: usize,
+    /// A job queued longer than this expires.
+    pub queued_ttl: Duration,
+    /// A downloading/rendering job with no webhook progress for this long fails.
+    pub render_stall_timeout: Duration,
+    /// Outbox publish attempts before an event is marked failed.
+    pub outbox_max_attempts: i32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimits {
+    pub render: RateLimit,
+    pub skins_upload: RateLimit,
+    pub legacy_skins_upload: RateLimit,
+    /// The read endpoints (`GET /v1/jobs…`, `GET /v1/skins`): generous, per client.
+    pub read: RateLimit,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {reason}")]
+pub struct ConfigError {
+    name: &'static str,
+    reason: String,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads every setting through `lookup`, so tests can configure without touching the
+    /// process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env(&lookup);
+        let trusted_proxies = match lookup("TRUSTED_PROXY_CIDRS") {
+            Some(list) => TrustedProxies::parse(&list).map_err(|e| ConfigError {
+                name: "TRUSTED_PROXY_CIDRS",
+                reason: e.to_string(),
+            })?,
+            None => TrustedProxies::cloudflare(),
+        };
+        let ipv6_prefix_len = env.parse("IPV6_CLIENT_PREFIX", 64u8)?;
+        if ipv6_prefix_len > 128 {
+            return Err(ConfigError {
+                name: "IPV6_CLIENT_PREFIX",
+                reason: "must be 0..=128".into(),
+            });
+        }
+        let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
+        Ok(Self {
+            database_url: env.string(
+                "DATABASE_URL",
+                "postgres://postgres@127.0.0.1:5432/osurender",
+            ),
+            db_pool_size: env.parse("DB_POOL_SIZE", 2)?,
+            db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
+            listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
+            rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
+            rate_limit_fail_open: env.parse("RATE_LIMIT_FAIL_OPEN", false)?,
+            aws_timeout: Duration::from_millis(env.parse("AWS_TIMEOUT_MS", 5_000)?),
+            rate_limits: RateLimits {
+                render: env.parse("RATE_LIMIT_RENDER", limit("5/minute"))?,
+                skins_upload: env.parse("RATE_LIMIT_SKINS_UPLOAD", limit("2/minute"))?,
+                legacy_skins_upload: env
+                    .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
+                read: env.parse("RATE_LIMIT_READ", limit("120/minute"))?,
+            },
+            max_queued: env.parse("MAX_QUEUED", 100)?,
+            max_rendering: env.parse("MAX_RENDERING", 20)?,
+            max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
+            max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
+            trusted_proxies,
+            ipv6_prefix_len,
+            render_queue_url: lookup("RENDER_QUEUE_URL").filter(|url| !url.is_empty()),
+            render_queue_name: env.string("RENDER_QUEUE_NAME", "osurender-render-jobs"),
+            webhook_secret: lookup("WEBHOOK_SECRET").filter(|secret| !secret.is_empty()),
+            skin_bucket: lookup("SKIN_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
+            max_skin_bytes: env.parse("MAX_SKIN_BYTES", 4 * 1024 * 1024)?,
+            max_skin_upload_bytes: env.parse("MAX_SKIN_UPLOAD_BYTES", 200 * 1024 * 1024)?,
+            queued_ttl: env
+                .parse::<Seconds>("QUEUED_TTL", Seconds(6 * 3600))?
+                .into(),
+            render_stall_timeout: env
+                .parse::<Seconds>("RENDER_STALL_TIMEOUT", Seconds(900))?
+                .into(),
+            outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
+            replay_bucket,
+        })
+    }
+}
+
+fn limit(text: &str) -> RateLimit {
+    text.parse().expect("built-in limits are valid")
+}
+
+/// A duration in seconds, or with a unit: `900`, `90s`, `15m`, `6h`, `1d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seconds(u64);
+
+impl FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (digits, unit) = text.split_at(
+            text.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(text.len()),
+        );
+        let scale = match unit.trim() {
+            "" | "s" => 1,
+            "m" => 60,
+            "h" => 3_600,
+            "d" => 86_400,
+            _ => return Err("expected seconds, or a number with s, m, h or d".into()),
+        };
+        digits
+            .parse::<u64>()
+            .map(|n| Seconds(n * scale))
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl From<Seconds> for Duration {
+    fn from(secs: Seconds) -> Self {
+        Duration::from_secs(secs.0)
+    }
+}
+
+struct Env<'a>(&'a dyn Fn(&str) -> Option<String>);
+
+impl Env<'_> {
+    fn string(&self, name: &str, default: &str) -> String {
+        (self.0)(name).unwrap_or_else(|| default.to_owned())
+    }
+
+    fn parse<T>(&self, name: &'static str, default: T) -> Result<T, ConfigError>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        match (self.0)(name) {
+            None => Ok(default),
+            Some(raw) => raw.trim().parse().map_err(|e: T::Err| ConfigError {
+                name,
+                reason: format!("`{raw}`: {e}"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.max_queued, 100);
+        assert_eq!(c.max_rendering, 20);
+        assert_eq!(c.max_active_jobs_per_ip, 2);
+        assert_eq!(c.max_replay_bytes, 4 * 1024 * 1024);
+        assert_eq!(c.rate_limits.render.requests, 5);
+        assert_eq!(c.trusted_proxies, TrustedProxies::cloudflare());
+    }
+
+    #[test]
+    fn overrides_and_errors() {
+        let c = config(&[("MAX_QUEUED", "8"), ("TRUSTED_PROXY_CIDRS", "")]).unwrap();
+        assert_eq!(c.max_queued, 8);
+        assert_eq!(c.trusted_proxies, TrustedProxies::default());
+        assert!(config(&[("MAX_QUEUED", "lots")]).is_err());
+        assert!(config(&[("RATE_LIMIT_RENDER", "5/fortnight")]).is_err());
+        assert!(config(&[("IPV6_CLIENT_PREFIX", "200")]).is_err());
+        let c = config(&[("QUEUED_TTL", "2h"), ("RENDER_STALL_TIMEOUT", "90")]).unwrap();
+        assert_eq!(c.queued_ttl, Duration::from_secs(7200));
+        assert_eq!(c.render_stall_timeout, Duration::from_secs(90));
+        assert!(config(&[("QUEUED_TTL", "2 weeks")]).is_err());
+        assert_eq!(config(&[("REPLAY_BUCKET", "r")]).unwrap().skin_bucket, "r");
+    }
+}

@@ -1,0 +1,201 @@
+//! Who is asking: the client address behind Cloudflare, and the key that limits are counted by.
+
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use ipnet::{IpNet, Ipv6Net};
+use sha2::{Digest, Sha256};
+
+/// The header Cloudflare sets to the visitor's address. Believed only from a trusted peer.
+pub const CF_CONNECTING_IP: &str = "cf-connecting-ip";
+
+/// Cloudflare's published ranges: the default for `TRUSTED_PROXY_CIDRS`.
+const CLOUDFLARE_RANGES: &str = include_str!("../../data/cloudflare-ips.txt");
+
+/// Peers whose `CF-Connecting-IP` header we believe.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a CIDR range or an IP address")]
+pub struct InvalidCidr(String);
+
+impl TrustedProxies {
+    /// Parses a comma- or newline-separated list; `#` comments and blanks are skipped.
+    /// A bare address is taken as a single-host range. An empty list trusts no one.
+    pub fn parse(list: &str) -> Result<Self, InvalidCidr> {
+        list.lines()
+            .map(|line| line.split('#').next().unwrap_or_default())
+            .flat_map(|line| line.split(','))
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                IpNet::from_str(item)
+                    .or_else(|_| IpAddr::from_str(item).map(IpNet::from))
+                    .map_err(|_| InvalidCidr(item.to_owned()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    pub fn cloudflare() -> Self {
+        Self::parse(CLOUDFLARE_RANGES).expect("the bundled Cloudflare range list parses")
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+}
+
+/// IPv4-mapped IPv6 (`::ffff:1.2.3.4`) is the IPv4 client it carries.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+/// The client's address: `CF-Connecting-IP` when the connecting peer is a trusted proxy,
+/// the peer itself otherwise. A missing or unparsable header falls back to the peer.
+pub fn resolve_client_ip(
+    peer: IpAddr,
+    cf_connecting_ip: Option<&str>,
+    trusted: &TrustedProxies,
+) -> IpAddr {
+    let forwarded = cf_connecting_ip
+        .filter(|_| trusted.contains(peer))
+        .and_then(|value| IpAddr::from_str(value.trim()).ok());
+    canonical(forwarded.unwrap_or(peer))
+}
+
+/// What per-client limits are counted by: an IPv4 address, or the IPv6 prefix
+/// (by default the /64 one host is given) so rotating inside it buys nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientKey(String);
+
+impl ClientKey {
+    pub fn new(ip: IpAddr, ipv6_prefix_len: u8) -> Self {
+        match canonical(ip) {
+            IpAddr::V4(v4) => Self(v4.to_string()),
+            IpAddr::V6(v6) if ipv6_prefix_len >= 128 => Self(v6.to_string()),
+            IpAddr::V6(v6) => {
+                let net = Ipv6Net::new(v6, ipv6_prefix_len)
+                    .expect("prefix length validated by config")
+                    .trunc();
+                Self(net.to_string())
+            }
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The per-client advisory lock id, bit for bit the Python original's
+    /// `int.from_bytes(sha256(ip.encode()).digest()[:8], "little", signed=True)`,
+    /// so both fleets serialize on the same lock during a migration.
+    pub fn lock_id(&self) -> i64 {
+        advisory_lock_id(&self.0)
+    }
+}
+
+/// `pg_advisory_xact_lock` id of a name: the first 8 bytes of its SHA-256, little-endian, signed.
+pub fn advisory_lock_id(name: &str) -> i64 {
+    let digest = Sha256::digest(name.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_le_bytes(first)
+}
+
+impl std::fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn header_is_believed_only_from_a_trusted_peer() {
+        let trusted = TrustedProxies::parse("10.0.0.0/8, 2400:cb00::/32").unwrap();
+        assert_eq!(
+            resolve_client_ip(ip("10.1.2.3"), Some("203.0.113.9"), &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            resolve_client_ip(ip("198.51.100.1"), Some("203.0.113.9"), &trusted),
+            ip("198.51.100.1")
+        );
+        assert_eq!(
+            resolve_client_ip(ip("10.1.2.3"), Some("not an ip"), &trusted),
+            ip("10.1.2.3")
+        );
+        assert_eq!(
+            resolve_client_ip(ip("10.1.2.3"), None, &trusted),
+            ip("10.1.2.3")
+        );
+    }
+
+    #[test]
+    fn empty_list_trusts_no_one() {
+        let none = TrustedProxies::parse("").unwrap();
+        assert_eq!(
+            resolve_client_ip(ip("127.0.0.1"), Some("203.0.113.9"), &none),
+            ip("127.0.0.1")
+        );
+    }
+
+    #[test]
+    fn mapped_addresses_are_ipv4_everywhere() {
+        let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
+        assert!(trusted.contains(ip("::ffff:10.0.0.1")));
+        assert_eq!(
+            resolve_client_ip(ip("::ffff:10.0.0.1"), Some("::ffff:203.0.113.9"), &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(ClientKey::new(ip("::ffff:1.2.3.4"), 64).as_str(), "1.2.3.4");
+    }
+
+    #[test]
+    fn ipv6_clients_are_keyed_by_their_prefix() {
+        let a = ClientKey::new(ip("2001:db8:1:2:aaaa::1"), 64);
+        let b = ClientKey::new(ip("2001:db8:1:2:ffff::9"), 64);
+        let c = ClientKey::new(ip("2001:db8:1:3::1"), 64);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.as_str(), "2001:db8:1:2::/64");
+        assert_eq!(
+            ClientKey::new(ip("2001:db8::1"), 128).as_str(),
+            "2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn lock_id_matches_the_python_formula() {
+        // python3 -c 'import hashlib;print(int.from_bytes(hashlib.sha256(b"203.0.113.9").digest()[:8],"little",signed=True))'
+        assert_eq!(
+            ClientKey::new(ip("203.0.113.9"), 64).lock_id(),
+            PY_LOCK_ID_203_0_113_9
+        );
+    }
+
+    const PY_LOCK_ID_203_0_113_9: i64 = -4473425657128853032;
+
+    #[test]
+    fn bundled_cloudflare_list_parses() {
+        let cf = TrustedProxies::cloudflare();
+        assert!(cf.contains(ip("173.245.48.1")));
+        assert!(cf.contains(ip("2606:4700::1")));
+        assert!(!cf.contains(ip("127.0.0.1")));
+    }
+}

@@ -1,0 +1,112 @@
+//! Jobs: their identity and the states they move through.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A render job's id: a random UUID, rendered in its hyphenated form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(Uuid);
+
+impl JobId {
+    pub fn new() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+
+    /// Where the replay of this job lives in the replay bucket.
+    pub fn replay_key(&self) -> String {
+        format!("replays/{}.osr", self.0)
+    }
+
+    pub fn status_path(&self) -> String {
+        format!("/v1/jobs/{}", self.0)
+    }
+}
+
+impl Default for JobId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl From<Uuid> for JobId {
+    fn from(id: Uuid) -> Self {
+        Self(id)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = uuid::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s).map(Self)
+    }
+}
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// `queued → downloading → rendering → completed | failed`, plus `expired` for queued jobs
+/// the janitor ends. The first three are active: they hold a per-client and a global slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    Downloading,
+    Rendering,
+    Completed,
+    Failed,
+    Expired,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 6] = [
+        Self::Queued,
+        Self::Downloading,
+        Self::Rendering,
+        Self::Completed,
+        Self::Failed,
+        Self::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Downloading => "downloading",
+            Self::Rendering => "rendering",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Expired => "expired",
+        }
+    }
+
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Queued | Self::Downloading | Self::Rendering)
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| format!("unknown job status `{s}`"))
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

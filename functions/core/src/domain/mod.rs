@@ -1,0 +1,9 @@
+//! Domain types, each validated once at the edge so the rest of the code can trust it.
+
+pub mod client;
+pub mod job;
+pub mod render;
+
+pub use client::{resolve_client_ip, ClientKey, TrustedProxies};
+pub use job::{JobId, JobStatus};
+pub use render::{FieldError, RenderOptions, Resolution, SkinName};

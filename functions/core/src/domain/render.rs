@@ -1,0 +1,227 @@
+//! What a user asks to render with: the skin and the danser options.
+
+use serde::{Deserialize, Serialize};
+
+/// A rejected form field: which one, and why, for a 422.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl FieldError {
+    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A skin name: `^[A-Za-z0-9_ -]{1,128}$`. Also the S3 key stem of an uploaded skin, which is
+/// why nothing that could walk a path (`.`, `/`, `\`) is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SkinName(String);
+
+impl SkinName {
+    pub const MAX_LEN: usize = 128;
+
+    pub fn parse(name: &str) -> Result<Self, FieldError> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | ' ' | '-');
+        if name.is_empty() || name.len() > Self::MAX_LEN || !name.chars().all(allowed) {
+            return Err(FieldError::new(
+                "skin",
+                "must be 1 to 128 characters of letters, digits, space, '_' or '-'",
+            ));
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for SkinName {
+    fn default() -> Self {
+        Self("Default".to_owned())
+    }
+}
+
+impl TryFrom<String> for SkinName {
+    type Error = FieldError;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<SkinName> for String {
+    fn from(name: SkinName) -> Self {
+        name.0
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Resolution {
+    #[serde(rename = "720p")]
+    Hd720,
+    #[default]
+    #[serde(rename = "1080p")]
+    Hd1080,
+    #[serde(rename = "1440p")]
+    Qhd1440,
+    #[serde(rename = "4k")]
+    Uhd4k,
+}
+
+impl Resolution {
+    fn parse(value: &str) -> Result<Self, FieldError> {
+        match value.to_ascii_lowercase().as_str() {
+            "720p" => Ok(Self::Hd720),
+            "1080p" => Ok(Self::Hd1080),
+            "1440p" => Ok(Self::Qhd1440),
+            "4k" | "2160p" => Ok(Self::Uhd4k),
+            _ => Err(FieldError::new(
+                "resolution",
+                "must be one of 720p, 1080p, 1440p, 4k",
+            )),
+        }
+    }
+}
+
+/// The render settings stored with a job (its `config`) and handed to the workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RenderOptions {
+    pub skin: SkinName,
+    pub resolution: Resolution,
+    pub bg_dim: f64,
+    pub motion_blur: bool,
+    pub storyboard: bool,
+    pub video: bool,
+    pub snaking_in: bool,
+    pub snaking_out: bool,
+    pub hit_error_meter: bool,
+    pub key_overlay: bool,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        Self {
+            skin: SkinName::default(),
+            resolution: Resolution::default(),
+            bg_dim: 0.95,
+            motion_blur: false,
+            storyboard: false,
+            video: false,
+            snaking_in: true,
+            snaking_out: true,
+            hit_error_meter: true,
+            key_overlay: true,
+        }
+    }
+}
+
+impl RenderOptions {
+    /// Builds the options from the form's text fields (name, value), in form order.
+    /// Unknown fields are ignored, as the FastAPI original does; the first bad field decides.
+    pub fn from_fields<'a>(
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, FieldError> {
+        let mut options = Self::default();
+        for (name, value) in fields {
+            match name {
+                "skin" => options.skin = SkinName::parse(value)?,
+                "resolution" => options.resolution = Resolution::parse(value.trim())?,
+                "bg_dim" => options.bg_dim = parse_bg_dim(value)?,
+                "motion_blur" => options.motion_blur = parse_bool("motion_blur", value)?,
+                "storyboard" => options.storyboard = parse_bool("storyboard", value)?,
+                "video" => options.video = parse_bool("video", value)?,
+                "snaking_in" => options.snaking_in = parse_bool("snaking_in", value)?,
+                "snaking_out" => options.snaking_out = parse_bool("snaking_out", value)?,
+                "hit_error_meter" => {
+                    options.hit_error_meter = parse_bool("hit_error_meter", value)?
+                }
+                "key_overlay" => options.key_overlay = parse_bool("key_overlay", value)?,
+                _ => {}
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn parse_bg_dim(value: &str) -> Result<f64, FieldError> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|dim| (0.0..=1.0).contains(dim))
+        .ok_or_else(|| FieldError::new("bg_dim", "must be a number from 0 to 1"))
+}
+
+/// The spellings pydantic accepts for a form boolean, so clients of the original keep working.
+fn parse_bool(field: &'static str, value: &str) -> Result<bool, FieldError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "t" | "y" => Ok(true),
+        "false" | "0" | "no" | "off" | "f" | "n" => Ok(false),
+        _ => Err(FieldError::new(field, "must be true or false")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skin_names_follow_the_pattern() {
+        for ok in ["Default", "a", "my skin_v2-final", &"x".repeat(128)] {
+            assert!(SkinName::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "../etc",
+            "a/b",
+            "a\\b",
+            "skin.osk",
+            "é",
+            &"x".repeat(129),
+            "a\n",
+        ] {
+            assert!(SkinName::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn options_default_and_validate() {
+        assert_eq!(
+            RenderOptions::from_fields([]).unwrap(),
+            RenderOptions::default()
+        );
+        let options = RenderOptions::from_fields([
+            ("skin", "Cool Skin"),
+            ("resolution", "4K"),
+            ("bg_dim", "0.5"),
+            ("video", "true"),
+            ("unknown", "whatever"),
+        ])
+        .unwrap();
+        assert_eq!(options.skin.as_str(), "Cool Skin");
+        assert_eq!(options.resolution, Resolution::Uhd4k);
+        assert_eq!(options.bg_dim, 0.5);
+        assert!(options.video);
+
+        for (field, value) in [
+            ("bg_dim", "1.5"),
+            ("bg_dim", "NaN"),
+            ("bg_dim", "-0.1"),
+            ("resolution", "8k"),
+            ("motion_blur", "maybe"),
+            ("skin", "bad/skin"),
+        ] {
+            let err = RenderOptions::from_fields([(field, value)]).unwrap_err();
+            assert_eq!(err.field, field);
+        }
+    }
+}

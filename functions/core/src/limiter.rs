@@ -1,0 +1,224 @@
+//! Step 4: the per-endpoint fixed-window rate limit, one DynamoDB `UpdateItem` per check.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use crate::domain::ClientKey;
+
+/// A limit in SlowApi's syntax: `5/minute`, `5 per minute`, `10/5 minutes`, `100/day`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub requests: u32,
+    pub period_secs: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a rate limit like `5/minute`")]
+pub struct InvalidRateLimit(String);
+
+impl FromStr for RateLimit {
+    type Err = InvalidRateLimit;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || InvalidRateLimit(text.to_owned());
+        let (count, per) = text
+            .split_once('/')
+            .or_else(|| text.split_once(" per "))
+            .ok_or_else(invalid)?;
+        let requests: u32 = count.trim().parse().map_err(|_| invalid())?;
+        let per = per.trim();
+        let (multiplier, unit) = match per.split_once(char::is_whitespace) {
+            Some((n, unit)) => (n.parse::<u64>().map_err(|_| invalid())?, unit.trim()),
+            None => (1, per),
+        };
+        let unit_secs = match unit.trim_end_matches('s') {
+            "second" => 1,
+            "minute" => 60,
+            "hour" => 3_600,
+            "day" => 86_400,
+            "month" => 30 * 86_400,
+            "year" => 365 * 86_400,
+            _ => return Err(invalid()),
+        };
+        if requests == 0 || multiplier == 0 {
+            return Err(invalid());
+        }
+        Ok(Self {
+            requests,
+            period_secs: multiplier * unit_secs,
+        })
+    }
+}
+
+impl RateLimit {
+    /// The fixed window that `now` (epoch seconds) falls in: `[start, end)`.
+    pub fn window(&self, now: u64) -> (u64, u64) {
+        let start = now - now % self.period_secs;
+        (start, start + self.period_secs)
+    }
+}
+
+/// The limiter's answer, with what the `X-RateLimit-*` headers report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateDecision {
+    pub allowed: bool,
+    pub limit: u32,
+    pub remaining: u32,
+    /// Epoch seconds at which the current window ends.
+    pub reset: u64,
+    /// Seconds until then, at least 1.
+    pub retry_after: u64,
+}
+
+impl RateDecision {
+    fn new(limit: RateLimit, hits_after: Option<u64>, now: u64) -> Self {
+        let (_, end) = limit.window(now);
+        let limit_n = limit.requests;
+        Self {
+            allowed: hits_after.is_some(),
+            limit: limit_n,
+            remaining: hits_after
+                .map(|hits| u64::from(limit_n).saturating_sub(hits) as u32)
+                .unwrap_or(0),
+            reset: end,
+            retry_after: end.saturating_sub(now).max(1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("rate limiter unavailable: {0}")]
+pub struct LimiterUnavailable(pub String);
+
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Counts one request of `client` against `endpoint`'s window containing `now`.
+    async fn hit(
+        &self,
+        endpoint: &str,
+        client: &ClientKey,
+        limit: RateLimit,
+        now: u64,
+    ) -> Result<RateDecision, LimiterUnavailable>;
+}
+
+/// DESIGN.md §4: the window start is in the key, so an item's TTL only cleans up and can never
+/// stretch a window; the condition makes the count exact under any concurrency.
+pub struct DynamoRateLimiter {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+/// How long after its window an item lingers before TTL may remove it.
+const TTL_SLACK_SECS: u64 = 60;
+
+impl DynamoRateLimiter {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl RateLimiter for DynamoRateLimiter {
+    async fn hit(
+        &self,
+        endpoint: &str,
+        client: &ClientKey,
+        limit: RateLimit,
+        now: u64,
+    ) -> Result<RateDecision, LimiterUnavailable> {
+        let (start, end) = limit.window(now);
+        let number = |n: u64| AttributeValue::N(n.to_string());
+        let outcome = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(
+                "pk",
+                AttributeValue::S(format!("{endpoint}#{client}#{start}")),
+            )
+            .update_expression("ADD hits :one SET expires_at = if_not_exists(expires_at, :expires)")
+            .condition_expression("attribute_not_exists(hits) OR hits < :limit")
+            .expression_attribute_values(":one", number(1))
+            .expression_attribute_values(":expires", number(end + TTL_SLACK_SECS))
+            .expression_attribute_values(":limit", number(limit.requests.into()))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await;
+        match outcome {
+            Ok(output) => {
+                let hits = output
+                    .attributes()
+                    .and_then(|attrs| attrs.get("hits"))
+                    .and_then(|hits| hits.as_n().ok())
+                    .and_then(|hits| hits.parse::<u64>().ok())
+                    .ok_or_else(|| LimiterUnavailable("UpdateItem returned no hits".into()))?;
+                Ok(RateDecision::new(limit, Some(hits), now))
+            }
+            Err(SdkError::ServiceError(failure))
+                if matches!(
+                    failure.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(RateDecision::new(limit, None, now))
+            }
+            Err(other) => Err(LimiterUnavailable(
+                aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_slowapi_syntax() {
+        let parse = |s: &str| s.parse::<RateLimit>().ok();
+        let limit = |requests, period_secs| {
+            Some(RateLimit {
+                requests,
+                period_secs,
+            })
+        };
+        assert_eq!(parse("5/minute"), limit(5, 60));
+        assert_eq!(parse("5 per minute"), limit(5, 60));
+        assert_eq!(parse("2/minutes"), limit(2, 60));
+        assert_eq!(parse("10/5 minutes"), limit(10, 300));
+        assert_eq!(parse("100/day"), limit(100, 86_400));
+        assert_eq!(parse(" 3 / second "), limit(3, 1));
+        for bad in [
+            "",
+            "5",
+            "x/minute",
+            "5/fortnight",
+            "0/minute",
+            "5/0 minutes",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn decisions_report_window_end() {
+        let limit: RateLimit = "5/minute".parse().unwrap();
+        let admitted = RateDecision::new(limit, Some(2), 1_000_030);
+        assert_eq!(admitted.reset, 1_000_080);
+        assert_eq!(admitted.retry_after, 50);
+        assert_eq!(admitted.remaining, 3);
+        assert!(admitted.allowed);
+        let refused = RateDecision::new(limit, None, 1_000_079);
+        assert!(!refused.allowed);
+        assert_eq!(refused.remaining, 0);
+        assert_eq!(refused.retry_after, 1);
+    }
+}

@@ -1,0 +1,82 @@
+//! Creates the AWS resources the dev server uses when they are missing. On AWS, `template.yaml`
+//! owns them instead.
+
+use anyhow::Context;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    TimeToLiveSpecification,
+};
+
+/// The limiter table of DESIGN.md §4: string key `pk`, on demand, TTL on `expires_at`.
+pub async fn rate_limit_table(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> anyhow::Result<()> {
+    let exists = client.describe_table().table_name(table).send().await;
+    match exists {
+        Ok(_) => return Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_not_found_exception()) => {}
+        Err(e) => return Err(e).context("describing the rate-limit table"),
+    }
+    let created = client
+        .create_table()
+        .table_name(table)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("pk")
+                .attribute_type(ScalarAttributeType::S)
+                .build()?,
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("pk")
+                .key_type(KeyType::Hash)
+                .build()?,
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await;
+    match created {
+        Ok(_) => {}
+        // Another process created it first.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_in_use_exception()) =>
+        {
+            return Ok(())
+        }
+        Err(e) => return Err(e).context("creating the rate-limit table"),
+    }
+    client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .attribute_name("expires_at")
+                .enabled(true)
+                .build()?,
+        )
+        .send()
+        .await
+        .context("enabling TTL on the rate-limit table")?;
+    Ok(())
+}
+
+pub async fn bucket(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<()> {
+    if client.head_bucket().bucket(bucket).send().await.is_ok() {
+        return Ok(());
+    }
+    match client.create_bucket().bucket(bucket).send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error().is_some_and(|e| {
+                e.is_bucket_already_owned_by_you() || e.is_bucket_already_exists()
+            }) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e).context("creating the replay bucket"),
+    }
+}
