@@ -1,0 +1,199 @@
+//! Test harness: an isolated dev server per test, and ways to look behind it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Once;
+
+use reqwest::multipart::{Form, Part};
+use reqwest::{Response, StatusCode};
+use tokio_postgres::NoTls;
+
+/// Where the local stack listens unless the environment says otherwise (see `infra/lib.sh`).
+const DEFAULT_ENV: [(&str, &str); 5] = [
+    (
+        "DATABASE_URL",
+        "postgres://postgres@127.0.0.1:5432/postgres",
+    ),
+    ("AWS_ENDPOINT_URL", "http://127.0.0.1:4566"),
+    ("AWS_REGION", "us-east-1"),
+    ("AWS_ACCESS_KEY_ID", "test"),
+    ("AWS_SECRET_ACCESS_KEY", "test"),
+];
+
+fn init_env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for (name, value) in DEFAULT_ENV {
+            if std::env::var_os(name).is_none() {
+                std::env::set_var(name, value);
+            }
+        }
+        osurender_core::telemetry::init();
+    });
+}
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub db: tokio_postgres::Client,
+    pub database_url: String,
+    pub s3: aws_sdk_s3::Client,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub bucket: String,
+    pub table: String,
+}
+
+impl TestApp {
+    /// A server with default settings but for `overrides`, and its own fresh resources. The
+    /// trusted proxy is loopback, so tests choose the client with `CF-Connecting-IP`.
+    pub async fn spawn(overrides: &[(&str, &str)]) -> TestApp {
+        init_env();
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        let database_url = create_database(&format!("osurender_t_{unique}")).await;
+        let bucket = format!("replays-{unique}");
+        let table = format!("rate-limits-{unique}");
+        let mut vars: HashMap<String, String> = [
+            ("DATABASE_URL", database_url.as_str()),
+            ("REPLAY_BUCKET", bucket.as_str()),
+            ("RATE_LIMIT_TABLE", table.as_str()),
+            ("TRUSTED_PROXY_CIDRS", "127.0.0.0/8, ::1/128"),
+            ("DB_POOL_SIZE", "8"),
+        ]
+        .into_iter()
+        .chain(overrides.iter().copied())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        vars.retain(|_, v| v != UNSET);
+        let config = osurender_core::Config::from_lookup(|name| vars.get(name).cloned())
+            .expect("test config is valid");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = osurender_local::start(config, listener)
+            .await
+            .expect("dev server starts");
+        let addr = server.addr;
+        tokio::spawn(server.finished());
+
+        let (db, connection) = tokio_postgres::connect(&database_url, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        TestApp {
+            addr,
+            http: reqwest::Client::new(),
+            db,
+            database_url,
+            s3: osurender_core::aws::s3(&sdk),
+            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            bucket,
+            table,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// `POST /v1/render` as if Cloudflare forwarded it for `client_ip`.
+    pub async fn render(&self, client_ip: &str, form: Form) -> Response {
+        self.http
+            .post(self.url("/v1/render"))
+            .header("CF-Connecting-IP", client_ip)
+            .multipart(form)
+            .send()
+            .await
+            .expect("request completes")
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.db.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    pub async fn replay_objects(&self) -> Vec<String> {
+        let listed = self
+            .s3
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .unwrap();
+        listed
+            .contents()
+            .iter()
+            .filter_map(|o| o.key().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// A value for `TestApp::spawn` overrides that removes the variable.
+pub const UNSET: &str = "\u{0}unset";
+
+async fn create_database(name: &str) -> String {
+    let admin_url = std::env::var("DATABASE_URL").unwrap();
+    let (admin, connection) = tokio_postgres::connect(&admin_url, NoTls)
+        .await
+        .expect("Postgres answers at DATABASE_URL (run ./infra/up.sh)");
+    tokio::spawn(connection);
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let mut config: tokio_postgres::Config = admin_url.parse().unwrap();
+    config.dbname(name);
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("postgres");
+    format!("postgres://{user}@{host}:{port}/{name}")
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/replays")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A render form with `replay` as `file_name` and the given text fields.
+pub fn render_form(replay: Vec<u8>, file_name: &str, fields: &[(&str, &str)]) -> Form {
+    fields.iter().fold(
+        Form::new().part(
+            "replay",
+            Part::bytes(replay).file_name(file_name.to_owned()),
+        ),
+        |form, (name, value)| form.text(name.to_string(), value.to_string()),
+    )
+}
+
+pub fn valid_form() -> Form {
+    render_form(fixture("valid_0.osr"), "play.osr", &[])
+}
+
+pub async fn problem(response: Response, status: StatusCode, code: &str) -> serde_json::Value {
+    assert_eq!(response.status(), status, "expected {code}");
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["status"], status.as_u16());
+    assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    body
+}
+
+pub fn header(response: &Response, name: &str) -> Option<u64> {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().parse().unwrap())
+}
+
+/// The Python original's lock id formula, written independently of the core's.
+pub fn python_lock_id(client_ip: &str) -> i64 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(client_ip.as_bytes());
+    i64::from_le_bytes(digest[..8].try_into().unwrap())
+}
