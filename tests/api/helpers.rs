@@ -29,36 +29,54 @@ fn init_env() {
                 std::env::set_var(name, value);
             }
         }
-        osurender_core::telemetry::init();
+        // Server logs only when asked for: RUST_LOG=info cargo test …
+        if std::env::var_os("RUST_LOG").is_some() {
+            osurender_core::telemetry::init();
+        }
     });
 }
 
+/// The webhook secret every test server shares with its tests' simulated workers.
+pub const WEBHOOK_SECRET: &str = "integration-test-webhook-secret";
+
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// The server's configuration, to build more instances of the core against its resources.
+    pub config: osurender_core::Config,
     pub http: reqwest::Client,
     pub db: tokio_postgres::Client,
     pub database_url: String,
     pub s3: aws_sdk_s3::Client,
     pub dynamodb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
     pub bucket: String,
     pub table: String,
+    pub queue: String,
 }
 
 impl TestApp {
     /// A server with default settings but for `overrides`, and its own fresh resources. The
-    /// trusted proxy is loopback, so tests choose the client with `CF-Connecting-IP`.
+    /// trusted proxy is loopback, so tests choose the client with `CF-Connecting-IP`. The
+    /// outbox sweep, the janitor and the skin ingest do not run on timers: tests run them when
+    /// they choose.
     pub async fn spawn(overrides: &[(&str, &str)]) -> TestApp {
         init_env();
         let unique = uuid::Uuid::new_v4().simple().to_string();
         let database_url = create_database(&format!("osurender_t_{unique}")).await;
         let bucket = format!("replays-{unique}");
         let table = format!("rate-limits-{unique}");
+        let queue = format!("render-jobs-{unique}");
         let mut vars: HashMap<String, String> = [
             ("DATABASE_URL", database_url.as_str()),
             ("REPLAY_BUCKET", bucket.as_str()),
             ("RATE_LIMIT_TABLE", table.as_str()),
             ("TRUSTED_PROXY_CIDRS", "127.0.0.0/8, ::1/128"),
             ("DB_POOL_SIZE", "8"),
+            ("RENDER_QUEUE_NAME", queue.as_str()),
+            ("WEBHOOK_SECRET", WEBHOOK_SECRET),
+            ("OUTBOX_SWEEP_INTERVAL", "0"),
+            ("JANITOR_INTERVAL", "0"),
+            ("SKIN_INGEST_INTERVAL", "0"),
         ]
         .into_iter()
         .chain(overrides.iter().copied())
@@ -68,7 +86,7 @@ impl TestApp {
         let config = osurender_core::Config::from_lookup(|name| vars.get(name).cloned())
             .expect("test config is valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = osurender_local::start(config, listener)
+        let server = osurender_local::start(config.clone(), listener)
             .await
             .expect("dev server starts");
         let addr = server.addr;
@@ -84,8 +102,11 @@ impl TestApp {
             database_url,
             s3: osurender_core::aws::s3(&sdk),
             dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            config,
             bucket,
             table,
+            queue,
         }
     }
 

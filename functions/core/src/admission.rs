@@ -10,7 +10,8 @@ use crate::app::App;
 use crate::domain::{ClientKey, FieldError, JobId, RenderOptions};
 use crate::form::{self, Form, FormError, FormSpec, TextValue, UploadedFile};
 use crate::jobs::{CapacityLimits, NewJob, NoRoom};
-use crate::limiter::RateDecision;
+use crate::limiter::{RateDecision, RateLimit};
+use crate::outbox;
 use crate::problem::Rejection;
 use crate::replay::{self, GameMode, ReplayLimits};
 
@@ -23,16 +24,26 @@ pub struct ReplayFile {
     bytes: Bytes,
 }
 
-/// What a submission came to: the job, or the step that refused it, plus the rate-limit state
-/// once step 4 has run (reported on every later response).
+/// What a submission came to: what it made (the job, for a render), or the step that refused
+/// it, plus the rate-limit state once the limit step has run (reported on every later response).
 #[derive(Debug)]
-pub struct Submission {
-    pub outcome: Result<JobId, Rejection>,
+pub struct Submission<T = JobId> {
+    pub outcome: Result<T, Rejection>,
     pub rate: Option<RateDecision>,
 }
 
-/// The body as it arrives, with the headers that describe it.
-pub struct RenderUpload<S> {
+impl<T> Submission<T> {
+    /// Refused before the rate limit counted it.
+    pub fn refused(rejection: Rejection) -> Self {
+        Self {
+            outcome: Err(rejection),
+            rate: None,
+        }
+    }
+}
+
+/// A form body as it arrives, with the headers that describe it.
+pub struct FormUpload<S> {
     pub content_type: Option<String>,
     pub content_length: Option<u64>,
     pub body: S,
@@ -41,7 +52,7 @@ pub struct RenderUpload<S> {
 pub async fn submit_render<S, O, E>(
     app: &App,
     client: &ClientKey,
-    upload: RenderUpload<S>,
+    upload: FormUpload<S>,
 ) -> Submission
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
@@ -50,21 +61,12 @@ where
 {
     let (replay, options) = match validate_request(app, upload).await {
         Ok(valid) => valid,
-        Err(rejection) => {
-            return Submission {
-                outcome: Err(rejection),
-                rate: None,
-            }
-        }
+        Err(rejection) => return Submission::refused(rejection),
     };
-    let rate = match check_rate_limit(app, client).await {
+    let limit = app.config.rate_limits.render;
+    let rate = match check_rate_limit(app, RENDER_ENDPOINT, limit, client).await {
         Ok(rate) => rate,
-        Err(rejection) => {
-            return Submission {
-                outcome: Err(rejection),
-                rate: None,
-            }
-        }
+        Err(rejection) => return Submission::refused(rejection),
     };
     let outcome = enqueue(app, client, replay, options).await;
     Submission { outcome, rate }
@@ -73,15 +75,16 @@ where
 /// Steps 1–3: stateless, so a request refused here costs no quota and touches nothing.
 async fn validate_request<S, O, E>(
     app: &App,
-    upload: RenderUpload<S>,
+    upload: FormUpload<S>,
 ) -> Result<(ReplayFile, RenderOptions), Rejection>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
-    let form = read_form(app, upload).await?;
-    let file = check_replay_file(app, form.file)?;
+    let spec = render_form_spec(app);
+    let form = read_form(spec, upload).await?;
+    let file = check_file(form.file, &spec, ".osr")?;
     let replay = check_replay_structure(file)?;
     let options = check_render_options(&form.fields)?;
     Ok((replay, options))
@@ -94,13 +97,16 @@ fn render_form_spec(app: &App) -> FormSpec {
     }
 }
 
-async fn read_form<S, O, E>(app: &App, upload: RenderUpload<S>) -> Result<Form, Rejection>
+/// Reads the form within `spec`'s bounds: 413 past the size, 400 for anything malformed.
+pub(crate) async fn read_form<S, O, E>(
+    spec: FormSpec,
+    upload: FormUpload<S>,
+) -> Result<Form, Rejection>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
-    let spec = render_form_spec(app);
     let form = async {
         spec.check_declared_length(upload.content_length)?;
         form::read_form(spec, upload.content_type.as_deref(), upload.body).await
@@ -111,20 +117,25 @@ where
     })
 }
 
-/// Step 1: a `replay` file named `*.osr` with 1..=`MAX_REPLAY_BYTES` bytes (the upper bound was
-/// enforced while reading).
-fn check_replay_file(app: &App, file: Option<UploadedFile>) -> Result<UploadedFile, Rejection> {
-    let file =
-        file.ok_or_else(|| Rejection::InvalidFile("the form has no `replay` file field".into()))?;
-    if !file.file_name.to_ascii_lowercase().ends_with(".osr") {
-        return Err(Rejection::InvalidFile(
-            "the replay file name must end in .osr".into(),
-        ));
+/// Step 1: the spec's file field, named `*{extension}` (any case), with 1..=`max_file_bytes`
+/// bytes (the upper bound was enforced while reading): `*.osr` up to `MAX_REPLAY_BYTES` here.
+pub(crate) fn check_file(
+    file: Option<UploadedFile>,
+    spec: &FormSpec,
+    extension: &str,
+) -> Result<UploadedFile, Rejection> {
+    let field = spec.file_field;
+    let file = file
+        .ok_or_else(|| Rejection::InvalidFile(format!("the form has no `{field}` file field")))?;
+    if !file.file_name.to_ascii_lowercase().ends_with(extension) {
+        return Err(Rejection::InvalidFile(format!(
+            "the {field} file name must end in {extension}"
+        )));
     }
     if file.bytes.is_empty() {
-        return Err(Rejection::InvalidFile("the replay file is empty".into()));
+        return Err(Rejection::InvalidFile(format!("the {field} file is empty")));
     }
-    debug_assert!(file.bytes.len() <= app.config.max_replay_bytes);
+    debug_assert!(file.bytes.len() <= spec.max_file_bytes);
     Ok(file)
 }
 
@@ -172,17 +183,15 @@ fn truncate(name: &str) -> &str {
 }
 
 /// Step 4: the endpoint's fixed window for this client. An outage refuses (503) unless
-/// `RATE_LIMIT_FAIL_OPEN` lets requests through.
-async fn check_rate_limit(
+/// `RATE_LIMIT_FAIL_OPEN` lets requests through. Every rate-limited endpoint checks this way,
+/// each under its own `endpoint` name.
+pub(crate) async fn check_rate_limit(
     app: &App,
+    endpoint: &str,
+    limit: RateLimit,
     client: &ClientKey,
 ) -> Result<Option<RateDecision>, Rejection> {
-    let limit = app.config.rate_limits.render;
-    match app
-        .limiter
-        .hit(RENDER_ENDPOINT, client, limit, epoch_secs())
-        .await
-    {
+    match app.limiter.hit(endpoint, client, limit, epoch_secs()).await {
         Ok(rate) if rate.allowed => Ok(Some(rate)),
         Ok(rate) => Err(Rejection::RateLimited(rate)),
         Err(error) if app.config.rate_limit_fail_open => {
@@ -200,7 +209,8 @@ async fn check_rate_limit(
 /// replay is stored under the new job's id, and only then is the job admitted, with the locked
 /// re-checks, in one statement. So a job row is never visible without its replay (invariant 3);
 /// a refused re-check deletes the object again, and a crash leaves at most an unreferenced
-/// object for the bucket's lifecycle rule.
+/// object for the bucket's lifecycle rule. Once committed, the job's event is published at
+/// once (the fast path); whatever happens to that, the outbox sweep delivers it.
 async fn enqueue(
     app: &App,
     client: &ClientKey,
@@ -219,7 +229,10 @@ async fn enqueue(
     store_replay(app, &job, replay).await?;
     let admitted = app.jobs.admit(&job, &limits).await;
     match admitted {
-        Ok(Ok(())) => Ok(job.id),
+        Ok(Ok(event)) => {
+            outbox::publish_admitted(app, &event).await;
+            Ok(job.id)
+        }
         Ok(Err(no_room)) => {
             discard_replay(app, &job).await;
             Err(no_room_rejection(no_room, &limits))
@@ -283,7 +296,7 @@ async fn discard_replay(app: &App, job: &NewJob) {
     }
 }
 
-fn epoch_secs() -> u64 {
+pub(crate) fn epoch_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

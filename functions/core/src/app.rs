@@ -6,7 +6,12 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::jobs::{JobStore, PgJobStore};
 use crate::limiter::{DynamoRateLimiter, RateLimiter};
+use crate::outbox::{self, OutboxStore, PgOutboxStore};
+use crate::queue::{EventPublisher, SqsRenderQueue};
 use crate::replays::{ReplayStore, S3ReplayStore};
+use crate::skins::store::{
+    PgSkinRegistry, S3SkinStore, SkinRegistry, SkinStore, CLAIM_STALE_AFTER,
+};
 use crate::{aws, db};
 
 #[derive(Clone)]
@@ -16,6 +21,10 @@ pub struct App {
     pub limiter: Arc<dyn RateLimiter>,
     pub jobs: Arc<dyn JobStore>,
     pub replays: Arc<dyn ReplayStore>,
+    pub outbox: Arc<dyn OutboxStore>,
+    pub queue: Arc<dyn EventPublisher>,
+    pub skins: Arc<dyn SkinStore>,
+    pub skin_names: Arc<dyn SkinRegistry>,
 }
 
 /// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
@@ -26,17 +35,20 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
+    /// The shared AWS configuration: what presigning needs (credentials, region, endpoint).
+    pub sdk: aws_config::SdkConfig,
 }
 
 impl Clients {
     /// Builds the clients; nothing connects until first use.
     pub async fn new(config: &Config) -> Result<Self, db::DbError> {
-        let sdk = aws::sdk_config(config.aws_timeout).await;
+        let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
         Ok(Self {
             pool: db::pool(&config.database_url, config.db_pool_size, config.db_timeout)?,
             dynamodb: aws::dynamodb(&sdk),
             s3: aws::s3(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
+            sdk,
         })
     }
 }
@@ -49,11 +61,27 @@ impl App {
                 clients.dynamodb.clone(),
                 &config.rate_limit_table,
             )),
-            jobs: Arc::new(PgJobStore::new(clients.pool.clone(), config.db_timeout)),
+            jobs: Arc::new(PgJobStore::new(
+                clients.pool.clone(),
+                config.db_timeout,
+                outbox::lease(&config),
+            )),
             replays: Arc::new(S3ReplayStore::new(
                 clients.s3.clone(),
                 &config.replay_bucket,
             )),
+            outbox: Arc::new(PgOutboxStore::new(clients.pool.clone())),
+            queue: Arc::new(SqsRenderQueue::new(
+                clients.sqs.clone(),
+                config.render_queue_url.clone(),
+                &config.render_queue_name,
+            )),
+            skins: Arc::new(S3SkinStore::new(
+                clients.s3.clone(),
+                clients.sdk.clone(),
+                &config.skin_bucket,
+            )),
+            skin_names: Arc::new(PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER)),
             config: Arc::new(config),
             clients,
         }

@@ -1,21 +1,25 @@
-//! AWS SDK clients, built once per process. `AWS_ENDPOINT_URL` (read by the SDK itself) points
-//! them at a local stand-in such as moto or LocalStack.
+//! AWS SDK clients, built once per process. `AWS_ENDPOINT_URL` (`Config::aws_endpoint_url`)
+//! points them at a local stand-in such as moto or LocalStack.
 
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 
-pub async fn sdk_config(timeout: Duration) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(timeout)
-                .operation_timeout(timeout)
-                .build(),
-        )
-        .load()
-        .await
+/// The shared configuration; `endpoint` overrides the SDK's own endpoint resolution.
+pub async fn sdk_config(timeout: Duration, endpoint: Option<&str>) -> SdkConfig {
+    let loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(
+        TimeoutConfig::builder()
+            .connect_timeout(timeout)
+            .operation_timeout(timeout)
+            .build(),
+    );
+    match endpoint {
+        Some(url) => loader.endpoint_url(url),
+        None => loader,
+    }
+    .load()
+    .await
 }
 
 pub fn dynamodb(config: &SdkConfig) -> aws_sdk_dynamodb::Client {

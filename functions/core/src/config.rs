@@ -21,6 +21,10 @@ pub struct Config {
     pub replay_bucket: String,
     /// Bound on every AWS call (DynamoDB, S3, SQS), retries included.
     pub aws_timeout: Duration,
+    /// A stand-in's endpoint (moto, LocalStack) for every AWS client; `None` on AWS. The SDK
+    /// would read `AWS_ENDPOINT_URL` itself, but carried here one process can run servers with
+    /// different endpoints (the round-trip budget test routes one through a counting proxy).
+    pub aws_endpoint_url: Option<String>,
     pub rate_limits: RateLimits,
     pub max_queued: i64,
     pub max_rendering: i64,
@@ -45,6 +49,18 @@ pub struct Config {
     pub render_stall_timeout: Duration,
     /// Outbox publish attempts before an event is marked failed.
     pub outbox_max_attempts: i32,
+    /// Bucket the render workers put videos and thumbnails in; the replay bucket by default.
+    pub artifact_bucket: String,
+    /// Lifetime of the presigned artifact URLs `GET /v1/jobs/{id}` hands out.
+    pub artifact_url_ttl: Duration,
+    /// Dev server only: how often it sweeps the outbox and runs the janitor (zero: never; on
+    /// AWS these are scheduled functions), and whether it plays the render workers.
+    pub outbox_sweep_interval: Duration,
+    pub janitor_interval: Duration,
+    pub simulate_workers: bool,
+    /// Dev server only: how often it ingests presigned skin uploads waiting under `incoming/`
+    /// (zero: never; on AWS an S3 event invokes the ingest).
+    pub skin_ingest_interval: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +114,7 @@ impl Config {
             rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
             rate_limit_fail_open: env.parse("RATE_LIMIT_FAIL_OPEN", false)?,
             aws_timeout: Duration::from_millis(env.parse("AWS_TIMEOUT_MS", 5_000)?),
+            aws_endpoint_url: lookup("AWS_ENDPOINT_URL").filter(|url| !url.is_empty()),
             rate_limits: RateLimits {
                 render: env.parse("RATE_LIMIT_RENDER", limit("5/minute"))?,
                 skins_upload: env.parse("RATE_LIMIT_SKINS_UPLOAD", limit("2/minute"))?,
@@ -124,6 +141,20 @@ impl Config {
                 .parse::<Seconds>("RENDER_STALL_TIMEOUT", Seconds(900))?
                 .into(),
             outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
+            artifact_bucket: lookup("ARTIFACT_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
+            artifact_url_ttl: env
+                .parse::<Seconds>("ARTIFACT_URL_TTL", Seconds(900))?
+                .into(),
+            outbox_sweep_interval: env
+                .parse::<Seconds>("OUTBOX_SWEEP_INTERVAL", Seconds(5))?
+                .into(),
+            janitor_interval: env
+                .parse::<Seconds>("JANITOR_INTERVAL", Seconds(30))?
+                .into(),
+            simulate_workers: env.parse::<Flag>("SIMULATE_WORKERS", Flag(false))?.0,
+            skin_ingest_interval: env
+                .parse::<Seconds>("SKIN_INGEST_INTERVAL", Seconds(5))?
+                .into(),
             replay_bucket,
         })
     }
@@ -162,6 +193,22 @@ impl FromStr for Seconds {
 impl From<Seconds> for Duration {
     fn from(secs: Seconds) -> Self {
         Duration::from_secs(secs.0)
+    }
+}
+
+/// A switch: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flag(bool);
+
+impl FromStr for Flag {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(Flag(true)),
+            "0" | "false" | "no" | "off" => Ok(Flag(false)),
+            _ => Err("expected 1/0, true/false, yes/no or on/off"),
+        }
     }
 }
 
@@ -224,5 +271,49 @@ mod tests {
         assert_eq!(c.render_stall_timeout, Duration::from_secs(90));
         assert!(config(&[("QUEUED_TTL", "2 weeks")]).is_err());
         assert_eq!(config(&[("REPLAY_BUCKET", "r")]).unwrap().skin_bucket, "r");
+        assert_eq!(
+            config(&[("REPLAY_BUCKET", "r")]).unwrap().artifact_bucket,
+            "r"
+        );
+    }
+
+    #[test]
+    fn aws_endpoint_override() {
+        assert_eq!(config(&[]).unwrap().aws_endpoint_url, None);
+        assert_eq!(
+            config(&[("AWS_ENDPOINT_URL", "")])
+                .unwrap()
+                .aws_endpoint_url,
+            None
+        );
+        let c = config(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")]).unwrap();
+        assert_eq!(c.aws_endpoint_url.as_deref(), Some("http://127.0.0.1:4566"));
+    }
+
+    #[test]
+    fn lifecycle_settings() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.outbox_sweep_interval, Duration::from_secs(5));
+        assert_eq!(c.janitor_interval, Duration::from_secs(30));
+        assert_eq!(c.artifact_url_ttl, Duration::from_secs(900));
+        assert!(!c.simulate_workers);
+        let c = config(&[("SIMULATE_WORKERS", "1"), ("OUTBOX_SWEEP_INTERVAL", "0")]).unwrap();
+        assert!(c.simulate_workers);
+        assert_eq!(c.outbox_sweep_interval, Duration::ZERO);
+        assert!(config(&[("SIMULATE_WORKERS", "maybe")]).is_err());
+    }
+
+    #[test]
+    fn skin_settings() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.skin_bucket, c.replay_bucket);
+        assert_eq!(c.max_skin_bytes, 4 * 1024 * 1024);
+        assert_eq!(c.max_skin_upload_bytes, 200 * 1024 * 1024);
+        assert_eq!(c.rate_limits.skins_upload.requests, 2);
+        assert_eq!(c.rate_limits.legacy_skins_upload.requests, 5);
+        assert_eq!(c.skin_ingest_interval, Duration::from_secs(5));
+        let c = config(&[("SKIN_BUCKET", "s"), ("SKIN_INGEST_INTERVAL", "0")]).unwrap();
+        assert_eq!(c.skin_bucket, "s");
+        assert_eq!(c.skin_ingest_interval, Duration::ZERO);
     }
 }

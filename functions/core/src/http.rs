@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::body::Body;
+use axum::body::{Body, BodyDataStream};
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -11,9 +11,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::admission::{submit_render, RenderUpload, Submission};
+use crate::admission::{submit_render, FormUpload, Submission};
 use crate::app::App;
 use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey};
+use crate::health;
 use crate::problem::{rate_limit_headers, Rejection};
 
 /// The TCP peer of the request: the socket's remote address locally, API Gateway's
@@ -51,7 +52,7 @@ impl App {
 /// 404 for anything else.
 pub fn service(routes: Router<App>, app: App) -> Router {
     routes
-        .route("/health", get(health))
+        .route("/health", get(health::handler))
         .fallback(not_found)
         .with_state(app)
 }
@@ -68,15 +69,19 @@ async fn render(
     body: Body,
 ) -> Response {
     let client = app.client_key(peer, &headers);
+    let submission = submit_render(&app, &client, form_upload(&headers, body)).await;
+    log_decision(&client, &submission);
+    submission_response(submission)
+}
+
+/// A multipart form body, streamed, with the headers that describe it.
+pub(crate) fn form_upload(headers: &HeaderMap, body: Body) -> FormUpload<BodyDataStream> {
     let header_str = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    let upload = RenderUpload {
+    FormUpload {
         content_type: header_str(header::CONTENT_TYPE).map(str::to_owned),
         content_length: header_str(header::CONTENT_LENGTH).and_then(|v| v.parse().ok()),
         body: body.into_data_stream(),
-    };
-    let submission = submit_render(&app, &client, upload).await;
-    log_decision(&client, &submission);
-    submission_response(submission)
+    }
 }
 
 fn log_decision(client: &ClientKey, submission: &Submission) {
@@ -94,31 +99,35 @@ fn log_decision(client: &ClientKey, submission: &Submission) {
 }
 
 fn submission_response(submission: Submission) -> Response {
-    let mut response = match submission.outcome {
-        Ok(job_id) => {
-            let location = job_id.status_path();
-            let body = json!({
-                "job_id": job_id,
-                "status": "queued",
-                "links": { "status": location },
-            });
-            (
-                StatusCode::ACCEPTED,
-                [(header::LOCATION, location)],
-                Json(body),
-            )
-                .into_response()
-        }
-        Err(rejection) => rejection.into_response(),
-    };
-    if let Some(rate) = &submission.rate {
-        rate_limit_headers(rate, response.headers_mut());
-    }
-    response
+    submission.respond(|job_id| {
+        let location = job_id.status_path();
+        let body = json!({
+            "job_id": job_id,
+            "status": "queued",
+            "links": { "status": location },
+        });
+        (
+            StatusCode::ACCEPTED,
+            [(header::LOCATION, location)],
+            Json(body),
+        )
+            .into_response()
+    })
 }
 
-async fn health() -> Response {
-    Json(json!({ "status": "ok" })).into_response()
+impl<T> Submission<T> {
+    /// `accepted`'s response for what the submission made, or the rejection's problem; with the
+    /// `X-RateLimit-*` headers once the limit has counted the request.
+    pub(crate) fn respond(self, accepted: impl FnOnce(T) -> Response) -> Response {
+        let mut response = match self.outcome {
+            Ok(made) => accepted(made),
+            Err(rejection) => rejection.into_response(),
+        };
+        if let Some(rate) = &self.rate {
+            rate_limit_headers(rate, response.headers_mut());
+        }
+        response
+    }
 }
 
 async fn not_found() -> Response {

@@ -1,12 +1,17 @@
-//! Steps 5–9 against Postgres: global capacity, the per-client lock and limit, and the job +
-//! outbox insert.
+//! The `jobs` table: admission (steps 5–9: global capacity, the per-client lock and limit, the
+//! job + outbox insert), the status reads, the workers' transitions and the janitor's.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
 
 use crate::db::DbError;
-use crate::domain::{client::advisory_lock_id, ClientKey, JobId, RenderOptions};
+use crate::domain::{client::advisory_lock_id, ClientKey, JobId, JobStatus, RenderOptions};
+use crate::outbox::{OutboxEvent, RENDER_JOB_CREATED};
 
 /// The caps admission enforces (DESIGN.md invariants 1 and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,31 +60,128 @@ pub struct NewJob {
     pub replay_key: String,
 }
 
+impl NewJob {
+    /// The `render_job_created` payload the workers receive.
+    fn event_payload(&self) -> serde_json::Value {
+        serde_json::json!({
+            "job_id": self.id,
+            "replay_key": self.replay_key,
+            "skin": self.options.skin,
+            "config": self.options,
+        })
+    }
+}
+
+/// A job as the API shows it. Who submitted it is not selected, so it cannot leak.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub status: JobStatus,
+    pub progress: f32,
+    /// 1-based place among the queued jobs, oldest first; `None` unless queued.
+    pub queue_position: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub error: Option<String>,
+    pub config: serde_json::Value,
+    pub video_key: Option<String>,
+    pub thumb_key: Option<String>,
+}
+
+/// A page of `GET /v1/jobs`, newest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobQuery {
+    pub status: Option<JobStatus>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// A render worker's validated report: what the job moves to and what to record with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub to: JobStatus,
+    /// `None` keeps the stored progress within a state, and is 0 in a new one.
+    pub progress: Option<f32>,
+    pub video_key: Option<String>,
+    pub thumb_key: Option<String>,
+    pub error: Option<String>,
+    /// The janitor fails the job if no report comes by then; `None` for a terminal state.
+    pub deadline_in: Option<Duration>,
+}
+
+/// The report's nonce and how long it must be remembered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nonce {
+    pub value: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransitionOutcome {
+    Applied { status: JobStatus, progress: f32 },
+    NonceReused,
+    UnknownJob,
+    Illegal { current: JobStatus },
+}
+
 #[async_trait]
 pub trait JobStore: Send + Sync {
     /// An unlocked look at occupancy, to refuse early before anything is stored.
     async fn occupancy(&self, client: &ClientKey) -> Result<Occupancy, DbError>;
 
-    /// Locks, re-checks `limits` and inserts the job with its outbox event, atomically.
+    /// Locks, re-checks `limits` and inserts the job with its outbox event, atomically; the
+    /// event comes back for the caller to publish.
     async fn admit(
         &self,
         job: &NewJob,
         limits: &CapacityLimits,
-    ) -> Result<Result<(), NoRoom>, DbError>;
+    ) -> Result<Result<OutboxEvent, NoRoom>, DbError>;
+
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError>;
+
+    /// One page and the number of jobs matching the filter.
+    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError>;
+
+    /// Spends the nonce and, if it was fresh and the job's current state may move to
+    /// `transition.to`, applies the transition; one statement, so it is all or nothing and a
+    /// concurrent change of the job is re-checked rather than overwritten.
+    async fn transition(
+        &self,
+        id: JobId,
+        transition: &Transition,
+        nonce: &Nonce,
+    ) -> Result<TransitionOutcome, DbError>;
+
+    /// Ends the jobs queued longer than `ttl` as `expired`. Returns how many.
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError>;
+
+    /// Fails the downloading/rendering jobs past their deadline (or, without one, not updated
+    /// for `stall_timeout`). Returns how many.
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError>;
+
+    /// Forgets the nonces whose reports could no longer be accepted. Returns how many.
+    async fn prune_nonces(&self) -> Result<u64, DbError>;
 }
 
 pub struct PgJobStore {
     pool: Pool,
     lock_timeout_ms: i64,
+    event_lease_ms: i64,
 }
 
 impl PgJobStore {
-    pub fn new(pool: Pool, lock_timeout: std::time::Duration) -> Self {
+    /// `event_lease`: how long a fresh admission's own fast path owns its outbox event.
+    pub fn new(pool: Pool, lock_timeout: Duration, event_lease: Duration) -> Self {
         Self {
             pool,
-            lock_timeout_ms: lock_timeout.as_millis().try_into().unwrap_or(i64::MAX),
+            lock_timeout_ms: millis(lock_timeout),
+            event_lease_ms: millis(event_lease),
         }
     }
+}
+
+fn millis(duration: Duration) -> i64 {
+    duration.as_millis().try_into().unwrap_or(i64::MAX)
 }
 
 /// Serializes the global capacity re-check of all admissions (held for one insert).
@@ -94,7 +196,83 @@ SELECT count(*) FILTER (WHERE status = 'queued'),
   FROM jobs
  WHERE status IN ('queued', 'downloading', 'rendering')";
 
-const ADMIT_SQL: &str = "SELECT admit_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+const ADMIT_SQL: &str = "\
+SELECT verdict, event_id FROM admit_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+
+/// The API's view of a job. The queue position counts the queued jobs created before it (ties
+/// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed.
+const JOB_SELECT: &str = "\
+SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.config,
+       j.video_key, j.thumb_key,
+       CASE WHEN j.status = 'queued' THEN
+            (SELECT count(*) FROM jobs q
+              WHERE q.status = 'queued' AND (q.created_at, q.id) <= (j.created_at, j.id))
+       END
+  FROM jobs j";
+
+/// `$1`: a status name or NULL for all.
+const LIST_FILTER: &str = "($1::text IS NULL OR j.status::text = $1)";
+
+/// The nonce insert and the conditional update in one statement: the update runs only if the
+/// insert did (the nonce was fresh) and only from a legal predecessor, which Postgres re-checks
+/// against the newest row version if another transaction changed the job meanwhile. Progress is
+/// per state: a report that changes the state without a progress starts it at 0.
+const TRANSITION_SQL: &str = "\
+WITH fresh AS (
+    INSERT INTO webhook_nonces (nonce, expires_at) VALUES ($2, $3)
+    ON CONFLICT DO NOTHING
+    RETURNING nonce
+), moved AS (
+    UPDATE jobs
+       SET status = $4::text::job_status,
+           progress = coalesce($6, CASE WHEN status = $4::text::job_status
+                                        THEN progress ELSE 0 END),
+           video_key = coalesce($7, video_key),
+           thumb_key = coalesce($8, thumb_key),
+           error = coalesce($9, error),
+           deadline_at = now() + $10 * interval '1 millisecond',
+           updated_at = now()
+     WHERE id = $1
+       AND status = ANY ($5::text[]::job_status[])
+       AND EXISTS (SELECT FROM fresh)
+    RETURNING status::text, progress
+)
+SELECT EXISTS (SELECT FROM fresh),
+       (SELECT status FROM moved),
+       (SELECT progress FROM moved),
+       (SELECT status::text FROM jobs WHERE id = $1)";
+
+const EXPIRE_QUEUED_SQL: &str = "\
+UPDATE jobs
+   SET status = 'expired', error = 'no renderer took the job in time', updated_at = now()
+ WHERE status = 'queued' AND created_at < now() - $1 * interval '1 millisecond'";
+
+const FAIL_STALLED_SQL: &str = "\
+UPDATE jobs
+   SET status = 'failed', error = 'timed out', deadline_at = NULL, updated_at = now()
+ WHERE status IN ('downloading', 'rendering')
+   AND coalesce(deadline_at, updated_at + $1 * interval '1 millisecond') < now()";
+
+const PRUNE_NONCES_SQL: &str = "DELETE FROM webhook_nonces WHERE expires_at < now()";
+
+fn status_of(text: &str) -> Result<JobStatus, DbError> {
+    text.parse().map_err(DbError)
+}
+
+fn job_record(row: &Row) -> Result<JobRecord, DbError> {
+    Ok(JobRecord {
+        id: JobId::from(row.get::<_, uuid::Uuid>(0)),
+        status: status_of(row.get(1))?,
+        progress: row.get(2),
+        created_at: row.get(3),
+        updated_at: row.get(4),
+        error: row.get(5),
+        config: row.get(6),
+        video_key: row.get(7),
+        thumb_key: row.get(8),
+        queue_position: row.get(9),
+    })
+}
 
 #[async_trait]
 impl JobStore for PgJobStore {
@@ -116,11 +294,12 @@ impl JobStore for PgJobStore {
         &self,
         job: &NewJob,
         limits: &CapacityLimits,
-    ) -> Result<Result<(), NoRoom>, DbError> {
+    ) -> Result<Result<OutboxEvent, NoRoom>, DbError> {
         let config = serde_json::to_value(&job.options).expect("options serialize");
+        let payload = job.event_payload();
         let id = job.id.as_uuid();
         let client = job.client.as_str();
-        let params: [(&(dyn ToSql + Sync), Type); 11] = [
+        let params: [(&(dyn ToSql + Sync), Type); 13] = [
             (&id, Type::UUID),
             (&client, Type::TEXT),
             (&job.client.lock_id(), Type::INT8),
@@ -132,21 +311,131 @@ impl JobStore for PgJobStore {
             (&limits.max_rendering, Type::INT8),
             (&limits.max_active_per_client, Type::INT8),
             (&self.lock_timeout_ms, Type::INT8),
+            (&payload, Type::JSONB),
+            (&self.event_lease_ms, Type::INT8),
         ];
         let conn = self.pool.get().await?;
-        let verdict: String = conn
+        let row = conn
             .query_typed(ADMIT_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError("admit_job returned no row".into()))?
-            .get(0);
-        match verdict.as_str() {
-            "admitted" => Ok(Ok(())),
+            .ok_or_else(|| DbError("admit_job returned no row".into()))?;
+        let verdict: &str = row.get(0);
+        match verdict {
+            "admitted" => Ok(Ok(OutboxEvent {
+                id: row.get(1),
+                job_id: job.id,
+                event_type: RENDER_JOB_CREATED.to_owned(),
+                payload,
+                attempts: 1,
+            })),
             "queue_full" => Ok(Err(NoRoom::QueueFull)),
             "render_capacity" => Ok(Err(NoRoom::RenderCapacity)),
             "too_many_active_jobs" => Ok(Err(NoRoom::TooManyActiveJobs)),
             other => Err(DbError(format!("admit_job answered `{other}`"))),
         }
+    }
+
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError> {
+        let conn = self.pool.get().await?;
+        let sql = format!("{JOB_SELECT} WHERE j.id = $1");
+        conn.query_typed(&sql, &[(&id.as_uuid(), Type::UUID)])
+            .await?
+            .first()
+            .map(job_record)
+            .transpose()
+    }
+
+    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError> {
+        let status = query.status.map(JobStatus::as_str);
+        let count_sql = format!("SELECT count(*) FROM jobs j WHERE {LIST_FILTER}");
+        let page_sql = format!(
+            "{JOB_SELECT} WHERE {LIST_FILTER} ORDER BY j.created_at DESC, j.id DESC LIMIT $2 OFFSET $3"
+        );
+        let count_params: [(&(dyn ToSql + Sync), Type); 1] = [(&status, Type::TEXT)];
+        let page_params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&status, Type::TEXT),
+            (&query.limit, Type::INT8),
+            (&query.offset, Type::INT8),
+        ];
+        let conn = self.pool.get().await?;
+        // Neither statement needs the other's answer: sent together, one round trip.
+        let (total, page) = tokio::try_join!(
+            conn.query_typed(&count_sql, &count_params),
+            conn.query_typed(&page_sql, &page_params),
+        )?;
+        let total = total
+            .first()
+            .map(|row| row.get(0))
+            .ok_or_else(|| DbError("count returned no row".into()))?;
+        let jobs = page.iter().map(job_record).collect::<Result<_, _>>()?;
+        Ok((jobs, total))
+    }
+
+    async fn transition(
+        &self,
+        id: JobId,
+        transition: &Transition,
+        nonce: &Nonce,
+    ) -> Result<TransitionOutcome, DbError> {
+        let predecessors: Vec<&str> = transition
+            .to
+            .predecessors()
+            .iter()
+            .map(|status| status.as_str())
+            .collect();
+        let deadline_ms = transition.deadline_in.map(millis);
+        let params: [(&(dyn ToSql + Sync), Type); 10] = [
+            (&id.as_uuid(), Type::UUID),
+            (&nonce.value, Type::TEXT),
+            (&nonce.expires_at, Type::TIMESTAMPTZ),
+            (&transition.to.as_str(), Type::TEXT),
+            (&predecessors, Type::TEXT_ARRAY),
+            (&transition.progress, Type::FLOAT4),
+            (&transition.video_key, Type::TEXT),
+            (&transition.thumb_key, Type::TEXT),
+            (&transition.error, Type::TEXT),
+            (&deadline_ms, Type::INT8),
+        ];
+        let conn = self.pool.get().await?;
+        let row = conn
+            .query_typed(TRANSITION_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| DbError("transition returned no row".into()))?;
+        let fresh: bool = row.get(0);
+        let moved: Option<&str> = row.get(1);
+        let current: Option<&str> = row.get(3);
+        Ok(match (fresh, moved, current) {
+            (false, _, _) => TransitionOutcome::NonceReused,
+            (true, Some(status), _) => TransitionOutcome::Applied {
+                status: status_of(status)?,
+                progress: row.get(2),
+            },
+            (true, None, None) => TransitionOutcome::UnknownJob,
+            (true, None, Some(current)) => TransitionOutcome::Illegal {
+                current: status_of(current)?,
+            },
+        })
+    }
+
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError> {
+        let conn = self.pool.get().await?;
+        Ok(conn
+            .execute_typed(EXPIRE_QUEUED_SQL, &[(&millis(ttl), Type::INT8)])
+            .await?)
+    }
+
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError> {
+        let conn = self.pool.get().await?;
+        Ok(conn
+            .execute_typed(FAIL_STALLED_SQL, &[(&millis(stall_timeout), Type::INT8)])
+            .await?)
+    }
+
+    async fn prune_nonces(&self) -> Result<u64, DbError> {
+        let conn = self.pool.get().await?;
+        Ok(conn.execute_typed(PRUNE_NONCES_SQL, &[]).await?)
     }
 }
 

@@ -1,7 +1,9 @@
 //! The osurender core: everything the Lambda functions and the dev server share.
 //!
 //! Read `admission` top to bottom for the order of the checks; the stores (`limiter`, `jobs`,
-//! `replays`) are adapters behind traits, built once per process in `app`.
+//! `replays`, `outbox`, `queue`) are adapters behind traits, built once per process in `app`.
+//! After admission a job lives through `webhook` (workers' signed reports), `job_status` (the
+//! reads), `outbox` (delivery to the render queue) and `janitor` (jobs that will not finish).
 
 pub mod admission;
 pub mod app;
@@ -10,15 +12,22 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod form;
+pub mod health;
 pub mod http;
+pub mod janitor;
+pub mod job_status;
 pub mod jobs;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod limiter;
+pub mod outbox;
 pub mod problem;
+pub mod queue;
 pub mod replay;
 pub mod replays;
+pub mod skins;
 pub mod telemetry;
+pub mod webhook;
 
 pub use app::{App, Clients};
 pub use config::Config;

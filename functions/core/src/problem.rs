@@ -18,13 +18,30 @@ pub enum Rejection {
     InvalidFile(String),
     FileTooLarge(String),
     InvalidReplay(String),
+    /// An `.osk` that is not a valid skin archive (skins::archive).
+    InvalidSkin(String),
+    /// The skin name is taken (uploaded before, or built in).
+    SkinExists(String),
     InvalidField(String),
     RateLimited(RateDecision),
     QueueFull,
     RenderCapacity,
-    TooManyActiveJobs { limit: i64 },
+    TooManyActiveJobs {
+        limit: i64,
+    },
     NotFound(String),
+    InvalidJobId(String),
+    InvalidBody(String),
+    PayloadTooLarge(String),
+    /// Webhook authentication: a signature that does not verify, a timestamp outside the
+    /// accepted skew, a nonce seen before.
+    InvalidSignature,
+    StaleTimestamp,
+    NonceReused,
+    IllegalTransition(String),
     StorageFailed,
+    /// Skin storage (S3) did not answer: listing, storing or signing an upload failed.
+    SkinStorageUnavailable,
     LimiterUnavailable,
     DatabaseUnavailable,
 }
@@ -34,13 +51,21 @@ impl Rejection {
         match self {
             Self::InvalidFile(_) => StatusCode::BAD_REQUEST,
             Self::FileTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::InvalidReplay(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::InvalidReplay(_) | Self::InvalidSkin(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::SkinExists(_) => StatusCode::CONFLICT,
             Self::InvalidField(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited(_) | Self::TooManyActiveJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InvalidSignature | Self::StaleTimestamp | Self::NonceReused => {
+                StatusCode::UNAUTHORIZED
+            }
+            Self::IllegalTransition(_) => StatusCode::CONFLICT,
             Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::QueueFull
             | Self::RenderCapacity
+            | Self::SkinStorageUnavailable
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -52,13 +77,23 @@ impl Rejection {
             Self::InvalidFile(_) => "invalid_file",
             Self::FileTooLarge(_) => "file_too_large",
             Self::InvalidReplay(_) => "invalid_replay",
+            Self::InvalidSkin(_) => "invalid_skin",
+            Self::SkinExists(_) => "skin_exists",
             Self::InvalidField(_) => "invalid_field",
             Self::RateLimited(_) => "rate_limited",
             Self::QueueFull => "queue_full",
             Self::RenderCapacity => "render_capacity",
             Self::TooManyActiveJobs { .. } => "too_many_active_jobs",
             Self::NotFound(_) => "not_found",
+            Self::InvalidJobId(_) => "invalid_job_id",
+            Self::InvalidBody(_) => "invalid_body",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::InvalidSignature => "invalid_signature",
+            Self::StaleTimestamp => "stale_timestamp",
+            Self::NonceReused => "nonce_reused",
+            Self::IllegalTransition(_) => "illegal_transition",
             Self::StorageFailed => "storage_failed",
+            Self::SkinStorageUnavailable => "storage_unavailable",
             Self::LimiterUnavailable => "limiter_unavailable",
             Self::DatabaseUnavailable => "database_unavailable",
         }
@@ -69,13 +104,23 @@ impl Rejection {
             Self::InvalidFile(_) => "Invalid file",
             Self::FileTooLarge(_) => "File too large",
             Self::InvalidReplay(_) => "Invalid replay",
+            Self::InvalidSkin(_) => "Invalid skin",
+            Self::SkinExists(_) => "Skin exists",
             Self::InvalidField(_) => "Invalid field",
             Self::RateLimited(_) => "Rate limit exceeded",
             Self::QueueFull => "Render queue full",
             Self::RenderCapacity => "Render capacity exhausted",
             Self::TooManyActiveJobs { .. } => "Too many active jobs",
             Self::NotFound(_) => "Not found",
+            Self::InvalidJobId(_) => "Invalid job id",
+            Self::InvalidBody(_) => "Invalid body",
+            Self::PayloadTooLarge(_) => "Payload too large",
+            Self::InvalidSignature => "Invalid signature",
+            Self::StaleTimestamp => "Stale timestamp",
+            Self::NonceReused => "Nonce reused",
+            Self::IllegalTransition(_) => "Illegal status transition",
             Self::StorageFailed => "Storage failed",
+            Self::SkinStorageUnavailable => "Storage unavailable",
             Self::LimiterUnavailable => "Rate limiter unavailable",
             Self::DatabaseUnavailable => "Database unavailable",
         }
@@ -86,8 +131,20 @@ impl Rejection {
             Self::InvalidFile(d)
             | Self::FileTooLarge(d)
             | Self::InvalidReplay(d)
+            | Self::InvalidSkin(d)
+            | Self::SkinExists(d)
             | Self::InvalidField(d)
-            | Self::NotFound(d) => d.clone(),
+            | Self::NotFound(d)
+            | Self::InvalidJobId(d)
+            | Self::InvalidBody(d)
+            | Self::PayloadTooLarge(d)
+            | Self::IllegalTransition(d) => d.clone(),
+            Self::InvalidSignature => {
+                "X-Signature must be the hex HMAC-SHA256 of the body under the webhook secret"
+                    .into()
+            }
+            Self::StaleTimestamp => "the timestamp is too far from the server's clock".into(),
+            Self::NonceReused => "this nonce was already used; sign each report afresh".into(),
             Self::RateLimited(rate) => format!(
                 "rate limit of {} requests exceeded; retry in {} s",
                 rate.limit, rate.retry_after
@@ -98,6 +155,7 @@ impl Rejection {
                 format!("at most {limit} active jobs per client; wait for one to finish")
             }
             Self::StorageFailed => "the replay could not be stored; nothing was queued".into(),
+            Self::SkinStorageUnavailable => "skin storage is unavailable; try again".into(),
             Self::LimiterUnavailable => "the rate limiter is unavailable; try again".into(),
             Self::DatabaseUnavailable => "the job database is unavailable; try again".into(),
         }
@@ -109,7 +167,9 @@ impl Rejection {
             Self::QueueFull | Self::RenderCapacity | Self::TooManyActiveJobs { .. } => {
                 Some(RETRY_CAPACITY_SECS)
             }
-            Self::LimiterUnavailable | Self::DatabaseUnavailable => Some(RETRY_UNAVAILABLE_SECS),
+            Self::SkinStorageUnavailable | Self::LimiterUnavailable | Self::DatabaseUnavailable => {
+                Some(RETRY_UNAVAILABLE_SECS)
+            }
             _ => None,
         }
     }
@@ -145,6 +205,13 @@ impl IntoResponse for Rejection {
         }
         if let Self::RateLimited(rate) = &self {
             rate_limit_headers(rate, &mut headers);
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 9110 wants a challenge on every 401: name the scheme the webhook uses.
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("HMAC-SHA256 header=\"X-Signature\""),
+            );
         }
         let body = serde_json::to_vec(&problem).expect("problem serializes");
         (status, headers, body).into_response()

@@ -28,7 +28,7 @@ impl S3ReplayStore {
     }
 }
 
-fn storage_error<E: std::error::Error + 'static>(error: E) -> StorageError {
+pub(crate) fn storage_error<E: std::error::Error + 'static>(error: E) -> StorageError {
     StorageError(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
 }
 

@@ -1,13 +1,18 @@
 //! The development server as a library, so the integration tests run the very same thing.
 
-use std::net::SocketAddr;
+use std::future::Future;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use anyhow::Context;
-use osurender_core::{db, http, App, Clients, Config};
+use osurender_core::webhook::Verifier;
+use osurender_core::{db, http, janitor, job_status, outbox, skins, webhook, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
 
 mod provision;
+mod workers;
 
 pub struct Server {
     pub addr: SocketAddr,
@@ -21,19 +26,108 @@ impl Server {
     }
 }
 
-/// Migrates the database, creates the limiter table and the bucket when missing, then serves.
-pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Server> {
+/// Migrates the database, creates the limiter table, the buckets and the render queue when
+/// missing, then serves; sweeps the outbox, runs the janitor and ingests presigned skin
+/// uploads on timers, and plays the render workers if asked to.
+pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<Server> {
     let clients = Clients::new(&config).await?;
     db::migrate(&clients.pool)
         .await
         .context("applying migrations")?;
     provision::rate_limit_table(&clients.dynamodb, &config.rate_limit_table).await?;
     provision::bucket(&clients.s3, &config.replay_bucket).await?;
+    provision::bucket(&clients.s3, &config.artifact_bucket).await?;
+    provision::bucket(&clients.s3, &config.skin_bucket).await?;
+    let queue_url = match &config.render_queue_url {
+        Some(url) => url.clone(),
+        None => provision::queue(&clients.sqs, &config.render_queue_name).await?,
+    };
+    let secret = config
+        .webhook_secret
+        .get_or_insert_with(|| {
+            // Never logged: a user who wants to sign reports by hand sets WEBHOOK_SECRET.
+            // Two v4 UUIDs: 244 bits from the operating system's random source.
+            tracing::info!("WEBHOOK_SECRET is not set; generated a random one for this run");
+            format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            )
+        })
+        .clone();
+    let verifier = Verifier::from_config(&config)?;
 
     let app = App::new(config, &clients);
-    let router = http::service(http::render_routes(), app);
+    let routes = http::render_routes()
+        .merge(job_status::routes())
+        .merge(webhook::routes(verifier))
+        .merge(skins::routes());
+    let router = http::service(routes, app.clone());
     let addr = listener.local_addr()?;
+    run_scheduled(&app);
+    if app.config.simulate_workers {
+        workers::Simulator {
+            app: app.clone(),
+            queue_url,
+            base_url: format!("http://{}", reachable(addr)),
+            secret,
+        }
+        .spawn();
+        tracing::info!("simulating render workers");
+    }
     let service = router.into_make_service_with_connect_info::<SocketAddr>();
     let task = tokio::spawn(async move { axum::serve(listener, service).await });
     Ok(Server { addr, task })
+}
+
+/// The scheduled functions of a deployment, on the dev server's timers.
+fn run_scheduled(app: &App) {
+    every(app.config.outbox_sweep_interval, app, |app| async move {
+        match outbox::sweep(&app).await {
+            Ok(report) if report.claimed > 0 => tracing::info!(?report, "outbox sweep"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "outbox sweep failed"),
+        }
+    });
+    every(app.config.janitor_interval, app, |app| async move {
+        if let Err(error) = janitor::run(&app).await {
+            tracing::warn!(%error, "janitor run failed");
+        }
+    });
+    // Stands in for the S3 event that invokes the ingest of presigned skin uploads on AWS.
+    every(app.config.skin_ingest_interval, app, |app| async move {
+        if let Err(error) = skins::ingest_pending(&app).await {
+            tracing::warn!(%error, "skin ingest poll failed");
+        }
+    });
+}
+
+/// Runs `task` every `period` (never if zero) for as long as the runtime lives; a slow run
+/// delays the next instead of piling up.
+fn every<F, Fut>(period: Duration, app: &App, task: F)
+where
+    F: Fn(App) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    if period.is_zero() {
+        return;
+    }
+    let app = app.clone();
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            task(app.clone()).await;
+        }
+    });
+}
+
+/// Where this server can reach itself: a wildcard listen address is reached on loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(v4) if v4.ip().is_unspecified() => (Ipv4Addr::LOCALHOST, v4.port()).into(),
+        SocketAddr::V6(v6) if v6.ip().is_unspecified() => (Ipv6Addr::LOCALHOST, v6.port()).into(),
+        other => other,
+    }
 }

@@ -1,12 +1,21 @@
 //! `osurender-local`: the whole API on `OSURENDER_LISTEN`, against the configured Postgres and
 //! AWS endpoint (a local stand-in by default: see `infra/`).
+//!
+//! `--simulate-workers` (or `SIMULATE_WORKERS=1`) also plays the render workers.
 
+use anyhow::bail;
 use osurender_core::{telemetry, Config};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let mut config = Config::from_env()?;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--simulate-workers" => config.simulate_workers = true,
+            other => bail!("unknown argument `{other}` (the only one is --simulate-workers)"),
+        }
+    }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let server = osurender_local::start(config, listener).await?;
     tracing::info!(addr = %server.addr, "osurender-local listening");

@@ -80,3 +80,16 @@ pub async fn bucket(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result
         Err(e) => Err(e).context("creating the replay bucket"),
     }
 }
+
+/// The render queue, by name; answers its URL. `CreateQueue` returns the existing queue's URL
+/// when one of that name exists.
+pub async fn queue(client: &aws_sdk_sqs::Client, name: &str) -> anyhow::Result<String> {
+    client
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .context("creating the render queue")?
+        .queue_url
+        .context("CreateQueue answered no URL")
+}

@@ -92,6 +92,25 @@ impl JobStatus {
     pub fn is_active(self) -> bool {
         matches!(self, Self::Queued | Self::Downloading | Self::Rendering)
     }
+
+    /// The transition table: the states a worker's report may move a job from into `self`.
+    /// Reports move jobs forward only: repeating the current active state updates progress,
+    /// a worker may skip a step it does not need (a cached replay: `queued → rendering`),
+    /// `completed` needs a render, and `failed` ends any active job. Nothing leaves a
+    /// terminal state, and no report makes a job `queued` or `expired`.
+    pub fn predecessors(self) -> &'static [JobStatus] {
+        match self {
+            Self::Downloading => &[Self::Queued, Self::Downloading],
+            Self::Rendering => &[Self::Queued, Self::Downloading, Self::Rendering],
+            Self::Completed => &[Self::Rendering],
+            Self::Failed => &[Self::Queued, Self::Downloading, Self::Rendering],
+            Self::Queued | Self::Expired => &[],
+        }
+    }
+
+    pub fn can_move_to(self, next: JobStatus) -> bool {
+        next.predecessors().contains(&self)
+    }
 }
 
 impl FromStr for JobStatus {
@@ -108,5 +127,51 @@ impl FromStr for JobStatus {
 impl std::fmt::Display for JobStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JobStatus::*;
+
+    #[test]
+    fn transition_table() {
+        let legal = [
+            (Queued, Downloading),
+            (Queued, Rendering),
+            (Queued, Failed),
+            (Downloading, Downloading),
+            (Downloading, Rendering),
+            (Downloading, Failed),
+            (Rendering, Rendering),
+            (Rendering, Completed),
+            (Rendering, Failed),
+        ];
+        for from in JobStatus::ALL {
+            for to in JobStatus::ALL {
+                assert_eq!(
+                    from.can_move_to(to),
+                    legal.contains(&(from, to)),
+                    "{from} -> {to}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_active_jobs_move_and_terminal_states_are_final() {
+        for from in JobStatus::ALL {
+            let moves = JobStatus::ALL.iter().any(|to| from.can_move_to(*to));
+            assert_eq!(moves, from.is_active(), "{from}");
+        }
+    }
+
+    #[test]
+    fn statuses_round_trip_through_text() {
+        for status in JobStatus::ALL {
+            assert_eq!(status.as_str().parse::<JobStatus>(), Ok(status));
+        }
+        assert!("paused".parse::<JobStatus>().is_err());
     }
 }

@@ -1,0 +1,392 @@
+//! Where skins live: the objects in S3 (`skins/{name}.osk`, presigned uploads under
+//! `incoming/`) and the names in Postgres, claimed before an object is written so that two
+//! uploads of one new name cannot both win.
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_sdk_s3::config::ProvideCredentials;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::{Bytes, BytesMut};
+use deadpool_postgres::Pool;
+use tokio_postgres::types::{ToSql, Type};
+use uuid::Uuid;
+
+use super::presign::{self, PostPolicy, PresignedPost};
+use crate::db::DbError;
+use crate::domain::SkinName;
+use crate::replays::{storage_error, StorageError};
+
+/// Uploaded skins: `skins/{name}.osk`.
+const SKIN_PREFIX: &str = "skins/";
+const SKIN_SUFFIX: &str = ".osk";
+/// Presigned uploads wait here for `ingest`; a bucket lifecycle rule should expire leftovers.
+pub const INCOMING_PREFIX: &str = "incoming/";
+
+pub fn skin_key(name: &SkinName) -> String {
+    format!("{SKIN_PREFIX}{}{SKIN_SUFFIX}", name.as_str())
+}
+
+/// The skin name of a `skins/{name}.osk` key; `None` for anything else under `skins/`.
+fn name_of_key(key: &str) -> Option<SkinName> {
+    let stem = key.strip_prefix(SKIN_PREFIX)?.strip_suffix(SKIN_SUFFIX)?;
+    SkinName::parse(stem).ok()
+}
+
+/// A fresh `incoming/{upload id}/{name}.osk`: unique per presigned upload, with the name in
+/// the key so the ingest needs nothing but the key.
+pub fn incoming_key(name: &SkinName) -> String {
+    format!(
+        "{INCOMING_PREFIX}{}/{}{SKIN_SUFFIX}",
+        Uuid::new_v4().simple(),
+        name.as_str()
+    )
+}
+
+/// The skin name an `incoming/{upload id}/{name}.osk` key asks for.
+pub fn name_of_incoming_key(key: &str) -> Option<SkinName> {
+    let (upload_id, file) = key.strip_prefix(INCOMING_PREFIX)?.split_once('/')?;
+    Uuid::try_parse(upload_id).ok()?;
+    SkinName::parse(file.strip_suffix(SKIN_SUFFIX)?).ok()
+}
+
+/// An incoming object's content, read within a bound.
+#[derive(Debug)]
+pub enum Fetched {
+    Bytes(Bytes),
+    TooLarge,
+    /// Deleted meanwhile (already ingested by another run, or expired).
+    Gone,
+}
+
+#[async_trait]
+pub trait SkinStore: Send + Sync {
+    /// Names of the uploaded skins, at most `limit`, in key order.
+    async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError>;
+    async fn exists(&self, name: &SkinName) -> Result<bool, StorageError>;
+    /// Writes `skins/{name}.osk` unless an object is already there (`Ok(false)` then): an
+    /// object from before the name registry, or from another fleet, is never overwritten.
+    async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError>;
+    /// A presigned POST that lets a client upload exactly `size` bytes to `key` until
+    /// `expires_at`.
+    async fn presign_post(
+        &self,
+        key: &str,
+        size: u64,
+        expires_at: SystemTime,
+    ) -> Result<PresignedPost, StorageError>;
+    /// Keys under `incoming/`, at most `limit`.
+    async fn list_incoming(&self, limit: usize) -> Result<Vec<String>, StorageError>;
+    async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError>;
+    async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}
+
+pub struct S3SkinStore {
+    client: aws_sdk_s3::Client,
+    sdk: SdkConfig,
+    bucket: String,
+}
+
+impl S3SkinStore {
+    /// `sdk` supplies what presigning needs and the S3 client does not expose: the
+    /// credentials, the region and the endpoint.
+    pub fn new(client: aws_sdk_s3::Client, sdk: SdkConfig, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            sdk,
+            bucket: bucket.into(),
+        }
+    }
+
+    /// Lists keys under `prefix`, page by page, stopping at `limit`.
+    async fn list_keys(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StorageError> {
+        let mut keys = Vec::new();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(storage_error)?;
+            keys.extend(
+                page.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(str::to_owned)),
+            );
+            if keys.len() >= limit {
+                keys.truncate(limit);
+                break;
+            }
+        }
+        Ok(keys)
+    }
+}
+
+#[async_trait]
+impl SkinStore for S3SkinStore {
+    async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError> {
+        let keys = self.list_keys(SKIN_PREFIX, limit).await?;
+        Ok(keys.iter().filter_map(|key| name_of_key(key)).collect())
+    }
+
+    async fn exists(&self, name: &SkinName) -> Result<bool, StorageError> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(skin_key(name))
+            .send()
+            .await;
+        match head {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError> {
+        let put = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(skin_key(name))
+            .if_none_match("*")
+            .content_type("application/octet-stream")
+            .body(ByteStream::from(body))
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => Ok(false),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    async fn presign_post(
+        &self,
+        key: &str,
+        size: u64,
+        expires_at: SystemTime,
+    ) -> Result<PresignedPost, StorageError> {
+        let provider = self
+            .sdk
+            .credentials_provider()
+            .ok_or_else(|| StorageError("no AWS credentials configured".into()))?;
+        let credentials = provider
+            .provide_credentials()
+            .await
+            .map_err(storage_error)?;
+        let region = self
+            .sdk
+            .region()
+            .ok_or_else(|| StorageError("no AWS region configured".into()))?;
+        let policy = PostPolicy {
+            bucket: &self.bucket,
+            key,
+            size,
+            region: region.as_ref(),
+            access_key_id: credentials.access_key_id(),
+            secret_access_key: credentials.secret_access_key(),
+            session_token: credentials.session_token(),
+            now: SystemTime::now(),
+            expires_at,
+        };
+        let url = presign::bucket_url(self.sdk.endpoint_url(), &self.bucket, region.as_ref());
+        Ok(policy.sign(url))
+    }
+
+    async fn list_incoming(&self, limit: usize) -> Result<Vec<String>, StorageError> {
+        self.list_keys(INCOMING_PREFIX, limit).await
+    }
+
+    async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError> {
+        let got = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        let mut object = match got {
+            Ok(object) => object,
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
+                return Ok(Fetched::Gone)
+            }
+            Err(e) => return Err(storage_error(e)),
+        };
+        let declared = object.content_length().unwrap_or_default();
+        if usize::try_from(declared).map_or(true, |len| len > max_bytes) {
+            return Ok(Fetched::TooLarge);
+        }
+        // The declared length bounds the buffer; the loop bounds what is read all the same.
+        let mut bytes = BytesMut::with_capacity(declared as usize);
+        while let Some(chunk) = object.body.next().await {
+            let chunk = chunk.map_err(storage_error)?;
+            if bytes.len() + chunk.len() > max_bytes {
+                return Ok(Fetched::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Fetched::Bytes(bytes.freeze()))
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map(drop)
+            .map_err(storage_error)
+    }
+}
+
+/// A name held for one upload until it is confirmed (stored) or released (failed).
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub name: SkinName,
+    token: Uuid,
+}
+
+#[async_trait]
+pub trait SkinRegistry: Send + Sync {
+    /// Claims `name`; `None` when it is stored or held by an upload in flight.
+    async fn claim(&self, name: &SkinName) -> Result<Option<Claim>, DbError>;
+    /// The skin is stored: the name is taken for good.
+    async fn confirm(&self, claim: &Claim) -> Result<(), DbError>;
+    /// The upload failed: the name is free again.
+    async fn release(&self, claim: &Claim) -> Result<(), DbError>;
+    /// Whether `name` is stored or held, without claiming it.
+    async fn is_taken(&self, name: &SkinName) -> Result<bool, DbError>;
+}
+
+/// The `skins` table (migrations/V3): the name is the primary key, so of two concurrent
+/// claims exactly one inserts. A claim lives for one S3 write; one older than `stale_after`
+/// belongs to an upload whose function died between claim and confirm, and may be taken over
+/// so the name is not lost for good.
+pub struct PgSkinRegistry {
+    pool: Pool,
+    stale_after_secs: f64,
+}
+
+/// Longer than any function runs (Lambda's maximum is 15 minutes), so a live claim is never
+/// taken over.
+pub const CLAIM_STALE_AFTER: Duration = Duration::from_secs(15 * 60);
+
+impl PgSkinRegistry {
+    pub fn new(pool: Pool, stale_after: Duration) -> Self {
+        Self {
+            pool,
+            stale_after_secs: stale_after.as_secs_f64(),
+        }
+    }
+
+    /// Runs `sql` with `$1` the claimed name and `$2` the claim's token; the rows it touched.
+    async fn execute_on_claim(&self, sql: &str, claim: &Claim) -> Result<u64, DbError> {
+        let name = claim.name.as_str();
+        let conn = self.pool.get().await?;
+        let touched = conn
+            .execute_typed(sql, &[(&name, Type::TEXT), (&claim.token, Type::UUID)])
+            .await?;
+        Ok(touched)
+    }
+}
+
+const CLAIM_SQL: &str = "\
+INSERT INTO skins (name, claim) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET claim = EXCLUDED.claim, claimed_at = now()
+ WHERE skins.stored_at IS NULL
+   AND skins.claimed_at < now() - make_interval(secs => $3)
+RETURNING claim";
+
+const CONFIRM_SQL: &str =
+    "UPDATE skins SET stored_at = now() WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
+
+const RELEASE_SQL: &str = "DELETE FROM skins WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
+
+const TAKEN_SQL: &str = "\
+SELECT EXISTS (SELECT 1 FROM skins
+                WHERE name = $1
+                  AND (stored_at IS NOT NULL OR claimed_at >= now() - make_interval(secs => $2)))";
+
+#[async_trait]
+impl SkinRegistry for PgSkinRegistry {
+    async fn claim(&self, name: &SkinName) -> Result<Option<Claim>, DbError> {
+        let token = Uuid::new_v4();
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&name.as_str(), Type::TEXT),
+            (&token, Type::UUID),
+            (&self.stale_after_secs, Type::FLOAT8),
+        ];
+        let conn = self.pool.get().await?;
+        let rows = conn.query_typed(CLAIM_SQL, &params).await?;
+        Ok((!rows.is_empty()).then(|| Claim {
+            name: name.clone(),
+            token,
+        }))
+    }
+
+    async fn confirm(&self, claim: &Claim) -> Result<(), DbError> {
+        if self.execute_on_claim(CONFIRM_SQL, claim).await? == 1 {
+            Ok(())
+        } else {
+            Err(DbError(format!(
+                "the claim on skin `{}` was lost",
+                claim.name.as_str()
+            )))
+        }
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), DbError> {
+        self.execute_on_claim(RELEASE_SQL, claim).await.map(drop)
+    }
+
+    async fn is_taken(&self, name: &SkinName) -> Result<bool, DbError> {
+        let params: [(&(dyn ToSql + Sync), Type); 2] = [
+            (&name.as_str(), Type::TEXT),
+            (&self.stale_after_secs, Type::FLOAT8),
+        ];
+        let conn = self.pool.get().await?;
+        let row = conn
+            .query_typed(TAKEN_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| DbError("the name lookup returned no row".into()))?;
+        Ok(row.get(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_names() {
+        let name = SkinName::parse("My Skin_2").unwrap();
+        assert_eq!(skin_key(&name), "skins/My Skin_2.osk");
+        assert_eq!(name_of_key(&skin_key(&name)), Some(name.clone()));
+        let incoming = incoming_key(&name);
+        assert!(incoming.starts_with(INCOMING_PREFIX));
+        assert_eq!(name_of_incoming_key(&incoming), Some(name));
+        for foreign in [
+            "skins/a.b.osk",
+            "skins/nested/a.osk",
+            "skins/a.zip",
+            "replays/x.osr",
+        ] {
+            assert_eq!(name_of_key(foreign), None, "{foreign}");
+        }
+        for foreign in [
+            "incoming/not-a-uuid/a.osk",
+            "incoming/a.osk",
+            "incoming/0123456789abcdef0123456789abcdef/../a.osk",
+            "skins/a.osk",
+        ] {
+            assert_eq!(name_of_incoming_key(foreign), None, "{foreign}");
+        }
+    }
+}

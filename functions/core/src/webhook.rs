@@ -1,0 +1,459 @@
+//! `POST /v1/jobs/{id}/webhook`: render workers report progress and results.
+//!
+//! A report is a JSON body `{status, progress, video_key, thumb_key, error, timestamp, nonce}`
+//! signed with HMAC-SHA256 under `WEBHOOK_SECRET`, hex in `X-Signature`. The checks run
+//! cheapest first and nothing is written before the signature, the fields and the timestamp
+//! pass; then one statement spends the nonce and applies the transition (`jobs::transition`).
+//! So a forged, stale, replayed or illegal report changes no job.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::Sha256;
+
+use crate::admission::epoch_secs;
+use crate::app::App;
+use crate::config::Config;
+use crate::domain::{JobId, JobStatus};
+use crate::job_status::JobPath;
+use crate::jobs::{Nonce, Transition, TransitionOutcome};
+use crate::problem::Rejection;
+
+/// Reports are a few hundred bytes; this leaves room for long keys and error texts.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// How far a report's timestamp may be from our clock, either way.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+/// Nonces are kept this much past the skew, for clock differences between our instances and
+/// the database, whose clock expires them.
+const NONCE_SLACK: Duration = Duration::from_secs(60);
+/// A shorter secret could be guessed from one captured report.
+const MIN_SECRET_BYTES: usize = 16;
+const NONCE_LEN: std::ops::RangeInclusive<usize> = 8..=128;
+/// The longest S3 key.
+const MAX_KEY_BYTES: usize = 1024;
+const MAX_ERROR_CHARS: usize = 2000;
+const DEFAULT_ERROR: &str = "render failed";
+
+pub const SIGNATURE_HEADER: &str = "x-signature";
+
+type HmacSha256 = Hmac<Sha256>;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SecretError {
+    #[error("WEBHOOK_SECRET is not set: the job webhook cannot verify reports without it")]
+    Missing,
+    #[error("WEBHOOK_SECRET must be at least {MIN_SECRET_BYTES} bytes")]
+    TooShort,
+}
+
+/// Checks report signatures. Only built with a secret, so the webhook cannot run without one.
+#[derive(Clone)]
+pub struct Verifier {
+    secret: Arc<[u8]>,
+}
+
+impl Verifier {
+    pub fn new(secret: Option<&str>) -> Result<Self, SecretError> {
+        let secret = secret.ok_or(SecretError::Missing)?;
+        if secret.len() < MIN_SECRET_BYTES {
+            return Err(SecretError::TooShort);
+        }
+        Ok(Self {
+            secret: secret.as_bytes().into(),
+        })
+    }
+
+    pub fn from_config(config: &Config) -> Result<Self, SecretError> {
+        Self::new(config.webhook_secret.as_deref())
+    }
+
+    /// Whether `signature` (hex, either case) is the body's HMAC, compared in constant time.
+    pub fn verify(&self, body: &[u8], signature: &str) -> bool {
+        let Ok(expected) = hex::decode(signature.trim()) else {
+            return false;
+        };
+        let mut mac = HmacSha256::new_from_slice(&self.secret).expect("HMAC takes any key");
+        mac.update(body);
+        mac.verify_slice(&expected).is_ok()
+    }
+}
+
+/// The `X-Signature` of `body` under `secret`, as a worker computes it.
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// `POST /v1/jobs/{id}/webhook`.
+pub fn routes(verifier: Verifier) -> Router<App> {
+    Router::new()
+        .route("/v1/jobs/{id}/webhook", post(webhook))
+        .layer(Extension(verifier))
+}
+
+/// A worker's report as sent. Unknown fields are ignored, so workers can send more.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Report {
+    pub status: JobStatus,
+    pub progress: Option<f64>,
+    pub video_key: Option<String>,
+    pub thumb_key: Option<String>,
+    pub error: Option<String>,
+    /// Epoch seconds when the worker signed the report.
+    pub timestamp: i64,
+    pub nonce: String,
+    /// Optional; when present it must name the job in the URL, which binds the signature to it.
+    pub job_id: Option<JobId>,
+}
+
+async fn webhook(
+    State(app): State<App>,
+    Extension(verifier): Extension<Verifier>,
+    JobPath(id): JobPath,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match receive(&app, &verifier, id, &headers, body).await {
+        Ok((status, progress)) => Json(json!({
+            "job_id": id,
+            "status": status,
+            "progress": progress,
+        }))
+        .into_response(),
+        Err(rejection) => {
+            tracing::info!(%id, reason = rejection.code(), "webhook report refused");
+            rejection.into_response()
+        }
+    }
+}
+
+async fn receive(
+    app: &App,
+    verifier: &Verifier,
+    id: JobId,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(JobStatus, f32), Rejection> {
+    let body = read_body(headers, body).await?;
+    check_signature(verifier, headers, &body)?;
+    let report = parse_report(&body)?;
+    let transition = check_report(&report, id, app.config.render_stall_timeout)?;
+    let nonce = check_freshness(&report, epoch_secs() as i64)?;
+    let outcome = app
+        .jobs
+        .transition(id, &transition, &nonce)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, %id, "webhook transition failed");
+            Rejection::DatabaseUnavailable
+        })?;
+    match outcome {
+        TransitionOutcome::Applied { status, progress } => {
+            tracing::info!(%id, %status, progress, "job updated by its worker");
+            Ok((status, progress))
+        }
+        TransitionOutcome::NonceReused => Err(Rejection::NonceReused),
+        TransitionOutcome::UnknownJob => Err(Rejection::NotFound(format!("no job {id}"))),
+        TransitionOutcome::Illegal { current } => Err(Rejection::IllegalTransition(format!(
+            "the job is {current}; a report cannot move it to {}",
+            transition.to
+        ))),
+    }
+}
+
+/// At most `MAX_BODY_BYTES`, refused from the declared length when there is one.
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, Rejection> {
+    let too_large =
+        || Rejection::PayloadTooLarge(format!("a report is at most {MAX_BODY_BYTES} bytes"));
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| too_large())
+}
+
+fn check_signature(verifier: &Verifier, headers: &HeaderMap, body: &[u8]) -> Result<(), Rejection> {
+    let signature = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or(Rejection::InvalidSignature)?;
+    if verifier.verify(body, signature) {
+        Ok(())
+    } else {
+        Err(Rejection::InvalidSignature)
+    }
+}
+
+/// Malformed JSON is a 400; well-formed JSON with a wrong field (an unknown status, a string
+/// for a number) is a 422 naming it.
+fn parse_report(body: &[u8]) -> Result<Report, Rejection> {
+    serde_json::from_slice(body).map_err(|error| match error.classify() {
+        serde_json::error::Category::Data => Rejection::InvalidField(error.to_string()),
+        _ => Rejection::InvalidBody(format!("the report is not JSON: {error}")),
+    })
+}
+
+/// The report's fields, as the transition to apply. Keys come only with `completed` (which
+/// needs `video_key`), an error only with `failed`; a completed job is at 100 %.
+pub fn check_report(
+    report: &Report,
+    id: JobId,
+    stall_timeout: Duration,
+) -> Result<Transition, Rejection> {
+    let invalid = |reason: &str| Rejection::InvalidField(reason.to_owned());
+    if report.job_id.is_some_and(|named| named != id) {
+        return Err(invalid("job_id: does not name the job in the URL"));
+    }
+    let progress = match report.progress {
+        Some(p) if !(0.0..=100.0).contains(&p) => {
+            return Err(invalid("progress: must be a number from 0 to 100"))
+        }
+        p => p.map(|p| p as f32),
+    };
+    for (name, key) in [
+        ("video_key", &report.video_key),
+        ("thumb_key", &report.thumb_key),
+    ] {
+        match key {
+            Some(_) if report.status != JobStatus::Completed => {
+                return Err(invalid(&format!("{name}: only a completed report has one")))
+            }
+            Some(key) if key.is_empty() || key.len() > MAX_KEY_BYTES => {
+                return Err(invalid(&format!(
+                    "{name}: must be an S3 key of 1 to {MAX_KEY_BYTES} bytes"
+                )))
+            }
+            _ => {}
+        }
+    }
+    if report.status == JobStatus::Completed && report.video_key.is_none() {
+        return Err(invalid("video_key: a completed report must name the video"));
+    }
+    let error = match (&report.error, report.status) {
+        (Some(_), status) if status != JobStatus::Failed => {
+            return Err(invalid("error: only a failed report has one"))
+        }
+        (Some(error), _) if error.chars().count() > MAX_ERROR_CHARS => {
+            return Err(invalid(&format!(
+                "error: at most {MAX_ERROR_CHARS} characters"
+            )))
+        }
+        (Some(error), _) => Some(error.clone()),
+        (None, JobStatus::Failed) => Some(DEFAULT_ERROR.to_owned()),
+        (None, _) => None,
+    };
+    Ok(Transition {
+        to: report.status,
+        progress: if report.status == JobStatus::Completed {
+            Some(100.0)
+        } else {
+            progress
+        },
+        video_key: report.video_key.clone(),
+        thumb_key: report.thumb_key.clone(),
+        error,
+        deadline_in: report.status.is_active().then_some(stall_timeout),
+    })
+}
+
+/// The timestamp within `MAX_CLOCK_SKEW` of `now`, and a well-formed nonce, kept for as long
+/// as a report with that timestamp could be accepted.
+pub fn check_freshness(report: &Report, now: i64) -> Result<Nonce, Rejection> {
+    let skew = MAX_CLOCK_SKEW.as_secs() as i64;
+    if report.timestamp.abs_diff(now) > skew as u64 {
+        return Err(Rejection::StaleTimestamp);
+    }
+    let nonce = &report.nonce;
+    if !NONCE_LEN.contains(&nonce.len()) || !nonce.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Rejection::InvalidField(format!(
+            "nonce: must be {} to {} visible ASCII characters",
+            NONCE_LEN.start(),
+            NONCE_LEN.end()
+        )));
+    }
+    let keep = skew + NONCE_SLACK.as_secs() as i64;
+    let expires_at = DateTime::<Utc>::from_timestamp(report.timestamp + keep, 0)
+        .ok_or(Rejection::StaleTimestamp)?;
+    Ok(Nonce {
+        value: nonce.clone(),
+        expires_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "a-secret-of-enough-length";
+
+    #[test]
+    fn signs_like_rfc_4231() {
+        // RFC 4231, test case 2.
+        assert_eq!(
+            sign(b"Jefe", b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn verifies_only_the_signed_body_under_the_secret() {
+        let verifier = Verifier::new(Some(SECRET)).unwrap();
+        let body = br#"{"status":"rendering"}"#;
+        let signature = sign(SECRET.as_bytes(), body);
+        assert!(verifier.verify(body, &signature));
+        assert!(verifier.verify(body, &signature.to_uppercase()));
+        assert!(!verifier.verify(br#"{"status":"completed"}"#, &signature));
+        assert!(!verifier.verify(body, &sign(b"another-secret-entirely", body)));
+        assert!(!verifier.verify(body, &signature[..62]));
+        assert!(!verifier.verify(body, "not hex"));
+        assert!(!verifier.verify(body, ""));
+    }
+
+    #[test]
+    fn refuses_to_run_without_a_real_secret() {
+        assert_eq!(Verifier::new(None).err(), Some(SecretError::Missing));
+        assert_eq!(
+            Verifier::new(Some("short")).err(),
+            Some(SecretError::TooShort)
+        );
+        let config = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(
+            Verifier::from_config(&config).err(),
+            Some(SecretError::Missing)
+        );
+    }
+
+    fn report(value: serde_json::Value) -> Report {
+        let mut fields = json!({ "timestamp": 1_000_000, "nonce": "n-0123456789" });
+        fields
+            .as_object_mut()
+            .unwrap()
+            .extend(value.as_object().unwrap().clone());
+        serde_json::from_value(fields).unwrap()
+    }
+
+    const STALL: Duration = Duration::from_secs(900);
+
+    #[test]
+    fn reports_become_transitions() {
+        let id = JobId::new();
+        let rendering = check_report(
+            &report(json!({ "status": "rendering", "progress": 42.5 })),
+            id,
+            STALL,
+        )
+        .unwrap();
+        assert_eq!(rendering.to, JobStatus::Rendering);
+        assert_eq!(rendering.progress, Some(42.5));
+        assert_eq!(rendering.deadline_in, Some(STALL));
+
+        let done = report(json!({ "status": "completed", "video_key": "v.mp4", "job_id": id }));
+        let done = check_report(&done, id, STALL).unwrap();
+        assert_eq!(done.progress, Some(100.0));
+        assert_eq!(done.video_key.as_deref(), Some("v.mp4"));
+        assert_eq!(done.deadline_in, None);
+
+        let failed = check_report(&report(json!({ "status": "failed" })), id, STALL).unwrap();
+        assert_eq!(failed.error.as_deref(), Some(DEFAULT_ERROR));
+        assert_eq!(failed.progress, None);
+    }
+
+    #[test]
+    fn bad_fields_are_refused_by_name() {
+        let id = JobId::new();
+        for (fields, field) in [
+            (
+                json!({ "status": "rendering", "progress": 101 }),
+                "progress",
+            ),
+            (json!({ "status": "rendering", "progress": -1 }), "progress"),
+            (json!({ "status": "completed" }), "video_key"),
+            (
+                json!({ "status": "completed", "video_key": "" }),
+                "video_key",
+            ),
+            (
+                json!({ "status": "rendering", "video_key": "v" }),
+                "video_key",
+            ),
+            (
+                json!({ "status": "completed", "video_key": "v", "thumb_key": "x".repeat(1025) }),
+                "thumb_key",
+            ),
+            (json!({ "status": "rendering", "error": "boom" }), "error"),
+            (
+                json!({ "status": "failed", "error": "e".repeat(2001) }),
+                "error",
+            ),
+            (
+                json!({ "status": "rendering", "job_id": JobId::new() }),
+                "job_id",
+            ),
+        ] {
+            let err = check_report(&report(fields.clone()), id, STALL).unwrap_err();
+            assert_eq!(err.code(), "invalid_field", "{fields}");
+            assert!(
+                err.detail().starts_with(field),
+                "{fields}: {}",
+                err.detail()
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_and_mistyped_bodies_differ() {
+        assert_eq!(
+            parse_report(b"{not json").unwrap_err().code(),
+            "invalid_body"
+        );
+        assert_eq!(parse_report(b"").unwrap_err().code(), "invalid_body");
+        let unknown_status = br#"{"status":"paused","timestamp":1,"nonce":"abcdefgh"}"#;
+        assert_eq!(
+            parse_report(unknown_status).unwrap_err().code(),
+            "invalid_field"
+        );
+        let no_nonce = br#"{"status":"rendering","timestamp":1}"#;
+        assert_eq!(parse_report(no_nonce).unwrap_err().code(), "invalid_field");
+    }
+
+    #[test]
+    fn timestamps_are_accepted_within_five_minutes_either_way() {
+        let at = |timestamp: i64| report(json!({ "status": "rendering", "timestamp": timestamp }));
+        let now = 1_000_000;
+        for ok in [now, now - 300, now + 300] {
+            let nonce = check_freshness(&at(ok), now).unwrap();
+            assert_eq!(nonce.expires_at.timestamp(), ok + 360, "kept past the skew");
+        }
+        for stale in [now - 301, now + 301, 0, i64::MIN, i64::MAX] {
+            assert_eq!(
+                check_freshness(&at(stale), now).unwrap_err(),
+                Rejection::StaleTimestamp
+            );
+        }
+    }
+
+    #[test]
+    fn nonces_are_short_visible_ascii() {
+        let with = |nonce: &str| report(json!({ "status": "rendering", "nonce": nonce }));
+        assert!(check_freshness(&with("abcdefgh"), 1_000_000).is_ok());
+        for bad in ["short", "has space", "ünïcode!", &"n".repeat(129)] {
+            assert!(check_freshness(&with(bad), 1_000_000).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! `--simulate-workers`: stands in for the render fleet, so a local user sees a job's whole
+//! lifecycle. It consumes the render queue like a worker (dropping redelivered events by id)
+//! and walks each job through signed webhook reports, downloading → rendering → completed,
+//! leaving small placeholder objects under the keys it reports.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use osurender_core::webhook::{sign, SIGNATURE_HEADER};
+use osurender_core::App;
+use serde_json::{json, Value};
+
+/// Pause between two reports of one job: slow enough to watch, quick enough not to wait.
+const STEP: Duration = Duration::from_millis(400);
+const RENDER_STEPS: [f64; 4] = [0.0, 25.0, 50.0, 75.0];
+/// Long polling keeps an idle simulator from spinning.
+const POLL_WAIT_SECS: i32 = 1;
+
+pub struct Simulator {
+    pub app: App,
+    pub queue_url: String,
+    /// Where the server's webhook listens, e.g. `http://127.0.0.1:3000`.
+    pub base_url: String,
+    pub secret: String,
+}
+
+impl Simulator {
+    /// Consumes the queue until the runtime stops.
+    pub fn spawn(self) {
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let mut seen = HashSet::new();
+            loop {
+                if let Err(error) = self.poll(&http, &mut seen).await {
+                    tracing::warn!(%error, "simulated worker could not read the queue");
+                    tokio::time::sleep(STEP).await;
+                }
+            }
+        });
+    }
+
+    async fn poll(&self, http: &reqwest::Client, seen: &mut HashSet<i64>) -> anyhow::Result<()> {
+        let sqs = &self.app.clients.sqs;
+        let received = sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(POLL_WAIT_SECS)
+            .send()
+            .await?;
+        for message in received.messages() {
+            let event: Value = serde_json::from_str(message.body().unwrap_or_default())?;
+            let (Some(event_id), Some(job_id)) =
+                (event["event_id"].as_i64(), event["job_id"].as_str())
+            else {
+                tracing::warn!(%event, "simulated worker skipped a message it does not understand");
+                continue;
+            };
+            if seen.insert(event_id) {
+                tokio::spawn(self.walk(http.clone(), job_id.to_owned()));
+            }
+            if let Some(handle) = message.receipt_handle() {
+                sqs.delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One job's reports, in order; stops at the first one refused (an expired job, say).
+    fn walk(&self, http: reqwest::Client, job_id: String) -> impl std::future::Future<Output = ()> {
+        let app = self.app.clone();
+        let url = format!("{}/v1/jobs/{job_id}/webhook", self.base_url);
+        let secret = self.secret.clone();
+        async move {
+            let video_key = format!("renders/{job_id}.mp4");
+            let thumb_key = format!("renders/{job_id}.jpg");
+            let mut reports = vec![json!({ "status": "downloading", "progress": 0 })];
+            reports.extend(RENDER_STEPS.map(|p| json!({ "status": "rendering", "progress": p })));
+            for report in reports {
+                tokio::time::sleep(STEP).await;
+                if !send(&http, &url, &secret, &job_id, report).await {
+                    return;
+                }
+            }
+            for (key, bytes) in [(&video_key, "not a video"), (&thumb_key, "not a thumbnail")] {
+                let put = app
+                    .clients
+                    .s3
+                    .put_object()
+                    .bucket(&app.config.artifact_bucket)
+                    .key(key)
+                    .body(bytes.as_bytes().to_vec().into())
+                    .send()
+                    .await;
+                if let Err(error) = put {
+                    tracing::warn!(%error, key, "simulated worker could not store an artifact");
+                }
+            }
+            let done =
+                json!({ "status": "completed", "video_key": video_key, "thumb_key": thumb_key });
+            send(&http, &url, &secret, &job_id, done).await;
+        }
+    }
+}
+
+/// Signs and posts one report, stamped now with a fresh nonce; whether it was applied.
+async fn send(
+    http: &reqwest::Client,
+    url: &str,
+    secret: &str,
+    job_id: &str,
+    mut report: Value,
+) -> bool {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    report["timestamp"] = json!(now);
+    report["nonce"] = json!(uuid::Uuid::new_v4().simple().to_string());
+    report["job_id"] = json!(job_id);
+    let body = report.to_string();
+    let sent = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header(SIGNATURE_HEADER, sign(secret.as_bytes(), body.as_bytes()))
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(response) if response.status().is_success() => true,
+        Ok(response) => {
+            tracing::info!(job_id, status = %response.status(), "simulated worker's report refused; dropping the job");
+            false
+        }
+        Err(error) => {
+            tracing::warn!(job_id, %error, "simulated worker could not reach the webhook");
+            false
+        }
+    }
+}

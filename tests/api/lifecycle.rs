@@ -1,0 +1,961 @@
+//! The job lifecycle: signed worker reports, status reads, the outbox's delivery to the render
+//! queue, the janitor, and `/health`.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::future::join_all;
+use osurender_core::webhook::sign;
+use osurender_core::{janitor, outbox, App, Clients};
+use reqwest::{Response, StatusCode};
+use serde_json::{json, Value};
+
+use crate::helpers::{header, problem, valid_form, TestApp, WEBHOOK_SECRET};
+
+const ROOMY: (&str, &str) = ("RATE_LIMIT_RENDER", "1000/hour");
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn fresh_nonce() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A message taken off the render queue.
+struct Delivered {
+    event_id: i64,
+    attribute_event_id: i64,
+    body: Value,
+}
+
+impl TestApp {
+    /// Submits a valid replay for `client_ip`; the new job's id.
+    async fn submit(&self, client_ip: &str) -> String {
+        let response = self.render(client_ip, valid_form()).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        let body: Value = response.json().await.unwrap();
+        body["job_id"].as_str().unwrap().to_owned()
+    }
+
+    async fn post_webhook(&self, job_id: &str, body: &str, signature: Option<&str>) -> Response {
+        let mut request = self
+            .http
+            .post(self.url(&format!("/v1/jobs/{job_id}/webhook")))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        if let Some(signature) = signature {
+            request = request.header("X-Signature", signature);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// A report as a worker sends it: `fields` stamped now, with a fresh nonce, signed.
+    async fn report(&self, job_id: &str, fields: Value) -> Response {
+        let body = signed_body(fields);
+        let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
+        self.post_webhook(job_id, &body, Some(&signature)).await
+    }
+
+    async fn report_ok(&self, job_id: &str, fields: Value) {
+        let response = self.report(job_id, fields.clone()).await;
+        assert_eq!(response.status(), StatusCode::OK, "{fields}");
+    }
+
+    async fn get(&self, path: &str) -> Response {
+        self.http
+            .get(self.url(path))
+            .header("CF-Connecting-IP", "198.51.100.200")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn job(&self, job_id: &str) -> Value {
+        let response = self.get(&format!("/v1/jobs/{job_id}")).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.unwrap()
+    }
+
+    async fn queue_positions(&self, jobs: &[String]) -> Vec<Option<i64>> {
+        let mut positions = Vec::new();
+        for job in jobs {
+            positions.push(self.job(job).await["queue_position"].as_i64());
+        }
+        positions
+    }
+
+    /// The whole row, to show a refused report changed nothing.
+    async fn row(&self, job_id: &str) -> String {
+        self.db
+            .query_one(
+                "SELECT row_to_json(j)::text FROM jobs j WHERE id = $1::text::uuid",
+                &[&job_id],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    async fn status_of(&self, job_id: &str) -> String {
+        self.db
+            .query_one(
+                "SELECT status::text FROM jobs WHERE id = $1::text::uuid",
+                &[&job_id],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Another instance of the core on this server's database, queue and buckets, as another
+    /// Lambda instance would be.
+    async fn instance(&self) -> App {
+        let clients = Clients::new(&self.config).await.unwrap();
+        App::new(self.config.clone(), &clients)
+    }
+
+    async fn queue_url(&self) -> String {
+        self.sqs
+            .get_queue_url()
+            .queue_name(&self.queue)
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap()
+    }
+
+    async fn delete_queue(&self) {
+        let url = self.queue_url().await;
+        self.sqs.delete_queue().queue_url(url).send().await.unwrap();
+    }
+
+    async fn create_queue(&self) {
+        self.sqs
+            .create_queue()
+            .queue_name(&self.queue)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Everything on the queue, received and deleted until two polls come back empty.
+    async fn drain_queue(&self) -> Vec<Delivered> {
+        let url = self.queue_url().await;
+        let mut delivered = Vec::new();
+        let mut empty_polls = 0;
+        while empty_polls < 2 {
+            let received = self
+                .sqs
+                .receive_message()
+                .queue_url(&url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .unwrap();
+            if received.messages().is_empty() {
+                empty_polls += 1;
+            }
+            for message in received.messages() {
+                let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
+                let attribute = message.message_attributes().unwrap()["event_id"]
+                    .string_value()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                delivered.push(Delivered {
+                    event_id: body["event_id"].as_i64().unwrap(),
+                    attribute_event_id: attribute,
+                    body,
+                });
+                self.sqs
+                    .delete_message()
+                    .queue_url(&url)
+                    .receipt_handle(message.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        delivered
+    }
+
+    /// Makes every pending event due now, as if its lease or backoff had run out.
+    async fn age_outbox(&self) {
+        self.db
+            .batch_execute("UPDATE outbox_events SET available_at = now() WHERE status = 'pending'")
+            .await
+            .unwrap();
+    }
+
+    async fn event_ids(&self) -> Vec<i64> {
+        self.db
+            .query("SELECT id FROM outbox_events ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+}
+
+fn signed_body(mut fields: Value) -> String {
+    fields["timestamp"] = json!(now());
+    if fields.get("nonce").is_none() {
+        fields["nonce"] = json!(fresh_nonce());
+    }
+    fields.to_string()
+}
+
+/// How often each event id was delivered; every delivery's attribute matches its body.
+fn counts(delivered: &[Delivered]) -> HashMap<i64, usize> {
+    let mut counts = HashMap::new();
+    for message in delivered {
+        assert_eq!(message.event_id, message.attribute_event_id);
+        assert_eq!(message.body["event_type"], "render_job_created");
+        *counts.entry(message.event_id).or_default() += 1;
+    }
+    counts
+}
+
+fn exactly_once(ids: &[i64]) -> HashMap<i64, usize> {
+    ids.iter().map(|id| (*id, 1)).collect()
+}
+
+#[tokio::test]
+async fn a_job_walks_to_completed_and_frees_its_clients_slot() {
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "2"), ROOMY]).await;
+    let ip = "203.0.113.110";
+    let first = app.submit(ip).await;
+    app.submit(ip).await;
+    let full = app.render(ip, valid_form()).await;
+    problem(full, StatusCode::TOO_MANY_REQUESTS, "too_many_active_jobs").await;
+
+    let job = app.job(&first).await;
+    assert_eq!(job["status"], "queued");
+    assert_eq!(job["queue_position"], 1);
+    assert_eq!(job["artifacts"], Value::Null);
+
+    let steps = [
+        (
+            json!({ "status": "downloading", "progress": 0 }),
+            "downloading",
+            0.0,
+        ),
+        (
+            json!({ "status": "downloading", "progress": 80 }),
+            "downloading",
+            80.0,
+        ),
+        // A new state without a progress starts at 0; the same state keeps its progress.
+        (json!({ "status": "rendering" }), "rendering", 0.0),
+        (
+            json!({ "status": "rendering", "progress": 65.5 }),
+            "rendering",
+            65.5,
+        ),
+        (json!({ "status": "rendering" }), "rendering", 65.5),
+    ];
+    for (report, status, progress) in steps {
+        let response = app.report(&first, report).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["status"], status);
+        let job = app.job(&first).await;
+        assert_eq!(job["status"], status);
+        assert_eq!(job["progress"], progress);
+        assert_eq!(job["queue_position"], Value::Null);
+    }
+    let deadline_set: bool = app
+        .db
+        .query_one(
+            "SELECT deadline_at > now() FROM jobs WHERE id = $1::text::uuid",
+            &[&first],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        deadline_set,
+        "an in-flight job has a deadline for the janitor"
+    );
+
+    let video_key = format!("renders/{first}.mp4");
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(&video_key)
+        .body(b"rendered video".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    app.report_ok(
+        &first,
+        json!({ "status": "completed", "video_key": video_key, "thumb_key": "renders/t.jpg", "job_id": first }),
+    )
+    .await;
+    let done = app.job(&first).await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["progress"], 100.0);
+    assert_eq!(done["error"], Value::Null);
+    let video_url = done["artifacts"]["video_url"].as_str().unwrap();
+    assert!(video_url.contains("X-Amz-Signature"), "{video_url}");
+    assert!(done["artifacts"]["thumb_url"].as_str().is_some());
+    assert!(done["artifacts"]["expires_at"].as_str().is_some());
+    let video = reqwest::get(video_url).await.unwrap();
+    assert_eq!(video.status(), StatusCode::OK);
+    assert_eq!(&video.bytes().await.unwrap()[..], b"rendered video");
+    let deadline_cleared: bool = app
+        .db
+        .query_one(
+            "SELECT deadline_at IS NULL FROM jobs WHERE id = $1::text::uuid",
+            &[&first],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(deadline_cleared);
+
+    app.submit(ip).await;
+}
+
+#[tokio::test]
+async fn refused_reports_change_nothing() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let job = app.submit("203.0.113.120").await;
+    app.report_ok(&job, json!({ "status": "downloading", "progress": 5 }))
+        .await;
+    let before = app.row(&job).await;
+
+    // Forged: another secret, no signature, a signature of another body, not hex.
+    let body = signed_body(json!({ "status": "rendering", "progress": 50 }));
+    let forged = sign(b"not-the-webhook-secret-at-all", body.as_bytes());
+    let other = sign(WEBHOOK_SECRET.as_bytes(), b"{}");
+    for signature in [
+        Some(forged.as_str()),
+        None,
+        Some(other.as_str()),
+        Some("zz"),
+    ] {
+        let response = app.post_webhook(&job, &body, signature).await;
+        assert!(response.headers().contains_key("www-authenticate"));
+        problem(response, StatusCode::UNAUTHORIZED, "invalid_signature").await;
+    }
+    // Stale: more than five minutes off, either way.
+    for skew in [-400i64, 400] {
+        let mut fields = json!({ "status": "rendering", "nonce": fresh_nonce() });
+        fields["timestamp"] = json!(now() as i64 + skew);
+        let body = fields.to_string();
+        let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
+        let response = app.post_webhook(&job, &body, Some(&signature)).await;
+        problem(response, StatusCode::UNAUTHORIZED, "stale_timestamp").await;
+    }
+    // Illegal: downloading cannot complete without rendering, nothing makes a job queued.
+    for fields in [
+        json!({ "status": "completed", "video_key": "v.mp4" }),
+        json!({ "status": "queued" }),
+        json!({ "status": "expired" }),
+    ] {
+        let response = app.report(&job, fields).await;
+        problem(response, StatusCode::CONFLICT, "illegal_transition").await;
+    }
+    // Malformed: not JSON, a bad field, too large, another job's report.
+    let not_json = "{\"status\":";
+    let signature = sign(WEBHOOK_SECRET.as_bytes(), not_json.as_bytes());
+    let response = app.post_webhook(&job, not_json, Some(&signature)).await;
+    problem(response, StatusCode::BAD_REQUEST, "invalid_body").await;
+    for fields in [
+        json!({ "status": "rendering", "progress": 150 }),
+        json!({ "status": "rendering", "job_id": uuid::Uuid::new_v4() }),
+        json!({ "status": "rendering", "nonce": "tiny" }),
+        json!({ "status": "paused" }),
+    ] {
+        let response = app.report(&job, fields).await;
+        problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    }
+    let huge = signed_body(json!({ "status": "failed", "error": "x".repeat(20_000) }));
+    let signature = sign(WEBHOOK_SECRET.as_bytes(), huge.as_bytes());
+    let response = app.post_webhook(&job, &huge, Some(&signature)).await;
+    problem(response, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
+    assert_eq!(
+        app.row(&job).await,
+        before,
+        "no refused report changed the job"
+    );
+
+    // Replayed: the same signed report twice, or its nonce with another body.
+    let nonce = fresh_nonce();
+    let body = signed_body(json!({ "status": "rendering", "progress": 20, "nonce": nonce }));
+    let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
+    let first = app.post_webhook(&job, &body, Some(&signature)).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let after_first = app.row(&job).await;
+    let again = app.post_webhook(&job, &body, Some(&signature)).await;
+    problem(again, StatusCode::UNAUTHORIZED, "nonce_reused").await;
+    let response = app
+        .report(
+            &job,
+            json!({ "status": "rendering", "progress": 90, "nonce": nonce }),
+        )
+        .await;
+    problem(response, StatusCode::UNAUTHORIZED, "nonce_reused").await;
+    let other_job = app.submit("203.0.113.121").await;
+    let other_before = app.row(&other_job).await;
+    let redirected = app.post_webhook(&other_job, &body, Some(&signature)).await;
+    problem(redirected, StatusCode::UNAUTHORIZED, "nonce_reused").await;
+    assert_eq!(app.row(&job).await, after_first);
+    assert_eq!(app.row(&other_job).await, other_before);
+
+    // Ids: malformed, unknown.
+    let response = app
+        .report("not-a-uuid", json!({ "status": "rendering" }))
+        .await;
+    problem(response, StatusCode::BAD_REQUEST, "invalid_job_id").await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let response = app.report(&unknown, json!({ "status": "rendering" })).await;
+    problem(response, StatusCode::NOT_FOUND, "not_found").await;
+
+    // Terminal states are final.
+    app.report_ok(&job, json!({ "status": "failed", "error": "GPU on fire" }))
+        .await;
+    let failed = app.job(&job).await;
+    assert_eq!(failed["error"], "GPU on fire");
+    let ended = app.row(&job).await;
+    for fields in [
+        json!({ "status": "rendering" }),
+        json!({ "status": "failed" }),
+        json!({ "status": "completed", "video_key": "v.mp4" }),
+    ] {
+        let response = app.report(&job, fields).await;
+        problem(response, StatusCode::CONFLICT, "illegal_transition").await;
+    }
+    assert_eq!(app.row(&job).await, ended);
+}
+
+#[tokio::test]
+async fn concurrent_reports_apply_once() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let job = app.submit("203.0.113.125").await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 1 }))
+        .await;
+
+    // One signed report delivered ten times at once: one applies, the rest are replays.
+    let body = signed_body(json!({ "status": "rendering", "progress": 50 }));
+    let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
+    let statuses: Vec<StatusCode> = join_all((0..10).map(|_| async {
+        app.post_webhook(&job, &body, Some(&signature))
+            .await
+            .status()
+    }))
+    .await;
+    let applied = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let replayed = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::UNAUTHORIZED)
+        .count();
+    assert_eq!((applied, replayed), (1, 9));
+
+    // Ten different workers finishing it at once: one wins, the others find it completed.
+    let statuses: Vec<StatusCode> = join_all((0..10).map(|i| {
+        let fields = json!({ "status": "completed", "video_key": format!("v{i}.mp4") });
+        let app = &app;
+        let job = &job;
+        async move { app.report(job, fields).await.status() }
+    }))
+    .await;
+    let won = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let conflicts = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::CONFLICT)
+        .count();
+    assert_eq!((won, conflicts), (1, 9));
+    assert_eq!(app.status_of(&job).await, "completed");
+}
+
+#[tokio::test]
+async fn queue_positions_count_queued_jobs_oldest_first() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let mut jobs = Vec::new();
+    for i in 0..4 {
+        jobs.push(app.submit(&format!("192.0.2.{}", 10 + i)).await);
+    }
+    assert_eq!(
+        app.queue_positions(&jobs).await,
+        [Some(1), Some(2), Some(3), Some(4)]
+    );
+    app.report_ok(&jobs[1], json!({ "status": "downloading" }))
+        .await;
+    assert_eq!(
+        app.queue_positions(&jobs).await,
+        [Some(1), None, Some(2), Some(3)]
+    );
+    app.report_ok(&jobs[0], json!({ "status": "failed" })).await;
+    assert_eq!(
+        app.queue_positions(&jobs).await,
+        [None, None, Some(1), Some(2)]
+    );
+    let later = app.submit("192.0.2.20").await;
+    assert_eq!(app.job(&later).await["queue_position"], 3);
+}
+
+#[tokio::test]
+async fn the_janitor_frees_capacity_held_by_a_stalled_job() {
+    let app = TestApp::spawn(&[
+        ("MAX_ACTIVE_JOBS_PER_IP", "1"),
+        ("RENDER_STALL_TIMEOUT", "2"),
+        ROOMY,
+    ])
+    .await;
+    let ip = "203.0.113.130";
+    let job = app.submit(ip).await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 30 }))
+        .await;
+    let core = app.instance().await;
+    assert_eq!(
+        janitor::run(&core).await.unwrap().timed_out,
+        0,
+        "not stalled yet"
+    );
+    problem(
+        app.render(ip, valid_form()).await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_active_jobs",
+    )
+    .await;
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let report = janitor::run(&core).await.unwrap();
+    assert_eq!(report.timed_out, 1);
+    let failed = app.job(&job).await;
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["error"], "timed out");
+    assert_eq!(
+        janitor::run(&core).await.unwrap().timed_out,
+        0,
+        "idempotent"
+    );
+
+    // The late worker's report is refused; the client can submit again.
+    let late = app
+        .report(&job, json!({ "status": "completed", "video_key": "v.mp4" }))
+        .await;
+    problem(late, StatusCode::CONFLICT, "illegal_transition").await;
+    app.submit(ip).await;
+}
+
+#[tokio::test]
+async fn the_janitor_expires_jobs_queued_too_long_and_prunes_nonces() {
+    let app = TestApp::spawn(&[("QUEUED_TTL", "1h"), ROOMY]).await;
+    let old = app.submit("203.0.113.140").await;
+    let young = app.submit("203.0.113.141").await;
+    app.db
+        .execute(
+            "UPDATE jobs SET created_at = now() - interval '2 hours' WHERE id = $1::text::uuid",
+            &[&old],
+        )
+        .await
+        .unwrap();
+    app.db
+        .batch_execute(
+            "INSERT INTO webhook_nonces VALUES ('old-nonce-1', now() - interval '1 minute'),
+                                               ('live-nonce-1', now() + interval '1 minute')",
+        )
+        .await
+        .unwrap();
+
+    let report = janitor::run(&app.instance().await).await.unwrap();
+    assert_eq!((report.expired, report.nonces_pruned), (1, 1));
+    assert_eq!(app.status_of(&old).await, "expired");
+    assert_eq!(app.status_of(&young).await, "queued");
+    assert_eq!(app.job(&young).await["queue_position"], 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM webhook_nonces").await,
+        1,
+        "live nonces are kept"
+    );
+    let late = app.report(&old, json!({ "status": "downloading" })).await;
+    problem(late, StatusCode::CONFLICT, "illegal_transition").await;
+}
+
+#[tokio::test]
+async fn two_janitors_at_once_end_each_job_once() {
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "20"), ROOMY]).await;
+    let mut stalled = Vec::new();
+    for _ in 0..6 {
+        let job = app.submit("203.0.113.150").await;
+        app.report_ok(&job, json!({ "status": "downloading" }))
+            .await;
+        stalled.push(job);
+    }
+    let mut queued = Vec::new();
+    for _ in 0..5 {
+        queued.push(app.submit("203.0.113.150").await);
+    }
+    app.db
+        .batch_execute(
+            "UPDATE jobs SET deadline_at = now() - interval '1 second' WHERE status = 'downloading';
+             UPDATE jobs SET created_at = now() - interval '7 hours' WHERE status = 'queued';",
+        )
+        .await
+        .unwrap();
+
+    let (a, b) = (app.instance().await, app.instance().await);
+    let (first, second) = tokio::join!(janitor::run(&a), janitor::run(&b));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!(first.timed_out + second.timed_out, 6);
+    assert_eq!(first.expired + second.expired, 5);
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE status = 'failed' AND error = 'timed out'")
+            .await,
+        6
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE status = 'expired'")
+            .await,
+        5
+    );
+    assert_eq!(janitor::run(&a).await.unwrap(), Default::default());
+}
+
+#[tokio::test]
+async fn events_are_published_once_by_the_fast_path() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let mut jobs = Vec::new();
+    for i in 0..3 {
+        jobs.push(app.submit(&format!("192.0.2.{}", 30 + i)).await);
+    }
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM outbox_events WHERE status = 'dispatched' AND attempts = 1"
+        )
+        .await,
+        3
+    );
+    let sweep = outbox::sweep(&app.instance().await).await.unwrap();
+    assert_eq!(sweep.claimed, 0, "nothing left for the sweep");
+
+    let delivered = app.drain_queue().await;
+    assert_eq!(counts(&delivered), exactly_once(&app.event_ids().await));
+    let mut delivered_jobs: Vec<String> = delivered
+        .iter()
+        .map(|m| m.body["payload"]["job_id"].as_str().unwrap().to_owned())
+        .collect();
+    delivered_jobs.sort();
+    jobs.sort();
+    assert_eq!(delivered_jobs, jobs);
+    for message in &delivered {
+        assert_eq!(message.body["job_id"], message.body["payload"]["job_id"]);
+        let job_id = message.body["job_id"].as_str().unwrap();
+        assert_eq!(
+            message.body["payload"]["replay_key"],
+            format!("replays/{job_id}.osr")
+        );
+        assert_eq!(message.body["payload"]["skin"], "Default");
+    }
+}
+
+#[tokio::test]
+async fn an_event_whose_fast_path_failed_is_delivered_by_the_sweep() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    app.delete_queue().await;
+    for i in 0..3 {
+        app.submit(&format!("192.0.2.{}", 40 + i)).await;
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM outbox_events WHERE status = 'pending'")
+            .await,
+        3
+    );
+    let core = app.instance().await;
+    let early = outbox::sweep(&core).await.unwrap();
+    assert_eq!(
+        early.claimed, 0,
+        "the fast path's lease still holds the events"
+    );
+
+    app.create_queue().await;
+    app.age_outbox().await;
+    let sweep = outbox::sweep(&core).await.unwrap();
+    assert_eq!((sweep.claimed, sweep.dispatched), (3, 3));
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM outbox_events WHERE status = 'dispatched' AND attempts = 2"
+        )
+        .await,
+        3
+    );
+    app.age_outbox().await;
+    assert_eq!(outbox::sweep(&core).await.unwrap().claimed, 0);
+
+    let delivered = app.drain_queue().await;
+    assert_eq!(counts(&delivered), exactly_once(&app.event_ids().await));
+}
+
+#[tokio::test]
+async fn failed_publishes_back_off_and_give_up_after_the_last_attempt() {
+    let app = TestApp::spawn(&[("OUTBOX_MAX_ATTEMPTS", "3"), ROOMY]).await;
+    app.delete_queue().await;
+    app.submit("192.0.2.50").await;
+    let core = app.instance().await;
+
+    app.age_outbox().await;
+    let sweep = outbox::sweep(&core).await.unwrap();
+    assert_eq!((sweep.claimed, sweep.retried, sweep.failed), (1, 1, 0));
+    let row = app
+        .db
+        .query_one(
+            "SELECT status, attempts, last_error IS NOT NULL,
+                    available_at BETWEEN now() + interval '5 seconds' AND now() + interval '10 seconds'
+               FROM outbox_events",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "pending");
+    assert_eq!(row.get::<_, i32>(1), 2);
+    assert!(row.get::<_, bool>(2), "the error is recorded");
+    assert!(
+        row.get::<_, bool>(3),
+        "the second failure waits backoff(2) = 10 s"
+    );
+    assert_eq!(
+        outbox::sweep(&core).await.unwrap().claimed,
+        0,
+        "backing off"
+    );
+
+    app.age_outbox().await;
+    let sweep = outbox::sweep(&core).await.unwrap();
+    assert_eq!((sweep.claimed, sweep.retried, sweep.failed), (1, 0, 1));
+    assert_eq!(
+        app.count("SELECT count(*) FROM outbox_events WHERE status = 'failed'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_janitor_fails_events_whose_publishers_died_on_every_attempt() {
+    let app = TestApp::spawn(&[("OUTBOX_MAX_ATTEMPTS", "2"), ROOMY]).await;
+    app.delete_queue().await;
+    app.submit("192.0.2.55").await;
+    // The last attempt was claimed, and its publisher died before recording anything.
+    app.db
+        .batch_execute("UPDATE outbox_events SET attempts = 2, available_at = now()")
+        .await
+        .unwrap();
+    let core = app.instance().await;
+    assert_eq!(outbox::sweep(&core).await.unwrap().claimed, 0);
+    assert_eq!(janitor::run(&core).await.unwrap().outbox_failed, 1);
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM outbox_events WHERE status = 'failed' AND last_error IS NOT NULL"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn two_dispatchers_at_once_send_each_event_once() {
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "100"), ROOMY]).await;
+    app.delete_queue().await;
+    let responses = join_all((0..30).map(|_| app.render("203.0.113.160", valid_form()))).await;
+    assert!(responses.iter().all(|r| r.status() == StatusCode::ACCEPTED));
+    app.create_queue().await;
+    app.age_outbox().await;
+
+    let (a, b) = (app.instance().await, app.instance().await);
+    let (first, second) = tokio::join!(outbox::sweep(&a), outbox::sweep(&b));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!(first.claimed + second.claimed, 30);
+    assert_eq!(first.dispatched + second.dispatched, 30);
+
+    let delivered = app.drain_queue().await;
+    let ids = app.event_ids().await;
+    assert_eq!(ids.len(), 30);
+    assert_eq!(counts(&delivered), exactly_once(&ids));
+}
+
+#[tokio::test]
+async fn job_reads_page_filter_and_never_show_the_client() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let ips: Vec<String> = (0..5).map(|i| format!("198.51.100.{}", 60 + i)).collect();
+    let mut jobs = Vec::new();
+    for ip in &ips {
+        jobs.push(app.submit(ip).await);
+    }
+    for job in &jobs[..2] {
+        app.report_ok(job, json!({ "status": "rendering", "progress": 12 }))
+            .await;
+    }
+    let newest_first: Vec<String> = jobs.iter().rev().cloned().collect();
+
+    let response = app.get("/v1/jobs").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    assert_eq!(header(&response, "x-ratelimit-limit"), Some(120));
+    assert!(header(&response, "x-ratelimit-remaining").is_some());
+    let text = response.text().await.unwrap();
+    for ip in &ips {
+        assert!(
+            !text.contains(ip.as_str()),
+            "a client address leaked: {text}"
+        );
+    }
+    assert!(!text.contains("client"), "{text}");
+    let page: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (page["total"].as_i64(), page["limit"].as_i64()),
+        (Some(5), Some(20))
+    );
+    let ids = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|job| job["job_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&page), newest_first);
+    assert_eq!(page["items"][0]["config"]["skin"], "Default");
+
+    let page: Value = app
+        .get("/v1/jobs?limit=2&offset=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["total"], 5);
+    assert_eq!(ids(&page), newest_first[1..3]);
+    let page: Value = app.get("/v1/jobs?offset=4").await.json().await.unwrap();
+    assert_eq!(ids(&page), newest_first[4..]);
+    let page: Value = app.get("/v1/jobs?offset=50").await.json().await.unwrap();
+    assert_eq!((page["total"].as_i64(), ids(&page).len()), (Some(5), 0));
+    let page: Value = app
+        .get("/v1/jobs?status=rendering")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["total"], 2);
+    assert_eq!(ids(&page), [jobs[1].clone(), jobs[0].clone()]);
+    assert!(page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|job| job["status"] == "rendering" && job["progress"] == 12.0));
+
+    for bad in [
+        "/v1/jobs?limit=0",
+        "/v1/jobs?limit=101",
+        "/v1/jobs?limit=ten",
+        "/v1/jobs?offset=-1",
+        "/v1/jobs?status=paused",
+    ] {
+        let response = app.get(bad).await;
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining"),
+            None,
+            "{bad} spent no quota"
+        );
+        problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    }
+
+    let one = app.get(&format!("/v1/jobs/{}", jobs[3])).await;
+    assert!(header(&one, "x-ratelimit-remaining").is_some());
+    let text = one.text().await.unwrap();
+    assert!(
+        !text.contains(&ips[3]) && !text.contains("client"),
+        "{text}"
+    );
+    let job: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(job["job_id"], jobs[3]);
+    assert_eq!(job["links"]["self"], format!("/v1/jobs/{}", jobs[3]));
+    for field in ["created_at", "updated_at"] {
+        assert!(job[field].as_str().is_some(), "{field}");
+    }
+
+    problem(
+        app.get("/v1/jobs/not-a-uuid").await,
+        StatusCode::BAD_REQUEST,
+        "invalid_job_id",
+    )
+    .await;
+    let missing = app.get(&format!("/v1/jobs/{}", uuid::Uuid::new_v4())).await;
+    assert!(header(&missing, "x-ratelimit-remaining").is_some());
+    problem(missing, StatusCode::NOT_FOUND, "not_found").await;
+}
+
+#[tokio::test]
+async fn reads_have_their_own_rate_limit() {
+    let app = TestApp::spawn(&[("RATE_LIMIT_READ", "3/hour")]).await;
+    for remaining in (0..3).rev() {
+        let response = app.get("/v1/jobs").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(header(&response, "x-ratelimit-remaining"), Some(remaining));
+    }
+    let limited = app.get(&format!("/v1/jobs/{}", uuid::Uuid::new_v4())).await;
+    assert!(header(&limited, "retry-after").is_some());
+    assert_eq!(header(&limited, "x-ratelimit-limit"), Some(3));
+    problem(limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // Submitting counts separately.
+    let render = app.render("198.51.100.200", valid_form()).await;
+    assert_eq!(render.status(), StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn health_reports_each_dependency() {
+    let app = TestApp::spawn(&[]).await;
+    let response = app.http.get(app.url("/health")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "status": "ok",
+            "checks": { "postgres": "ok", "dynamodb": "ok", "s3": "ok", "sqs": "ok" }
+        })
+    );
+
+    app.delete_queue().await;
+    let response = app.http.get(app.url("/health")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "unavailable");
+    assert_eq!(body["checks"]["sqs"], "unavailable");
+    assert_eq!(body["checks"]["postgres"], "ok");
+}
+
+#[tokio::test]
+async fn simulated_workers_walk_a_job_to_completed() {
+    let app = TestApp::spawn(&[("SIMULATE_WORKERS", "1"), ("OUTBOX_SWEEP_INTERVAL", "1")]).await;
+    let job = app.submit("203.0.113.170").await;
+    let mut seen = Vec::new();
+    let done = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let job = app.job(&job).await;
+            let status = job["status"].as_str().unwrap().to_owned();
+            if seen.last() != Some(&status) {
+                seen.push(status.clone());
+            }
+            if status == "completed" {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the simulated workers complete the job");
+    assert!(seen.contains(&"rendering".to_owned()), "{seen:?}");
+    let video = reqwest::get(done["artifacts"]["video_url"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(video.status(), StatusCode::OK);
+}
