@@ -3,11 +3,13 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 use reqwest::multipart::{Form, Part};
 use reqwest::{Response, StatusCode};
 use tokio_postgres::NoTls;
+
+use crate::proxy::Proxy;
 
 /// Where the local stack listens unless the environment says otherwise (see `infra/lib.sh`).
 const DEFAULT_ENV: [(&str, &str); 5] = [
@@ -29,11 +31,39 @@ fn init_env() {
                 std::env::set_var(name, value);
             }
         }
-        // Server logs only when asked for: RUST_LOG=info cargo test …
+        // Server logs only when asked for: RUST_LOG=info cargo test … Otherwise they are kept
+        // in memory, for hostile.rs to check that none carries a secret or a client address.
         if std::env::var_os("RUST_LOG").is_some() {
             osurender_core::telemetry::init();
+        } else {
+            capture_logs();
         }
     });
+}
+
+/// Every log line the test servers wrote, as production writes them (JSON) but with the
+/// project's own crates at TRACE; empty when `RUST_LOG` sends them to stdout instead.
+pub static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+/// One subscriber for the whole process, installed before any server runs: a scoped one
+/// would race with the other tests' threads over the callsites' cached interest.
+fn capture_logs() {
+    struct Sink;
+    impl std::io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            LOGS.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter("info,osurender_core=trace,osurender_local=trace")
+        .with_current_span(true)
+        .with_writer(|| Sink)
+        .try_init();
 }
 
 /// The webhook secret every test server shares with its tests' simulated workers.
@@ -60,14 +90,31 @@ impl TestApp {
     /// outbox sweep, the janitor and the skin ingest do not run on timers: tests run them when
     /// they choose.
     pub async fn spawn(overrides: &[(&str, &str)]) -> TestApp {
+        Self::spawn_routed(overrides, None).await
+    }
+
+    /// `spawn`, but the server reaches Postgres and the AWS stand-in through counting,
+    /// fault-injecting proxies (its `config` says so); the test's own clients go direct.
+    pub async fn spawn_via_proxies(overrides: &[(&str, &str)]) -> (TestApp, Proxies) {
+        init_env();
+        let proxies = Proxies::start().await;
+        (Self::spawn_routed(overrides, Some(&proxies)).await, proxies)
+    }
+
+    async fn spawn_routed(overrides: &[(&str, &str)], proxies: Option<&Proxies>) -> TestApp {
         init_env();
         let unique = uuid::Uuid::new_v4().simple().to_string();
         let database_url = create_database(&format!("osurender_t_{unique}")).await;
+        let server_database_url = match proxies {
+            Some(proxies) => proxies.database_url(&database_url),
+            None => database_url.clone(),
+        };
+        let aws_endpoint_url = proxies.map(|proxies| format!("http://{}", proxies.aws.addr));
         let bucket = format!("replays-{unique}");
         let table = format!("rate-limits-{unique}");
         let queue = format!("render-jobs-{unique}");
         let mut vars: HashMap<String, String> = [
-            ("DATABASE_URL", database_url.as_str()),
+            ("DATABASE_URL", server_database_url.as_str()),
             ("REPLAY_BUCKET", bucket.as_str()),
             ("RATE_LIMIT_TABLE", table.as_str()),
             ("TRUSTED_PROXY_CIDRS", "127.0.0.0/8, ::1/128"),
@@ -79,6 +126,11 @@ impl TestApp {
             ("SKIN_INGEST_INTERVAL", "0"),
         ]
         .into_iter()
+        .chain(
+            aws_endpoint_url
+                .iter()
+                .map(|url| ("AWS_ENDPOINT_URL", url.as_str())),
+        )
         .chain(overrides.iter().copied())
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
@@ -145,6 +197,51 @@ impl TestApp {
     }
 }
 
+/// The proxies a `spawn_via_proxies` server reaches its backing services through.
+pub struct Proxies {
+    pub postgres: Proxy,
+    pub aws: Proxy,
+}
+
+impl Proxies {
+    /// Proxies to where `DATABASE_URL` and `AWS_ENDPOINT_URL` point.
+    async fn start() -> Proxies {
+        let pg: tokio_postgres::Config = std::env::var("DATABASE_URL").unwrap().parse().unwrap();
+        let pg_host = match &pg.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(host) => host.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(_) => panic!("the proxy needs DATABASE_URL on TCP"),
+        };
+        let pg_port = pg.get_ports().first().copied().unwrap_or(5432);
+        let aws = std::env::var("AWS_ENDPOINT_URL").unwrap();
+        let aws_authority = aws.split("://").last().unwrap().split('/').next().unwrap();
+        Proxies {
+            postgres: Proxy::start(resolve(&format!("{pg_host}:{pg_port}")).await).await,
+            aws: Proxy::start(resolve(aws_authority).await).await,
+        }
+    }
+
+    /// `url` (as `create_database` writes it) with the proxy's address for host and port.
+    fn database_url(&self, url: &str) -> String {
+        let (user, rest) = url.split_once('@').unwrap();
+        let path = &rest[rest.find('/').unwrap()..];
+        format!("{user}@{}{path}", self.postgres.addr)
+    }
+
+    pub fn reset(&self) {
+        self.postgres.reset();
+        self.aws.reset();
+    }
+}
+
+async fn resolve(authority: &str) -> SocketAddr {
+    tokio::net::lookup_host(authority)
+        .await
+        .unwrap()
+        .next()
+        .unwrap_or_else(|| panic!("{authority} does not resolve"))
+}
+
 /// A value for `TestApp::spawn` overrides that removes the variable.
 pub const UNSET: &str = "\u{0}unset";
 
@@ -188,8 +285,18 @@ pub fn render_form(replay: Vec<u8>, file_name: &str, fields: &[(&str, &str)]) ->
     )
 }
 
+/// A valid replay no other call returns: `valid_0.osr` with a unique trailer (trailing bytes
+/// are tolerated, as osrparse tolerates them). A client's second submission of one replay is a
+/// `duplicate_replay` while the first is active, so independent submissions need their own.
+pub fn unique_replay() -> Vec<u8> {
+    let mut replay = fixture("valid_0.osr");
+    replay.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+    replay
+}
+
+/// A render form of a `unique_replay`.
 pub fn valid_form() -> Form {
-    render_form(fixture("valid_0.osr"), "play.osr", &[])
+    render_form(unique_replay(), "play.osr", &[])
 }
 
 pub async fn problem(response: Response, status: StatusCode, code: &str) -> serde_json::Value {

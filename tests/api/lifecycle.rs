@@ -26,7 +26,7 @@ fn fresh_nonce() -> String {
 }
 
 /// A message taken off the render queue.
-struct Delivered {
+pub(crate) struct Delivered {
     event_id: i64,
     attribute_event_id: i64,
     body: Value,
@@ -74,7 +74,7 @@ impl TestApp {
             .unwrap()
     }
 
-    async fn job(&self, job_id: &str) -> Value {
+    pub(crate) async fn job(&self, job_id: &str) -> Value {
         let response = self.get(&format!("/v1/jobs/{job_id}")).await;
         assert_eq!(response.status(), StatusCode::OK);
         response.json().await.unwrap()
@@ -113,7 +113,7 @@ impl TestApp {
 
     /// Another instance of the core on this server's database, queue and buckets, as another
     /// Lambda instance would be.
-    async fn instance(&self) -> App {
+    pub(crate) async fn instance(&self) -> App {
         let clients = Clients::new(&self.config).await.unwrap();
         App::new(self.config.clone(), &clients)
     }
@@ -144,7 +144,7 @@ impl TestApp {
     }
 
     /// Everything on the queue, received and deleted until two polls come back empty.
-    async fn drain_queue(&self) -> Vec<Delivered> {
+    pub(crate) async fn drain_queue(&self) -> Vec<Delivered> {
         let url = self.queue_url().await;
         let mut delivered = Vec::new();
         let mut empty_polls = 0;
@@ -187,14 +187,14 @@ impl TestApp {
     }
 
     /// Makes every pending event due now, as if its lease or backoff had run out.
-    async fn age_outbox(&self) {
+    pub(crate) async fn age_outbox(&self) {
         self.db
             .batch_execute("UPDATE outbox_events SET available_at = now() WHERE status = 'pending'")
             .await
             .unwrap();
     }
 
-    async fn event_ids(&self) -> Vec<i64> {
+    pub(crate) async fn event_ids(&self) -> Vec<i64> {
         self.db
             .query("SELECT id FROM outbox_events ORDER BY id", &[])
             .await
@@ -214,7 +214,7 @@ fn signed_body(mut fields: Value) -> String {
 }
 
 /// How often each event id was delivered; every delivery's attribute matches its body.
-fn counts(delivered: &[Delivered]) -> HashMap<i64, usize> {
+pub(crate) fn counts(delivered: &[Delivered]) -> HashMap<i64, usize> {
     let mut counts = HashMap::new();
     for message in delivered {
         assert_eq!(message.event_id, message.attribute_event_id);
@@ -224,7 +224,7 @@ fn counts(delivered: &[Delivered]) -> HashMap<i64, usize> {
     counts
 }
 
-fn exactly_once(ids: &[i64]) -> HashMap<i64, usize> {
+pub(crate) fn exactly_once(ids: &[i64]) -> HashMap<i64, usize> {
     ids.iter().map(|id| (*id, 1)).collect()
 }
 
@@ -927,6 +927,7 @@ async fn health_reports_each_dependency() {
     app.delete_queue().await;
     let response = app.http.get(app.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(header(&response, "retry-after"), Some(5));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["status"], "unavailable");
     assert_eq!(body["checks"]["sqs"], "unavailable");

@@ -2,7 +2,13 @@
 //! its own database, limiter table, bucket and render queue, against real Postgres and the AWS
 //! stand-in.
 
+mod budget;
+mod faults;
 mod helpers;
+mod hostile;
+mod idempotency;
 mod lifecycle;
+mod proxy;
 mod render;
 mod skins;
+mod storms;

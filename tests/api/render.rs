@@ -13,7 +13,8 @@ const ROOMY: &[(&str, &str)] = &[("RATE_LIMIT_RENDER", "1000/hour")];
 #[tokio::test]
 async fn admits_a_valid_replay_and_records_job_outbox_and_object() {
     let app = TestApp::spawn(&[]).await;
-    let response = app.render("203.0.113.7", valid_form()).await;
+    let form = render_form(fixture("valid_0.osr"), "play.osr", &[]);
+    let response = app.render("203.0.113.7", form).await;
 
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let location = response.headers()["location"].to_str().unwrap().to_owned();

@@ -21,7 +21,7 @@ const ROOMY: &[(&str, &str)] = &[
     ("RATE_LIMIT_LEGACY_SKINS_UPLOAD", "1000/hour"),
 ];
 
-const V1: &str = "/v1/skins/upload";
+pub(crate) const V1: &str = "/v1/skins/upload";
 const LEGACY: &str = "/skins/upload";
 
 /// An `.osk`: the `(name, content)` files, deflated.
@@ -36,7 +36,7 @@ fn osk(files: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 /// A small skin, made distinct by `marker`.
-fn skin(marker: &str) -> Vec<u8> {
+pub(crate) fn skin(marker: &str) -> Vec<u8> {
     osk(&[
         (
             "skin.ini",
@@ -97,7 +97,7 @@ fn declare_size(mut bytes: Vec<u8>, size: u32, local_too: bool) -> Vec<u8> {
     bytes
 }
 
-fn upload_form(bytes: Vec<u8>, file_name: &str, name: Option<&str>) -> Form {
+pub(crate) fn upload_form(bytes: Vec<u8>, file_name: &str, name: Option<&str>) -> Form {
     let form = Form::new().part("skin", Part::bytes(bytes).file_name(file_name.to_owned()));
     match name {
         Some(name) => form.text("name", name.to_owned()),
@@ -106,7 +106,7 @@ fn upload_form(bytes: Vec<u8>, file_name: &str, name: Option<&str>) -> Form {
 }
 
 impl TestApp {
-    async fn upload_skin(&self, path: &str, client_ip: &str, form: Form) -> Response {
+    pub(crate) async fn upload_skin(&self, path: &str, client_ip: &str, form: Form) -> Response {
         self.http
             .post(self.url(path))
             .header("CF-Connecting-IP", client_ip)

@@ -1,15 +1,30 @@
 //! `POST /v1/render`: the admission steps of DESIGN.md §2, in order. The first failing step
 //! decides; no step touches state or spends quota before the cheaper ones have passed.
+//!
+//! Two steps sit between the stateless checks (1–3) and the rate limit (4), because what they
+//! answer must not cost quota and their inputs (the replay's hash, the normalized request)
+//! exist only once the request is known to be valid:
+//! - 3a `Idempotency-Key` (idempotency.rs): a retry of a request that succeeded gets its
+//!   response again; a malformed key is a 400, a key reused for another request a 422.
+//! - 3b duplicate replay: the client's job of the same replay (by SHA-256), if queued or
+//!   rendering, answers 409 with its `Location`. This read also takes the occupancy counts the
+//!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
+//!   both under its locks.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::http::HeaderValue;
 use bytes::Bytes;
 use futures_util::Stream;
+use serde_json::json;
+use sha2::{Digest, Sha256};
 
 use crate::app::App;
 use crate::domain::{ClientKey, FieldError, JobId, RenderOptions};
+use crate::estimate::Defaults;
 use crate::form::{self, Form, FormError, FormSpec, TextValue, UploadedFile};
-use crate::jobs::{CapacityLimits, NewJob, NoRoom};
+use crate::idempotency::{self, Begin, Claim, IdempotencyKey, Reply, StoredResponse};
+use crate::jobs::{CapacityLimits, Load, NewJob, NoRoom, Occupancy};
 use crate::limiter::{RateDecision, RateLimit};
 use crate::outbox;
 use crate::problem::Rejection;
@@ -22,6 +37,7 @@ pub const RENDER_ENDPOINT: &str = "render";
 #[derive(Debug, Clone)]
 pub struct ReplayFile {
     bytes: Bytes,
+    sha256: [u8; 32],
 }
 
 /// What a submission came to: what it made (the job, for a render), or the step that refused
@@ -49,34 +65,149 @@ pub struct FormUpload<S> {
     pub body: S,
 }
 
+/// `idempotency_key`: the request's `Idempotency-Key` header, if any.
 pub async fn submit_render<S, O, E>(
     app: &App,
     client: &ClientKey,
+    idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Submission
+) -> Submission<Reply<JobId>>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
-    let (replay, options) = match validate_request(app, upload).await {
+    let (replay, options, key) = match validate_request(app, idempotency_key, upload).await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
+    let request_hash = render_request_hash(&replay, &options);
+    let claim = key.map(|key| Claim::new(client, RENDER_ENDPOINT, key));
+    let looked = claim_and_look(app, client, &replay, claim.clone(), &request_hash).await;
+    let submission = match looked {
+        Ok(Looked::Replay(response)) => return Submission::replayed(response),
+        Ok(Looked::Run(occupancy)) => admit(app, client, replay, options, occupancy, &claim).await,
+        Err(rejection) => Submission::refused(rejection),
+    };
+    // Only successes are kept: a refused request's repeat runs afresh. (A claim this request
+    // never made is not released: the statement matches this request's token only.)
+    if let (Some(claim), Err(_)) = (&claim, &submission.outcome) {
+        idempotency::release(app, claim).await;
+    }
+    submission.fresh()
+}
+
+/// How step 3a came out.
+enum Looked {
+    /// Go on, with this occupancy look (and the claim made, if there is a key).
+    Run(Occupancy),
+    Replay(StoredResponse),
+}
+
+/// Steps 3a and 3b's reads in one round trip: the key's claim (if any) and the occupancy look
+/// that also finds a duplicate. When the key is held by another request, that request's outcome
+/// decides (idempotency::settle); if it freed the key and this request claimed it instead, maybe
+/// seconds later, the occupancy is looked at afresh.
+async fn claim_and_look(
+    app: &App,
+    client: &ClientKey,
+    replay: &ReplayFile,
+    claim: Option<Claim>,
+    request_hash: &[u8; 32],
+) -> Result<Looked, Rejection> {
+    let with_claim = claim.as_ref().map(|claim| (claim, request_hash));
+    let (occupancy, claimed) = look(app, client, replay, with_claim).await?;
+    let Some(claim) = claim.filter(|_| claimed == Some(false)) else {
+        return Ok(Looked::Run(occupancy));
+    };
+    let held = app
+        .idempotency
+        .held(&claim)
+        .await
+        .map_err(idempotency::unavailable)?;
+    match idempotency::settle(app, claim, request_hash, held).await? {
+        Begin::Replay(response) => Ok(Looked::Replay(response)),
+        Begin::Run(_) => Ok(Looked::Run(look(app, client, replay, None).await?.0)),
+    }
+}
+
+async fn look(
+    app: &App,
+    client: &ClientKey,
+    replay: &ReplayFile,
+    claim: Option<(&Claim, &[u8; 32])>,
+) -> Result<(Occupancy, Option<bool>), Rejection> {
+    app.jobs
+        .occupancy(client, &replay.sha256, claim)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "occupancy check failed");
+            Rejection::DatabaseUnavailable
+        })
+}
+
+/// Steps 3b–10 of a request that holds its idempotency claim, if it has a key.
+async fn admit(
+    app: &App,
+    client: &ClientKey,
+    replay: ReplayFile,
+    options: RenderOptions,
+    occupancy: Occupancy,
+    claim: &Option<Claim>,
+) -> Submission {
+    if let Some(existing) = occupancy.duplicate {
+        return Submission::refused(Rejection::DuplicateReplay(existing));
+    }
     let limit = app.config.rate_limits.render;
     let rate = match check_rate_limit(app, RENDER_ENDPOINT, limit, client).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let outcome = enqueue(app, client, replay, options).await;
+    let outcome = enqueue(app, client, replay, options, occupancy, claim.clone()).await;
     Submission { outcome, rate }
 }
 
-/// Steps 1–3: stateless, so a request refused here costs no quota and touches nothing.
+impl<T> Submission<Reply<T>> {
+    /// Answered with a first request's stored response: before the rate limit counted it.
+    pub fn replayed(response: StoredResponse) -> Self {
+        Self {
+            outcome: Ok(Reply::Replayed(response)),
+            rate: None,
+        }
+    }
+}
+
+impl<T> Submission<T> {
+    /// A submission that ran, as opposed to a replayed one.
+    pub fn fresh(self) -> Submission<Reply<T>> {
+        Submission {
+            outcome: self.outcome.map(Reply::Fresh),
+            rate: self.rate,
+        }
+    }
+}
+
+/// The response to an admitted render, and to every retry with its idempotency key.
+pub fn admitted_response(job_id: JobId) -> StoredResponse {
+    let location = job_id.status_path();
+    StoredResponse {
+        status: 202,
+        body: json!({
+            "job_id": job_id,
+            "status": "queued",
+            "links": { "status": location },
+        }),
+        location: Some(location),
+    }
+}
+
+/// Steps 1–3 and the key's format: stateless, so a request refused here costs no quota and
+/// touches nothing.
 async fn validate_request<S, O, E>(
     app: &App,
+    idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Result<(ReplayFile, RenderOptions), Rejection>
+) -> Result<(ReplayFile, RenderOptions, Option<IdempotencyKey>), Rejection>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
@@ -87,7 +218,14 @@ where
     let file = check_file(form.file, &spec, ".osr")?;
     let replay = check_replay_structure(file)?;
     let options = check_render_options(&form.fields)?;
-    Ok((replay, options))
+    let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
+    Ok((replay, options, key))
+}
+
+/// The same replay with the same options is the same request, however the form was framed.
+fn render_request_hash(replay: &ReplayFile, options: &RenderOptions) -> [u8; 32] {
+    let options = serde_json::to_vec(options).expect("options serialize");
+    idempotency::request_hash(&[&replay.sha256, &options[..]])
 }
 
 fn render_form_spec(app: &App) -> FormSpec {
@@ -148,7 +286,11 @@ fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
             "only osu!standard replays can be rendered".into(),
         ));
     }
-    Ok(ReplayFile { bytes: file.bytes })
+    let sha256 = Sha256::digest(&file.bytes).into();
+    Ok(ReplayFile {
+        bytes: file.bytes,
+        sha256,
+    })
 }
 
 /// Step 3: skin name and render options.
@@ -187,7 +329,7 @@ fn truncate(name: &str) -> &str {
 /// each under its own `endpoint` name.
 pub(crate) async fn check_rate_limit(
     app: &App,
-    endpoint: &str,
+    endpoint: &'static str,
     limit: RateLimit,
     client: &ClientKey,
 ) -> Result<Option<RateDecision>, Rejection> {
@@ -205,7 +347,7 @@ pub(crate) async fn check_rate_limit(
     }
 }
 
-/// Steps 5–10. An unlocked occupancy look refuses early without storing anything; then the
+/// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
 /// replay is stored under the new job's id, and only then is the job admitted, with the locked
 /// re-checks, in one statement. So a job row is never visible without its replay (invariant 3);
 /// a refused re-check deletes the object again, and a crash leaves at most an unreferenced
@@ -216,15 +358,21 @@ async fn enqueue(
     client: &ClientKey,
     replay: ReplayFile,
     options: RenderOptions,
+    occupancy: Occupancy,
+    claim: Option<Claim>,
 ) -> Result<JobId, Rejection> {
     let limits = capacity_limits(app);
-    check_capacity(app, client, &limits).await?;
+    if let Err(no_room) = occupancy.check(&limits) {
+        return Err(no_room_rejection(app, client, no_room, &limits).await);
+    }
     let id = JobId::new();
     let job = NewJob {
         id,
         client: client.clone(),
         options,
         replay_key: id.replay_key(),
+        replay_sha256: replay.sha256,
+        completes: claim.map(|claim| (claim, admitted_response(id))),
     };
     store_replay(app, &job, replay).await?;
     let admitted = app.jobs.admit(&job, &limits).await;
@@ -235,7 +383,7 @@ async fn enqueue(
         }
         Ok(Err(no_room)) => {
             discard_replay(app, &job).await;
-            Err(no_room_rejection(no_room, &limits))
+            Err(no_room_rejection(app, client, no_room, &limits).await)
         }
         Err(error) => {
             tracing::error!(%error, job_id = %job.id, "admission transaction failed");
@@ -253,27 +401,36 @@ fn capacity_limits(app: &App) -> CapacityLimits {
     }
 }
 
-/// Steps 5, 6 and 8 as a quick unlocked look: most refusals end here, before any upload.
-async fn check_capacity(
+/// The refusal, with a `Retry-After` estimated from the current load (estimate.rs). Reading
+/// the load costs a refused request one more round trip; if it fails, the estimate falls back
+/// to the configured render duration rather than failing the answer.
+async fn no_room_rejection(
     app: &App,
     client: &ClientKey,
+    no_room: NoRoom,
     limits: &CapacityLimits,
-) -> Result<(), Rejection> {
-    let occupancy = app.jobs.occupancy(client).await.map_err(|error| {
-        tracing::error!(%error, "occupancy check failed");
-        Rejection::DatabaseUnavailable
-    })?;
-    occupancy
-        .check(limits)
-        .map_err(|no_room| no_room_rejection(no_room, limits))
-}
-
-fn no_room_rejection(no_room: NoRoom, limits: &CapacityLimits) -> Rejection {
+) -> Rejection {
+    let load = match no_room {
+        NoRoom::Duplicate(_) => Load::default(),
+        _ => app.jobs.load(client).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not read the load for a Retry-After estimate");
+            Load::default()
+        }),
+    };
+    let defaults = Defaults::from(&*app.config);
+    let recent = load.recent;
     match no_room {
-        NoRoom::QueueFull => Rejection::QueueFull,
-        NoRoom::RenderCapacity => Rejection::RenderCapacity,
+        NoRoom::Duplicate(existing) => Rejection::DuplicateReplay(existing),
+        NoRoom::QueueFull => Rejection::QueueFull {
+            retry_after: recent.queue_full_retry(&defaults, load.queued, limits.max_queued),
+        },
+        NoRoom::RenderCapacity => Rejection::RenderCapacity {
+            retry_after: recent.render_capacity_retry(&defaults),
+        },
         NoRoom::TooManyActiveJobs => Rejection::TooManyActiveJobs {
             limit: limits.max_active_per_client,
+            retry_after: recent
+                .active_jobs_retry(&defaults, load.oldest_active_age_secs.unwrap_or_default()),
         },
     }
 }

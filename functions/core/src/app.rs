@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::idempotency::{IdempotencyStore, PgIdempotencyStore};
 use crate::jobs::{JobStore, PgJobStore};
 use crate::limiter::{DynamoRateLimiter, RateLimiter};
 use crate::outbox::{self, OutboxStore, PgOutboxStore};
@@ -25,6 +26,7 @@ pub struct App {
     pub queue: Arc<dyn EventPublisher>,
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
+    pub idempotency: Arc<dyn IdempotencyStore>,
 }
 
 /// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
@@ -40,11 +42,21 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// Builds the clients; nothing connects until first use.
+    /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
     pub async fn new(config: &Config) -> Result<Self, db::DbError> {
         let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+        Self::from_parts(config, sdk, db::parse_url(&config.database_url)?)
+    }
+
+    /// Builds the clients on a loaded SDK configuration and Postgres settings from elsewhere
+    /// (on Lambda: the database secret).
+    pub fn from_parts(
+        config: &Config,
+        sdk: aws_config::SdkConfig,
+        postgres: tokio_postgres::Config,
+    ) -> Result<Self, db::DbError> {
         Ok(Self {
-            pool: db::pool(&config.database_url, config.db_pool_size, config.db_timeout)?,
+            pool: db::pool(postgres, config.db_pool_size, config.db_timeout)?,
             dynamodb: aws::dynamodb(&sdk),
             s3: aws::s3(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
@@ -82,6 +94,7 @@ impl App {
                 &config.skin_bucket,
             )),
             skin_names: Arc::new(PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER)),
+            idempotency: Arc::new(PgIdempotencyStore::new(clients.pool.clone())),
             config: Arc::new(config),
             clients,
         }

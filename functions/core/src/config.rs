@@ -45,6 +45,9 @@ pub struct Config {
     pub max_skin_upload_bytes: usize,
     /// A job queued longer than this expires.
     pub queued_ttl: Duration,
+    /// What a render takes when too few have finished lately to measure it (estimate.rs):
+    /// the basis of `Retry-After` and `estimated_start` on a quiet service.
+    pub default_render_duration: Duration,
     /// A downloading/rendering job with no webhook progress for this long fails.
     pub render_stall_timeout: Duration,
     /// Outbox publish attempts before an event is marked failed.
@@ -104,10 +107,10 @@ impl Config {
         }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
         Ok(Self {
-            database_url: env.string(
-                "DATABASE_URL",
-                "postgres://postgres@127.0.0.1:5432/osurender",
-            ),
+            // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
+            database_url: lookup("DATABASE_URL")
+                .filter(|url| !url.is_empty())
+                .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/osurender".into()),
             db_pool_size: env.parse("DB_POOL_SIZE", 2)?,
             db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
             listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
@@ -136,6 +139,9 @@ impl Config {
             max_skin_upload_bytes: env.parse("MAX_SKIN_UPLOAD_BYTES", 200 * 1024 * 1024)?,
             queued_ttl: env
                 .parse::<Seconds>("QUEUED_TTL", Seconds(6 * 3600))?
+                .into(),
+            default_render_duration: env
+                .parse::<Seconds>("DEFAULT_RENDER_SECS", Seconds(120))?
                 .into(),
             render_stall_timeout: env
                 .parse::<Seconds>("RENDER_STALL_TIMEOUT", Seconds(900))?

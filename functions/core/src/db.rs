@@ -3,8 +3,11 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{NoTls, Row};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");
@@ -30,11 +33,19 @@ impl From<deadpool_postgres::PoolError> for DbError {
     }
 }
 
+/// `DATABASE_URL`'s connection settings.
+pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, DbError> {
+    tokio_postgres::Config::from_str(database_url)
+        .map_err(|e| DbError(format!("DATABASE_URL: {e}")))
+}
+
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
-pub fn pool(database_url: &str, size: usize, timeout: Duration) -> Result<Pool, DbError> {
-    let mut pg = tokio_postgres::Config::from_str(database_url)
-        .map_err(|e| DbError(format!("DATABASE_URL: {e}")))?;
+pub fn pool(
+    mut pg: tokio_postgres::Config,
+    size: usize,
+    timeout: Duration,
+) -> Result<Pool, DbError> {
     pg.connect_timeout(timeout);
     let manager = Manager::from_config(
         pg,
@@ -53,13 +64,93 @@ pub fn pool(database_url: &str, size: usize, timeout: Duration) -> Result<Pool, 
         .map_err(|e| DbError(e.to_string()))
 }
 
-/// Applies `migrations/` (refinery keeps its history table, so this is idempotent).
-pub async fn migrate(pool: &Pool) -> Result<(), DbError> {
+/// A pooled connection whose every statement is answered within the pool's timeout
+/// (`DB_TIMEOUT_MS`) or abandoned. Postgres' own `statement_timeout` would need a startup
+/// option or a session `SET`, which RDS Proxy pins; so the bound is kept here, client side.
+/// A connection that missed it is in an unknown state (the link may be dead, or the statement
+/// still running), so it is closed rather than returned to the pool; the server then ends the
+/// statement's transaction, and its transaction-scoped locks with it.
+pub struct Conn {
+    object: Option<Object>,
+    limit: Duration,
+    timed_out: AtomicBool,
+}
+
+/// Checks a connection out of `pool` (within its wait and create timeouts).
+pub async fn checkout(pool: &Pool) -> Result<Conn, DbError> {
+    let object = pool.get().await?;
+    let limit = pool.timeouts().wait.unwrap_or(DEFAULT_STATEMENT_LIMIT);
+    Ok(Conn {
+        object: Some(object),
+        limit,
+        timed_out: AtomicBool::new(false),
+    })
+}
+
+/// Only for a pool built without a wait timeout, which `pool` never does.
+const DEFAULT_STATEMENT_LIMIT: Duration = Duration::from_secs(5);
+
+impl Conn {
+    fn client(&self) -> &Object {
+        self.object.as_ref().expect("present until dropped")
+    }
+
+    async fn bounded<T>(
+        &self,
+        statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, DbError> {
+        match tokio::time::timeout(self.limit, statement).await {
+            Ok(result) => result.map_err(DbError::from),
+            Err(_) => {
+                self.timed_out.store(true, Ordering::Relaxed);
+                Err(DbError(format!(
+                    "no answer within {} ms",
+                    self.limit.as_millis()
+                )))
+            }
+        }
+    }
+
+    pub async fn query_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, DbError> {
+        self.bounded(self.client().query_typed(sql, params)).await
+    }
+
+    pub async fn execute_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<u64, DbError> {
+        self.bounded(self.client().execute_typed(sql, params)).await
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if self.timed_out.load(Ordering::Relaxed) {
+            if let Some(object) = self.object.take() {
+                // Detached from the pool and dropped: the connection closes.
+                drop(Object::take(object));
+            }
+        }
+    }
+}
+
+/// Applies `migrations/` (refinery keeps its history table, so this is idempotent) and names
+/// the ones this run applied (`V3__skins`), oldest first.
+pub async fn migrate(pool: &Pool) -> Result<Vec<String>, DbError> {
     let mut conn = pool.get().await?;
     let client: &mut tokio_postgres::Client = &mut conn;
-    embedded::migrations::runner()
+    let report = embedded::migrations::runner()
         .run_async(client)
         .await
-        .map(drop)
-        .map_err(|e| DbError(format!("migration failed: {e}")))
+        .map_err(|e| DbError(format!("migration failed: {e}")))?;
+    Ok(report
+        .applied_migrations()
+        .iter()
+        .map(ToString::to_string)
+        .collect())
 }

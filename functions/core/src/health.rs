@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::future::{join_all, BoxFuture};
@@ -15,6 +15,7 @@ use futures_util::FutureExt;
 use serde_json::{json, Map, Value};
 
 use crate::app::App;
+use crate::problem::RETRY_UNAVAILABLE_SECS;
 
 /// Well below a load balancer's or API Gateway's patience, well above a healthy round trip.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -48,7 +49,15 @@ pub async fn handler(State(app): State<App>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
     };
-    (status, Json(json!({ "status": word, "checks": checks }))).into_response()
+    let mut response = (status, Json(json!({ "status": word, "checks": checks }))).into_response();
+    if !healthy {
+        // Every 503 says when to look again; an outage hint, as for the API's own 503s.
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(RETRY_UNAVAILABLE_SECS),
+        );
+    }
+    response
 }
 
 fn checks(app: &App) -> Vec<Check<'_>> {

@@ -1,21 +1,38 @@
 //! HTTP mapping: the routes, shared by the dev server and every Lambda function.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
 
 use axum::body::{Body, BodyDataStream};
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Router;
+use tracing::Instrument;
 
-use crate::admission::{submit_render, FormUpload, Submission};
+use crate::admission::{admitted_response, submit_render, FormUpload, Submission, RENDER_ENDPOINT};
 use crate::app::App;
-use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey};
-use crate::health;
+use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey, JobId};
+use crate::idempotency::{Reply, KEY_HEADER};
 use crate::problem::{rate_limit_headers, Rejection};
+use crate::webhook::Verifier;
+use crate::{health, job_status, metrics, skins, webhook};
+
+/// Every public route as (method, path): what `openapi.yaml` describes and `all_routes`
+/// serves; a test holds all three to the same list.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/render"),
+    ("GET", "/v1/jobs"),
+    ("GET", "/v1/jobs/{id}"),
+    ("POST", "/v1/jobs/{id}/webhook"),
+    ("GET", "/v1/skins"),
+    ("POST", "/v1/skins/upload"),
+    ("POST", "/skins/upload"),
+    ("GET", "/health"),
+];
 
 /// The TCP peer of the request: the socket's remote address locally, API Gateway's
 /// `sourceIp` on Lambda (inserted by the Lambda adapter).
@@ -48,13 +65,60 @@ impl App {
     }
 }
 
+/// The id a request's log lines carry: Lambda's request id when the Lambda adapter supplied
+/// one, else one made up per request.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// A function's (or the dev server's) service: its `routes`, `GET /health` and a problem+json
-/// 404 for anything else.
+/// 404 for anything else, each request in its own log span.
 pub fn service(routes: Router<App>, app: App) -> Router {
     routes
         .route("/health", get(health::handler))
         .fallback(not_found)
+        .layer(middleware::from_fn(trace_request))
         .with_state(app)
+}
+
+/// Every route on one router: the dev server's (on AWS each function serves its own part).
+pub fn all_routes(verifier: Verifier) -> Router<App> {
+    render_routes()
+        .merge(job_status::routes())
+        .merge(webhook::routes(verifier))
+        .merge(skins::routes())
+}
+
+/// Runs the request inside a span naming it (request id, method, matched route) and logs its
+/// status and latency when it is answered.
+async fn trace_request(request: Request, next: Next) -> Response {
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), |id| id.0.clone());
+    // The route template, never the raw path: ids and junk paths stay out of the field.
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
+    let span = tracing::info_span!(
+        "request",
+        request_id,
+        method = %request.method(),
+        route,
+    );
+    let started = Instant::now();
+    async move {
+        let response = next.run(request).await;
+        tracing::info!(
+            status = response.status().as_u16(),
+            latency_ms = started.elapsed().as_millis() as u64,
+            "request answered"
+        );
+        response
+    }
+    .instrument(span)
+    .await
 }
 
 /// `POST /v1/render`.
@@ -68,9 +132,12 @@ async fn render(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let started = Instant::now();
     let client = app.client_key(peer, &headers);
-    let submission = submit_render(&app, &client, form_upload(&headers, body)).await;
+    let key = headers.get(KEY_HEADER);
+    let submission = submit_render(&app, &client, key, form_upload(&headers, body)).await;
     log_decision(&client, &submission);
+    metrics::admission(RENDER_ENDPOINT, &submission.outcome, started.elapsed());
     submission_response(submission)
 }
 
@@ -84,9 +151,12 @@ pub(crate) fn form_upload(headers: &HeaderMap, body: Body) -> FormUpload<BodyDat
     }
 }
 
-fn log_decision(client: &ClientKey, submission: &Submission) {
+fn log_decision(client: &ClientKey, submission: &Submission<Reply<JobId>>) {
     match &submission.outcome {
-        Ok(job_id) => tracing::info!(decision = "admitted", %job_id, "render admitted"),
+        Ok(Reply::Fresh(job_id)) => {
+            tracing::info!(decision = "admitted", %job_id, "render admitted")
+        }
+        Ok(Reply::Replayed(_)) => tracing::info!(decision = "replayed", "render retry replayed"),
         Err(rejection) => tracing::info!(
             decision = "rejected",
             reason = rejection.code(),
@@ -98,21 +168,8 @@ fn log_decision(client: &ClientKey, submission: &Submission) {
     }
 }
 
-fn submission_response(submission: Submission) -> Response {
-    submission.respond(|job_id| {
-        let location = job_id.status_path();
-        let body = json!({
-            "job_id": job_id,
-            "status": "queued",
-            "links": { "status": location },
-        });
-        (
-            StatusCode::ACCEPTED,
-            [(header::LOCATION, location)],
-            Json(body),
-        )
-            .into_response()
-    })
+fn submission_response(submission: Submission<Reply<JobId>>) -> Response {
+    submission.respond_replayable(|job_id| admitted_response(job_id).respond(false))
 }
 
 impl<T> Submission<T> {
@@ -127,6 +184,16 @@ impl<T> Submission<T> {
             rate_limit_headers(rate, response.headers_mut());
         }
         response
+    }
+}
+
+impl<T> Submission<Reply<T>> {
+    /// As `respond`, but a retry of an idempotent request gets the first one's response.
+    pub(crate) fn respond_replayable(self, accepted: impl FnOnce(T) -> Response) -> Response {
+        self.respond(|reply| match reply {
+            Reply::Fresh(made) => accepted(made),
+            Reply::Replayed(response) => response.respond(true),
+        })
     }
 }
 

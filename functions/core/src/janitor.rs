@@ -26,6 +26,8 @@ pub struct JanitorReport {
     pub outbox_failed: u64,
     /// Webhook nonces past the time their reports could be accepted: deleted.
     pub nonces_pruned: u64,
+    /// Idempotency keys past their day: deleted.
+    pub idempotency_keys_pruned: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, DbError> {
@@ -40,6 +42,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, DbError> {
             .fail_exhausted(app.config.outbox_max_attempts)
             .await?,
         nonces_pruned: app.jobs.prune_nonces().await?,
+        idempotency_keys_pruned: app.idempotency.prune().await?,
     };
     if report != JanitorReport::default() {
         tracing::info!(?report, "janitor run");

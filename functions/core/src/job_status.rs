@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::{check_rate_limit, Submission};
 use crate::app::App;
 use crate::domain::{JobId, JobStatus};
+use crate::estimate::{Defaults, Recent};
 use crate::http::PeerAddr;
 use crate::jobs::{JobQuery, JobRecord};
 use crate::limiter::RateDecision;
@@ -178,6 +179,8 @@ pub struct JobView {
     status: JobStatus,
     progress: f32,
     queue_position: Option<i64>,
+    /// When a queued job should start rendering, from recent throughput (estimate.rs).
+    estimated_start: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     error: Option<String>,
@@ -213,6 +216,7 @@ impl JobView {
             status: job.status,
             progress: job.progress,
             queue_position: job.queue_position,
+            estimated_start: estimated_start(app, &job),
             created_at: job.created_at,
             updated_at: job.updated_at,
             error: job.error,
@@ -223,6 +227,17 @@ impl JobView {
             },
         }
     }
+}
+
+/// `queue_position / λ` from now; `None` unless the job is queued.
+fn estimated_start(app: &App, job: &JobRecord) -> Option<DateTime<Utc>> {
+    let (position, completed) = job.queue_position.zip(job.recent_completed)?;
+    let recent = Recent {
+        completed,
+        median_turnaround_secs: None,
+    };
+    let wait = recent.start_in(&Defaults::from(&*app.config), position);
+    Some(Utc::now() + wait)
 }
 
 /// Presigning is local work (no request is made); it fails only without credentials, and then

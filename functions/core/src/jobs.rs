@@ -9,8 +9,10 @@ use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
-use crate::db::DbError;
+use crate::db::{self, DbError};
 use crate::domain::{client::advisory_lock_id, ClientKey, JobId, JobStatus, RenderOptions};
+use crate::estimate::{self, Recent};
+use crate::idempotency::{self, Claim, StoredResponse};
 use crate::outbox::{OutboxEvent, RENDER_JOB_CREATED};
 
 /// The caps admission enforces (DESIGN.md invariants 1 and 2).
@@ -21,23 +23,27 @@ pub struct CapacityLimits {
     pub max_active_per_client: i64,
 }
 
-/// Why there is no room, in the order the checks are made.
+/// Why a job cannot be admitted, in the order the checks are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoRoom {
+    /// The client has this replay queued or rendering already, as this job.
+    Duplicate(JobId),
     QueueFull,
     RenderCapacity,
     TooManyActiveJobs,
 }
 
-/// Active job counts: globally and of one client.
+/// Active job counts, globally and of one client, and the client's active job of one replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Occupancy {
     pub queued: i64,
     pub rendering: i64,
     pub active_for_client: i64,
+    pub duplicate: Option<JobId>,
 }
 
 impl Occupancy {
+    /// The capacity checks (steps 5, 6 and 8); the duplicate is checked before the rate limit.
     pub fn check(&self, limits: &CapacityLimits) -> Result<(), NoRoom> {
         if self.queued >= limits.max_queued {
             Err(NoRoom::QueueFull)
@@ -58,6 +64,9 @@ pub struct NewJob {
     pub client: ClientKey,
     pub options: RenderOptions,
     pub replay_key: String,
+    pub replay_sha256: [u8; 32],
+    /// The idempotency claim this admission completes, with the response its retries get.
+    pub completes: Option<(Claim, StoredResponse)>,
 }
 
 impl NewJob {
@@ -86,6 +95,17 @@ pub struct JobRecord {
     pub config: serde_json::Value,
     pub video_key: Option<String>,
     pub thumb_key: Option<String>,
+    /// Jobs completed in the last hour, read for queued jobs only (their `estimated_start`).
+    pub recent_completed: Option<i64>,
+}
+
+/// What capacity refusals estimate their `Retry-After` from (estimate.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Load {
+    pub recent: Recent,
+    pub queued: i64,
+    /// Age of the client's oldest active job, seconds.
+    pub oldest_active_age_secs: Option<f64>,
 }
 
 /// A page of `GET /v1/jobs`, newest first.
@@ -126,11 +146,22 @@ pub enum TransitionOutcome {
 
 #[async_trait]
 pub trait JobStore: Send + Sync {
-    /// An unlocked look at occupancy, to refuse early before anything is stored.
-    async fn occupancy(&self, client: &ClientKey) -> Result<Occupancy, DbError>;
+    /// An unlocked look at occupancy and at the client's active job of this replay, to refuse
+    /// early before anything is stored; with `claim`, the idempotency claim is tried in the same
+    /// round trip (pipelined) and whether it was made comes back too.
+    async fn occupancy(
+        &self,
+        client: &ClientKey,
+        replay_sha256: &[u8; 32],
+        claim: Option<(&Claim, &[u8; 32])>,
+    ) -> Result<(Occupancy, Option<bool>), DbError>;
 
-    /// Locks, re-checks `limits` and inserts the job with its outbox event, atomically; the
-    /// event comes back for the caller to publish.
+    /// Recent throughput, the queue's length and the client's oldest active job.
+    async fn load(&self, client: &ClientKey) -> Result<Load, DbError>;
+
+    /// Locks, re-checks the duplicate and `limits` and inserts the job with its outbox event
+    /// (completing its idempotency claim), atomically; the event comes back for the caller to
+    /// publish.
     async fn admit(
         &self,
         job: &NewJob,
@@ -189,15 +220,28 @@ fn global_capacity_lock() -> i64 {
     advisory_lock_id("osurender:global-capacity")
 }
 
+/// Reads only active jobs (at most `MAX_QUEUED` + `MAX_RENDERING` rows, indexed).
 const OCCUPANCY_SQL: &str = "\
 SELECT count(*) FILTER (WHERE status = 'queued'),
        count(*) FILTER (WHERE status IN ('downloading', 'rendering')),
-       count(*) FILTER (WHERE client_ip = $1)
+       count(*) FILTER (WHERE client_ip = $1),
+       (array_agg(id) FILTER (WHERE client_ip = $1 AND replay_sha256 = $2))[1]
   FROM jobs
  WHERE status IN ('queued', 'downloading', 'rendering')";
 
+/// Completions of the last hour come from the partial index on completed jobs' `updated_at`.
+const LOAD_SQL: &str = "\
+SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'),
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
+       count(*),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)::float8)
+  FROM jobs
+ WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'";
+
 const ADMIT_SQL: &str = "\
-SELECT verdict, event_id FROM admit_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+SELECT verdict, event_id, existing_job
+  FROM admit_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)";
 
 /// The API's view of a job. The queue position counts the queued jobs created before it (ties
 /// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed.
@@ -207,6 +251,11 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        CASE WHEN j.status = 'queued' THEN
             (SELECT count(*) FROM jobs q
               WHERE q.status = 'queued' AND (q.created_at, q.id) <= (j.created_at, j.id))
+       END,
+       -- estimate::WINDOW_SECS: the hour throughput is measured over.
+       CASE WHEN j.status = 'queued' THEN
+            (SELECT count(*) FROM jobs c
+              WHERE c.status = 'completed' AND c.updated_at > now() - interval '1 hour')
        END
   FROM jobs j";
 
@@ -271,22 +320,63 @@ fn job_record(row: &Row) -> Result<JobRecord, DbError> {
         video_key: row.get(7),
         thumb_key: row.get(8),
         queue_position: row.get(9),
+        recent_completed: row.get(10),
     })
 }
 
 #[async_trait]
 impl JobStore for PgJobStore {
-    async fn occupancy(&self, client: &ClientKey) -> Result<Occupancy, DbError> {
-        let conn = self.pool.get().await?;
-        let row = conn
-            .query_typed(OCCUPANCY_SQL, &[(&client.as_str(), Type::TEXT)])
-            .await?
-            .pop()
+    async fn occupancy(
+        &self,
+        client: &ClientKey,
+        replay_sha256: &[u8; 32],
+        claim: Option<(&Claim, &[u8; 32])>,
+    ) -> Result<(Occupancy, Option<bool>), DbError> {
+        let hash = replay_sha256.as_slice();
+        let params: [(&(dyn ToSql + Sync), Type); 2] =
+            [(&client.as_str(), Type::TEXT), (&hash, Type::BYTEA)];
+        let conn = db::checkout(&self.pool).await?;
+        let read = conn.query_typed(OCCUPANCY_SQL, &params);
+        // Neither needs the other's answer: sent together, one round trip.
+        let (rows, claimed) = match claim {
+            Some((claim, request_hash)) => {
+                let (rows, claimed) =
+                    tokio::try_join!(read, idempotency::try_claim(&conn, claim, request_hash))?;
+                (rows, Some(claimed))
+            }
+            None => (read.await?, None),
+        };
+        let row = rows
+            .into_iter()
+            .next()
             .ok_or_else(|| DbError("occupancy returned no row".into()))?;
-        Ok(Occupancy {
+        let occupancy = Occupancy {
             queued: row.get(0),
             rendering: row.get(1),
             active_for_client: row.get(2),
+            duplicate: row.get::<_, Option<uuid::Uuid>>(3).map(JobId::from),
+        };
+        Ok((occupancy, claimed))
+    }
+
+    async fn load(&self, client: &ClientKey) -> Result<Load, DbError> {
+        let window = estimate::WINDOW_SECS;
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(
+                LOAD_SQL,
+                &[(&client.as_str(), Type::TEXT), (&window, Type::FLOAT8)],
+            )
+            .await?
+            .pop()
+            .ok_or_else(|| DbError("load returned no row".into()))?;
+        Ok(Load {
+            queued: row.get(0),
+            oldest_active_age_secs: row.get(1),
+            recent: Recent {
+                completed: row.get(2),
+                median_turnaround_secs: row.get(3),
+            },
         })
     }
 
@@ -299,7 +389,13 @@ impl JobStore for PgJobStore {
         let payload = job.event_payload();
         let id = job.id.as_uuid();
         let client = job.client.as_str();
-        let params: [(&(dyn ToSql + Sync), Type); 13] = [
+        let hash = job.replay_sha256.as_slice();
+        let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
+        let idem_endpoint = claim.map(|c| c.endpoint);
+        let idem_key = claim.map(|c| c.key.as_str());
+        let idem_token = claim.map(|c| c.token);
+        let idem_response = response.map(|r| serde_json::to_value(r).expect("responses serialize"));
+        let params: [(&(dyn ToSql + Sync), Type); 18] = [
             (&id, Type::UUID),
             (&client, Type::TEXT),
             (&job.client.lock_id(), Type::INT8),
@@ -313,8 +409,13 @@ impl JobStore for PgJobStore {
             (&self.lock_timeout_ms, Type::INT8),
             (&payload, Type::JSONB),
             (&self.event_lease_ms, Type::INT8),
+            (&hash, Type::BYTEA),
+            (&idem_endpoint, Type::TEXT),
+            (&idem_key, Type::TEXT),
+            (&idem_token, Type::UUID),
+            (&idem_response, Type::JSONB),
         ];
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let row = conn
             .query_typed(ADMIT_SQL, &params)
             .await?
@@ -329,6 +430,10 @@ impl JobStore for PgJobStore {
                 payload,
                 attempts: 1,
             })),
+            "duplicate" => {
+                let existing: uuid::Uuid = row.get(2);
+                Ok(Err(NoRoom::Duplicate(existing.into())))
+            }
             "queue_full" => Ok(Err(NoRoom::QueueFull)),
             "render_capacity" => Ok(Err(NoRoom::RenderCapacity)),
             "too_many_active_jobs" => Ok(Err(NoRoom::TooManyActiveJobs)),
@@ -337,7 +442,7 @@ impl JobStore for PgJobStore {
     }
 
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let sql = format!("{JOB_SELECT} WHERE j.id = $1");
         conn.query_typed(&sql, &[(&id.as_uuid(), Type::UUID)])
             .await?
@@ -358,7 +463,7 @@ impl JobStore for PgJobStore {
             (&query.limit, Type::INT8),
             (&query.offset, Type::INT8),
         ];
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         // Neither statement needs the other's answer: sent together, one round trip.
         let (total, page) = tokio::try_join!(
             conn.query_typed(&count_sql, &count_params),
@@ -397,7 +502,7 @@ impl JobStore for PgJobStore {
             (&transition.error, Type::TEXT),
             (&deadline_ms, Type::INT8),
         ];
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let row = conn
             .query_typed(TRANSITION_SQL, &params)
             .await?
@@ -420,21 +525,21 @@ impl JobStore for PgJobStore {
     }
 
     async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(EXPIRE_QUEUED_SQL, &[(&millis(ttl), Type::INT8)])
             .await?)
     }
 
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(FAIL_STALLED_SQL, &[(&millis(stall_timeout), Type::INT8)])
             .await?)
     }
 
     async fn prune_nonces(&self) -> Result<u64, DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         Ok(conn.execute_typed(PRUNE_NONCES_SQL, &[]).await?)
     }
 }
@@ -454,6 +559,7 @@ mod tests {
             queued,
             rendering,
             active_for_client,
+            duplicate: None,
         };
         assert_eq!(at(1, 0, 0).check(&limits), Ok(()));
         assert_eq!(at(2, 1, 1).check(&limits), Err(NoRoom::QueueFull));

@@ -65,8 +65,12 @@ impl RateLimit {
 /// The limiter's answer, with what the `X-RateLimit-*` headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateDecision {
+    /// The endpoint counted: the policy's name in the `RateLimit*` headers.
+    pub policy: &'static str,
     pub allowed: bool,
     pub limit: u32,
+    /// The window's length, seconds.
+    pub window: u64,
     pub remaining: u32,
     /// Epoch seconds at which the current window ends.
     pub reset: u64,
@@ -75,12 +79,14 @@ pub struct RateDecision {
 }
 
 impl RateDecision {
-    fn new(limit: RateLimit, hits_after: Option<u64>, now: u64) -> Self {
+    fn new(policy: &'static str, limit: RateLimit, hits_after: Option<u64>, now: u64) -> Self {
         let (_, end) = limit.window(now);
         let limit_n = limit.requests;
         Self {
+            policy,
             allowed: hits_after.is_some(),
             limit: limit_n,
+            window: limit.period_secs,
             remaining: hits_after
                 .map(|hits| u64::from(limit_n).saturating_sub(hits) as u32)
                 .unwrap_or(0),
@@ -99,7 +105,7 @@ pub trait RateLimiter: Send + Sync {
     /// Counts one request of `client` against `endpoint`'s window containing `now`.
     async fn hit(
         &self,
-        endpoint: &str,
+        endpoint: &'static str,
         client: &ClientKey,
         limit: RateLimit,
         now: u64,
@@ -129,7 +135,7 @@ impl DynamoRateLimiter {
 impl RateLimiter for DynamoRateLimiter {
     async fn hit(
         &self,
-        endpoint: &str,
+        endpoint: &'static str,
         client: &ClientKey,
         limit: RateLimit,
         now: u64,
@@ -160,7 +166,7 @@ impl RateLimiter for DynamoRateLimiter {
                     .and_then(|hits| hits.as_n().ok())
                     .and_then(|hits| hits.parse::<u64>().ok())
                     .ok_or_else(|| LimiterUnavailable("UpdateItem returned no hits".into()))?;
-                Ok(RateDecision::new(limit, Some(hits), now))
+                Ok(RateDecision::new(endpoint, limit, Some(hits), now))
             }
             Err(SdkError::ServiceError(failure))
                 if matches!(
@@ -168,7 +174,7 @@ impl RateLimiter for DynamoRateLimiter {
                     UpdateItemError::ConditionalCheckFailedException(_)
                 ) =>
             {
-                Ok(RateDecision::new(limit, None, now))
+                Ok(RateDecision::new(endpoint, limit, None, now))
             }
             Err(other) => Err(LimiterUnavailable(
                 aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
@@ -211,12 +217,13 @@ mod tests {
     #[test]
     fn decisions_report_window_end() {
         let limit: RateLimit = "5/minute".parse().unwrap();
-        let admitted = RateDecision::new(limit, Some(2), 1_000_030);
+        let admitted = RateDecision::new("render", limit, Some(2), 1_000_030);
         assert_eq!(admitted.reset, 1_000_080);
         assert_eq!(admitted.retry_after, 50);
         assert_eq!(admitted.remaining, 3);
+        assert_eq!((admitted.policy, admitted.window), ("render", 60));
         assert!(admitted.allowed);
-        let refused = RateDecision::new(limit, None, 1_000_079);
+        let refused = RateDecision::new("render", limit, None, 1_000_079);
         assert!(!refused.allowed);
         assert_eq!(refused.remaining, 0);
         assert_eq!(refused.retry_after, 1);

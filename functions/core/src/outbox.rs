@@ -20,7 +20,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 use crate::app::App;
 use crate::config::Config;
-use crate::db::DbError;
+use crate::db::{self, DbError};
 use crate::domain::JobId;
 
 /// The event a job's admission records, and the type of its queue message.
@@ -170,7 +170,7 @@ impl OutboxStore for PgOutboxStore {
         lease: Duration,
         max_attempts: i32,
     ) -> Result<Vec<OutboxEvent>, DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let rows = conn
             .query_typed(
                 CLAIM_SQL,
@@ -194,7 +194,7 @@ impl OutboxStore for PgOutboxStore {
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         conn.execute_typed(DISPATCHED_SQL, &[(&ids, Type::INT8_ARRAY)])
             .await?;
         Ok(())
@@ -210,7 +210,7 @@ impl OutboxStore for PgOutboxStore {
             (&errors, Type::TEXT_ARRAY),
             (&max_attempts, Type::INT4),
         ];
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let rows = conn.query_typed(RETRY_SQL, &params).await?;
         Ok(rows
             .iter()
@@ -219,7 +219,7 @@ impl OutboxStore for PgOutboxStore {
     }
 
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, DbError> {
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(FAIL_EXHAUSTED_SQL, &[(&max_attempts, Type::INT4)])
             .await?)

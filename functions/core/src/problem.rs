@@ -5,13 +5,14 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::domain::JobId;
 use crate::limiter::RateDecision;
 
 /// How long to wait before retrying when a dependency is down: long enough for a failover or a
 /// cold pool, short enough that clients do not give up.
-const RETRY_UNAVAILABLE_SECS: u64 = 5;
-/// Capacity frees as renders finish, which takes minutes; asking back sooner only adds load.
-const RETRY_CAPACITY_SECS: u64 = 30;
+pub(crate) const RETRY_UNAVAILABLE_SECS: u64 = 5;
+/// A retry that found its key's first request still running may look again in a second.
+const RETRY_IN_PROGRESS_SECS: u64 = 1;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rejection {
@@ -24,11 +25,24 @@ pub enum Rejection {
     SkinExists(String),
     InvalidField(String),
     RateLimited(RateDecision),
-    QueueFull,
-    RenderCapacity,
+    /// The capacity refusals carry their `Retry-After` estimate (estimate.rs).
+    QueueFull {
+        retry_after: u64,
+    },
+    RenderCapacity {
+        retry_after: u64,
+    },
     TooManyActiveJobs {
         limit: i64,
+        retry_after: u64,
     },
+    /// This client has the same replay queued or rendering already: that job.
+    DuplicateReplay(JobId),
+    InvalidIdempotencyKey(String),
+    /// The key was used with a different request.
+    IdempotencyKeyReused(String),
+    /// The key's first request is still running (past the bounded wait).
+    IdempotencyInProgress,
     NotFound(String),
     InvalidJobId(String),
     InvalidBody(String),
@@ -52,8 +66,13 @@ impl Rejection {
             Self::InvalidFile(_) => StatusCode::BAD_REQUEST,
             Self::FileTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidReplay(_) | Self::InvalidSkin(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::SkinExists(_) => StatusCode::CONFLICT,
-            Self::InvalidField(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::SkinExists(_) | Self::DuplicateReplay(_) | Self::IdempotencyInProgress => {
+                StatusCode::CONFLICT
+            }
+            Self::InvalidField(_) | Self::IdempotencyKeyReused(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Self::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
             Self::RateLimited(_) | Self::TooManyActiveJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
@@ -63,8 +82,8 @@ impl Rejection {
             }
             Self::IllegalTransition(_) => StatusCode::CONFLICT,
             Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::QueueFull
-            | Self::RenderCapacity
+            Self::QueueFull { .. }
+            | Self::RenderCapacity { .. }
             | Self::SkinStorageUnavailable
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -81,9 +100,13 @@ impl Rejection {
             Self::SkinExists(_) => "skin_exists",
             Self::InvalidField(_) => "invalid_field",
             Self::RateLimited(_) => "rate_limited",
-            Self::QueueFull => "queue_full",
-            Self::RenderCapacity => "render_capacity",
+            Self::QueueFull { .. } => "queue_full",
+            Self::RenderCapacity { .. } => "render_capacity",
             Self::TooManyActiveJobs { .. } => "too_many_active_jobs",
+            Self::DuplicateReplay(_) => "duplicate_replay",
+            Self::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
+            Self::IdempotencyKeyReused(_) => "idempotency_key_reused",
+            Self::IdempotencyInProgress => "idempotency_in_progress",
             Self::NotFound(_) => "not_found",
             Self::InvalidJobId(_) => "invalid_job_id",
             Self::InvalidBody(_) => "invalid_body",
@@ -108,9 +131,13 @@ impl Rejection {
             Self::SkinExists(_) => "Skin exists",
             Self::InvalidField(_) => "Invalid field",
             Self::RateLimited(_) => "Rate limit exceeded",
-            Self::QueueFull => "Render queue full",
-            Self::RenderCapacity => "Render capacity exhausted",
+            Self::QueueFull { .. } => "Render queue full",
+            Self::RenderCapacity { .. } => "Render capacity exhausted",
             Self::TooManyActiveJobs { .. } => "Too many active jobs",
+            Self::DuplicateReplay(_) => "Duplicate replay",
+            Self::InvalidIdempotencyKey(_) => "Invalid idempotency key",
+            Self::IdempotencyKeyReused(_) => "Idempotency key reused",
+            Self::IdempotencyInProgress => "Request in progress",
             Self::NotFound(_) => "Not found",
             Self::InvalidJobId(_) => "Invalid job id",
             Self::InvalidBody(_) => "Invalid body",
@@ -134,6 +161,8 @@ impl Rejection {
             | Self::InvalidSkin(d)
             | Self::SkinExists(d)
             | Self::InvalidField(d)
+            | Self::InvalidIdempotencyKey(d)
+            | Self::IdempotencyKeyReused(d)
             | Self::NotFound(d)
             | Self::InvalidJobId(d)
             | Self::InvalidBody(d)
@@ -149,10 +178,21 @@ impl Rejection {
                 "rate limit of {} requests exceeded; retry in {} s",
                 rate.limit, rate.retry_after
             ),
-            Self::QueueFull => "the render queue is full; try again later".into(),
-            Self::RenderCapacity => "all renderers are busy; try again later".into(),
-            Self::TooManyActiveJobs { limit } => {
-                format!("at most {limit} active jobs per client; wait for one to finish")
+            Self::QueueFull { retry_after } => {
+                format!("the render queue is full; try again in about {retry_after} s")
+            }
+            Self::RenderCapacity { retry_after } => {
+                format!("all renderers are busy; try again in about {retry_after} s")
+            }
+            Self::TooManyActiveJobs { limit, retry_after } => format!(
+                "at most {limit} active jobs per client; one should finish in about {retry_after} s"
+            ),
+            Self::DuplicateReplay(id) => format!(
+                "this replay is already queued or rendering as job {id}; follow it at {}",
+                id.status_path()
+            ),
+            Self::IdempotencyInProgress => {
+                "the first request with this Idempotency-Key is still running; retry shortly".into()
             }
             Self::StorageFailed => "the replay could not be stored; nothing was queued".into(),
             Self::SkinStorageUnavailable => "skin storage is unavailable; try again".into(),
@@ -164,9 +204,10 @@ impl Rejection {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             Self::RateLimited(rate) => Some(rate.retry_after),
-            Self::QueueFull | Self::RenderCapacity | Self::TooManyActiveJobs { .. } => {
-                Some(RETRY_CAPACITY_SECS)
-            }
+            Self::QueueFull { retry_after }
+            | Self::RenderCapacity { retry_after }
+            | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
+            Self::IdempotencyInProgress => Some(RETRY_IN_PROGRESS_SECS),
             Self::SkinStorageUnavailable | Self::LimiterUnavailable | Self::DatabaseUnavailable => {
                 Some(RETRY_UNAVAILABLE_SECS)
             }
@@ -183,6 +224,9 @@ struct Problem<'a> {
     status: u16,
     detail: String,
     code: &'a str,
+    /// The existing job of a `duplicate_replay`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job_id: Option<JobId>,
 }
 
 impl IntoResponse for Rejection {
@@ -194,6 +238,10 @@ impl IntoResponse for Rejection {
             status: status.as_u16(),
             detail: self.detail(),
             code: self.code(),
+            job_id: match &self {
+                Self::DuplicateReplay(id) => Some(*id),
+                _ => None,
+            },
         };
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -205,6 +253,11 @@ impl IntoResponse for Rejection {
         }
         if let Self::RateLimited(rate) = &self {
             rate_limit_headers(rate, &mut headers);
+        }
+        if let Self::DuplicateReplay(id) = &self {
+            if let Ok(location) = HeaderValue::try_from(id.status_path()) {
+                headers.insert(header::LOCATION, location);
+            }
         }
         if status == StatusCode::UNAUTHORIZED {
             // RFC 9110 wants a challenge on every 401: name the scheme the webhook uses.
@@ -218,9 +271,23 @@ impl IntoResponse for Rejection {
     }
 }
 
-/// The `X-RateLimit-*` headers of a limited endpoint's response.
+/// The rate-limit headers of a limited endpoint's response: the de-facto `X-RateLimit-*` ones
+/// (`Reset` in epoch seconds) and the IETF pair of draft-ietf-httpapi-ratelimit-headers-10/-11,
+/// `RateLimit-Policy: "render";q=5;w=60` and `RateLimit: "render";r=4;t=37` (structured-field
+/// lists: the policy name as a string, quota `q` per window `w` seconds; remaining `r`, and `t`
+/// seconds until the window — and so the quota — resets).
 pub fn rate_limit_headers(rate: &RateDecision, headers: &mut HeaderMap) {
     headers.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
     headers.insert("x-ratelimit-reset", HeaderValue::from(rate.reset));
+    let policy = format!("\"{}\";q={};w={}", rate.policy, rate.limit, rate.window);
+    let current = format!(
+        "\"{}\";r={};t={}",
+        rate.policy, rate.remaining, rate.retry_after
+    );
+    for (name, value) in [("ratelimit-policy", policy), ("ratelimit", current)] {
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(name, value);
+        }
+    }
 }

@@ -8,7 +8,9 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
-        .with_current_span(false)
+        // Each line carries its request's span (request id, method, route) as `span`.
+        .with_current_span(true)
+        .with_span_list(false)
         .without_time()
         .try_init();
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use osurender_core::webhook::Verifier;
-use osurender_core::{db, http, janitor, job_status, outbox, skins, webhook, App, Clients, Config};
+use osurender_core::{db, http, janitor, outbox, skins, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -58,11 +58,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     let verifier = Verifier::from_config(&config)?;
 
     let app = App::new(config, &clients);
-    let routes = http::render_routes()
-        .merge(job_status::routes())
-        .merge(webhook::routes(verifier))
-        .merge(skins::routes());
-    let router = http::service(routes, app.clone());
+    let router = http::service(http::all_routes(verifier), app.clone());
     let addr = listener.local_addr()?;
     run_scheduled(&app);
     if app.config.simulate_workers {

@@ -1,12 +1,9 @@
-//! `POST /v1/render` on Lambda: configuration and clients once per instance, then the core.
+//! `POST /v1/render` on Lambda: admits a replay into the render queue.
 
-use osurender_core::{http, lambda, telemetry, App, Clients, Config};
+use osurender_core::{http, lambda};
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    telemetry::init();
-    let config = Config::from_env()?;
-    let clients = Clients::new(&config).await?;
-    let app = App::new(config, &clients);
-    lambda::run(http::service(http::render_routes(), app)).await
+async fn main() -> Result<(), lambda::Error> {
+    let app = lambda::app().await?;
+    lambda::serve(http::render_routes(), app).await
 }

@@ -11,9 +11,11 @@ pub mod presign;
 pub mod store;
 pub mod upload;
 
+use std::time::Instant;
+
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -23,6 +25,8 @@ use crate::admission::{check_rate_limit, Submission};
 use crate::app::App;
 use crate::domain::{ClientKey, SkinName};
 use crate::http::{form_upload, PeerAddr};
+use crate::idempotency::{Reply, KEY_HEADER};
+use crate::metrics;
 use crate::problem::Rejection;
 
 pub use ingest::{ingest, ingest_pending, IngestError, IngestOutcome};
@@ -37,11 +41,26 @@ const MAX_LISTED: usize = 10_000;
 /// A presigned-upload request is a small JSON object.
 const MAX_REQUEST_BYTES: usize = 4 * 1024;
 
+/// All three skin routes (the dev server's); on AWS each is its own function.
 pub fn routes() -> Router<App> {
-    Router::new()
-        .route("/v1/skins", get(list))
-        .route("/v1/skins/upload", post(upload_v1))
-        .route("/skins/upload", post(upload_legacy))
+    list_routes()
+        .merge(upload_routes())
+        .merge(legacy_upload_routes())
+}
+
+/// `GET /v1/skins`.
+pub fn list_routes() -> Router<App> {
+    Router::new().route("/v1/skins", get(list))
+}
+
+/// `POST /v1/skins/upload`.
+pub fn upload_routes() -> Router<App> {
+    Router::new().route("/v1/skins/upload", post(upload_v1))
+}
+
+/// `POST /skins/upload`.
+pub fn legacy_upload_routes() -> Router<App> {
+    Router::new().route("/skins/upload", post(upload_legacy))
 }
 
 /// The skins a render may name: `Default` and every uploaded one, sorted.
@@ -83,6 +102,7 @@ async fn upload_v1(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let started = Instant::now();
     let client = app.client_key(peer, &headers);
     if !is_json(&headers) {
         return direct_upload(&app, &client, UploadRoute::V1, &headers, body).await;
@@ -97,6 +117,11 @@ async fn upload_v1(
         "skin upload requested",
         &client,
         &submission.outcome.as_ref().map(|u| &u.skin),
+    );
+    metrics::admission(
+        UploadRoute::V1.endpoint(),
+        &submission.outcome,
+        started.elapsed(),
     );
     submission.respond(|presigned| Json(presigned).into_response())
 }
@@ -118,9 +143,17 @@ async fn direct_upload(
     headers: &HeaderMap,
     body: Body,
 ) -> Response {
-    let submission = upload::upload_skin(app, client, route, form_upload(headers, body)).await;
-    log_decision("skin upload", client, &submission.outcome.as_ref());
-    submission.respond(|name| (StatusCode::CREATED, Json(json!({ "skin": name }))).into_response())
+    let started = Instant::now();
+    let key = headers.get(KEY_HEADER);
+    let upload = form_upload(headers, body);
+    let submission = upload::upload_skin(app, client, route, key, upload).await;
+    match &submission.outcome {
+        Ok(Reply::Fresh(name)) => log_decision("skin upload", client, &Ok(name)),
+        Ok(Reply::Replayed(_)) => tracing::info!(decision = "replayed", "skin upload replayed"),
+        Err(rejection) => log_decision("skin upload", client, &Err(rejection)),
+    }
+    metrics::admission(route.endpoint(), &submission.outcome, started.elapsed());
+    submission.respond_replayable(|name| upload::uploaded_response(&name).respond(false))
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

@@ -14,7 +14,7 @@ use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
 
 use super::presign::{self, PostPolicy, PresignedPost};
-use crate::db::DbError;
+use crate::db::{self, DbError};
 use crate::domain::SkinName;
 use crate::replays::{storage_error, StorageError};
 
@@ -288,7 +288,7 @@ impl PgSkinRegistry {
     /// Runs `sql` with `$1` the claimed name and `$2` the claim's token; the rows it touched.
     async fn execute_on_claim(&self, sql: &str, claim: &Claim) -> Result<u64, DbError> {
         let name = claim.name.as_str();
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let touched = conn
             .execute_typed(sql, &[(&name, Type::TEXT), (&claim.token, Type::UUID)])
             .await?;
@@ -322,7 +322,7 @@ impl SkinRegistry for PgSkinRegistry {
             (&token, Type::UUID),
             (&self.stale_after_secs, Type::FLOAT8),
         ];
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let rows = conn.query_typed(CLAIM_SQL, &params).await?;
         Ok((!rows.is_empty()).then(|| Claim {
             name: name.clone(),
@@ -350,7 +350,7 @@ impl SkinRegistry for PgSkinRegistry {
             (&name.as_str(), Type::TEXT),
             (&self.stale_after_secs, Type::FLOAT8),
         ];
-        let conn = self.pool.get().await?;
+        let conn = db::checkout(&self.pool).await?;
         let row = conn
             .query_typed(TAKEN_SQL, &params)
             .await?

@@ -7,6 +7,7 @@
 //! | 1 | a `skin` file named `*.osk`, 1..=`MAX_SKIN_BYTES` | 400 / 413 |
 //! | 2 | a valid skin archive (archive.rs) | 415 |
 //! | 3 | the name: the `name` field, else the file's stem, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
+//! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 | 400 / 409 / 422 |
 //! | 4 | the route's rate limit (v1 and legacy count separately) | 429 |
 //! | 5 | the name is free: claimed in the registry, race-free | 409 |
 //! | 6 | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
@@ -16,10 +17,12 @@
 
 use std::time::{Duration, SystemTime};
 
+use axum::http::HeaderValue;
 use bytes::Bytes;
 use chrono::{DateTime, SubsecRound, Utc};
 use futures_util::Stream;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::archive::{self, ArchiveError, ArchiveLimits};
 use super::presign::PresignedPost;
@@ -30,6 +33,7 @@ use crate::config::Config;
 use crate::db::DbError;
 use crate::domain::{ClientKey, FieldError, SkinName};
 use crate::form::{FormSpec, TextValue, UploadedFile};
+use crate::idempotency::{self, Begin, IdempotencyKey, Reply, StoredResponse};
 use crate::limiter::RateLimit;
 use crate::problem::Rejection;
 use crate::replays::StorageError;
@@ -75,21 +79,52 @@ const SKIN_FIELD: &str = "skin";
 /// The optional name field.
 const NAME_FIELD: &str = "name";
 
+/// `idempotency_key`: the request's `Idempotency-Key` header, if any.
 pub async fn upload_skin<S, O, E>(
     app: &App,
     client: &ClientKey,
     route: UploadRoute,
+    idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Submission<SkinName>
+) -> Submission<Reply<SkinName>>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
-    let (skin, name) = match validate_upload(app, upload).await {
+    let validated = async {
+        let (skin, name) = validate_upload(app, upload).await?;
+        let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
+        Ok::<_, Rejection>((skin, name, key))
+    };
+    let (skin, name, key) = match validated.await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
+    let request_hash = idempotency::request_hash(&[&skin.bytes, name.as_str().as_bytes()]);
+    let claim = match idempotency::begin(app, client, route.endpoint(), key, &request_hash).await {
+        Ok(Begin::Run(claim)) => claim,
+        Ok(Begin::Replay(response)) => return Submission::replayed(response),
+        Err(rejection) => return Submission::refused(rejection),
+    };
+    let submission = store_upload(app, client, route, skin, name).await;
+    if let Some(claim) = &claim {
+        match &submission.outcome {
+            Ok(name) => idempotency::complete(app, claim, &uploaded_response(name)).await,
+            Err(_) => idempotency::release(app, claim).await,
+        }
+    }
+    submission.fresh()
+}
+
+/// Steps 4–6.
+async fn store_upload(
+    app: &App,
+    client: &ClientKey,
+    route: UploadRoute,
+    skin: UploadedFile,
+    name: SkinName,
+) -> Submission<SkinName> {
     let rate = match check_rate_limit(app, route.endpoint(), route.limit(&app.config), client).await
     {
         Ok(rate) => rate,
@@ -100,6 +135,15 @@ where
         .map(|()| name)
         .map_err(PublishError::into_rejection);
     Submission { outcome, rate }
+}
+
+/// The response to a stored upload, and to every retry with its idempotency key.
+pub fn uploaded_response(name: &SkinName) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        location: None,
+        body: json!({ "skin": name }),
+    }
 }
 
 /// Steps 1–3: stateless.

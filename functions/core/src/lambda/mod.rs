@@ -1,0 +1,90 @@
+//! Running the core as Lambda functions. Each function's `main` is `app()` — configuration,
+//! the database secret, SDK clients and the pool, once per instance before the first event —
+//! then `serve` (the HTTP functions: API Gateway events through the core's axum routes) or
+//! `run_events` with one of the event handlers here (schedules, S3, CloudFormation).
+
+mod database;
+mod events;
+mod migrate;
+
+use std::future::Future;
+use std::net::IpAddr;
+
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use lambda_http::request::RequestContext;
+use lambda_http::{service_fn, LambdaEvent, RequestExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tracing::Instrument;
+
+use crate::http::{PeerAddr, RequestId};
+use crate::{aws, http, telemetry, App, Clients, Config};
+
+pub use database::{postgres_config, secret_postgres_config, DbEndpoint};
+pub use events::{dispatch_outbox, ingest_skins, object_key, run_janitor};
+pub use lambda_http::Error;
+pub use migrate::{custom_resource_response, migrate, PHYSICAL_RESOURCE_ID};
+
+/// Everything a function needs, built once per instance: logging, configuration, the AWS
+/// clients and the Postgres pool (credentials from the database secret on AWS). Nothing
+/// connects yet; a bad configuration or an unreadable secret fails the start, which Lambda
+/// reports and retries.
+pub async fn app() -> Result<App, Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let postgres = postgres_config(&config, &sdk).await?;
+    let clients = Clients::from_parts(&config, sdk, postgres)?;
+    Ok(App::new(config, &clients))
+}
+
+/// Serves `routes` (with `/health` and the 404) on the Lambda Runtime API.
+pub async fn serve(routes: Router<App>, app: App) -> Result<(), Error> {
+    lambda_http::run(router(routes, app)).await
+}
+
+/// The router a function serves: the core's `http::service`, with API Gateway's source IP as
+/// the peer and Lambda's request id as the request's. Public so the adapter tests drive
+/// exactly what runs on Lambda.
+pub fn router(routes: Router<App>, app: App) -> Router {
+    http::service(routes, app).layer(middleware::from_fn(from_request_context))
+}
+
+/// Runs `handler` for each event of a non-HTTP function, inside a span with the request id.
+pub async fn run_events<E, R, F, Fut>(app: App, handler: F) -> Result<(), Error>
+where
+    E: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(App, E) -> Fut,
+    Fut: Future<Output = Result<R, Error>> + Send,
+{
+    lambda_http::lambda_runtime::run(service_fn(|event: LambdaEvent<E>| {
+        let span = tracing::info_span!("event", request_id = %event.context.request_id);
+        handler(app.clone(), event.payload).instrument(span)
+    }))
+    .await
+}
+
+async fn from_request_context(mut request: Request, next: Next) -> Response {
+    if let Some(ip) = source_ip(&request) {
+        request.extensions_mut().insert(PeerAddr(ip));
+    }
+    if let Some(context) = request.lambda_context_ref() {
+        let id = RequestId(context.request_id.clone());
+        request.extensions_mut().insert(id);
+    }
+    next.run(request).await
+}
+
+/// `requestContext.identity.sourceIp` (REST API) or `requestContext.http.sourceIp` (HTTP API).
+fn source_ip(request: &Request) -> Option<IpAddr> {
+    let source = match request.request_context_ref()? {
+        RequestContext::ApiGatewayV1(ctx) => ctx.identity.source_ip.as_deref(),
+        RequestContext::ApiGatewayV2(ctx) => ctx.http.source_ip.as_deref(),
+        _ => None,
+    }?;
+    source.parse().ok()
+}

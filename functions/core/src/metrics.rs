@@ -1,0 +1,133 @@
+//! CloudWatch metrics as Embedded Metric Format: one JSON line on stdout per data point, which
+//! CloudWatch Logs turns into the metric. No client, no permission, no call on the request path.
+//! The lines stand apart from the tracing events (their shape is CloudWatch's, not ours).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::problem::Rejection;
+
+pub const NAMESPACE: &str = "osurender";
+
+/// One admission decision (`render`, skin uploads): the `Decision` dimension is `admitted` or
+/// the rejection's `code`, a bounded set, so each pair is one CloudWatch metric.
+pub fn admission<T>(endpoint: &str, outcome: &Result<T, Rejection>, latency: Duration) {
+    let decision = match outcome {
+        Ok(_) => "admitted",
+        Err(rejection) => rejection.code(),
+    };
+    emit(&admission_line(endpoint, decision, latency, now_millis()));
+}
+
+/// The events one outbox sweep gave up on (the `OutboxFailedAlarm` watches this), by function.
+pub fn outbox_failed(count: u64) {
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    emit(&outbox_failed_line(&function, count, now_millis()));
+}
+
+fn admission_line(endpoint: &str, decision: &str, latency: Duration, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(
+            timestamp,
+            &["Endpoint", "Decision"],
+            &[("AdmissionLatency", "Milliseconds"), ("Admissions", "Count")],
+        ),
+        "Endpoint": endpoint,
+        "Decision": decision,
+        "AdmissionLatency": latency.as_secs_f64() * 1000.0,
+        "Admissions": 1,
+    })
+}
+
+fn outbox_failed_line(function: &str, count: u64, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(timestamp, &["FunctionName"], &[("OutboxFailed", "Count")]),
+        "FunctionName": function,
+        "OutboxFailed": count,
+    })
+}
+
+fn metadata(timestamp: u64, dimensions: &[&str], metrics: &[(&str, &str)]) -> Value {
+    let metrics: Vec<Value> = metrics
+        .iter()
+        .map(|(name, unit)| json!({ "Name": name, "Unit": unit }))
+        .collect();
+    json!({
+        "Timestamp": timestamp,
+        "CloudWatchMetrics": [{
+            "Namespace": NAMESPACE,
+            "Dimensions": [dimensions],
+            "Metrics": metrics,
+        }],
+    })
+}
+
+fn emit(line: &Value) {
+    println!("{line}");
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_line_is_emf() {
+        let line = admission_line(
+            "render",
+            "rate_limited",
+            Duration::from_micros(12_500),
+            1_764_471_660_000,
+        );
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_764_471_660_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "osurender",
+                        "Dimensions": [["Endpoint", "Decision"]],
+                        "Metrics": [
+                            {"Name": "AdmissionLatency", "Unit": "Milliseconds"},
+                            {"Name": "Admissions", "Unit": "Count"},
+                        ],
+                    }],
+                },
+                "Endpoint": "render",
+                "Decision": "rate_limited",
+                "AdmissionLatency": 12.5,
+                "Admissions": 1,
+            })
+        );
+        // One line: CloudWatch reads EMF line by line.
+        assert!(!line.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn outbox_failed_line_matches_the_alarm() {
+        // template.yaml's OutboxFailedAlarm: namespace osurender, metric OutboxFailed,
+        // dimension FunctionName.
+        let line = outbox_failed_line("osurender-dev-OutboxDispatcher", 3, 1_764_471_660_000);
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_764_471_660_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "osurender",
+                        "Dimensions": [["FunctionName"]],
+                        "Metrics": [{"Name": "OutboxFailed", "Unit": "Count"}],
+                    }],
+                },
+                "FunctionName": "osurender-dev-OutboxDispatcher",
+                "OutboxFailed": 3,
+            })
+        );
+    }
+}

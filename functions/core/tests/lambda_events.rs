@@ -1,0 +1,329 @@
+//! The Lambda path the dev server does not take: API Gateway REST proxy events, as API Gateway
+//! sends them (`tests/events/rest_*.json`, the render one with a real replay as a base64
+//! multipart body), converted by `lambda_http` and served by a function's router
+//! (`lambda::router`: the core's routes, with the peer taken from
+//! `requestContext.identity.sourceIp`). No network: the stores a request reaches are fakes, and
+//! the limiter's records which client key it was asked about.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use axum::Router;
+use base64::Engine;
+use osurender_core::db::{self, DbError};
+use osurender_core::domain::{ClientKey, JobId};
+use osurender_core::http::{self, PeerAddr, ROUTES};
+use osurender_core::idempotency::Claim;
+use osurender_core::jobs::{
+    CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, NoRoom, Nonce, Occupancy,
+    Transition, TransitionOutcome,
+};
+use osurender_core::limiter::{LimiterUnavailable, RateDecision, RateLimit, RateLimiter};
+use osurender_core::outbox::OutboxEvent;
+use osurender_core::webhook::Verifier;
+use osurender_core::{job_status, lambda, App, Clients, Config};
+use serde_json::Value;
+use tower::ServiceExt;
+
+const RENDER_EVENT: &str = include_str!("events/rest_render.json");
+const GET_JOB_EVENT: &str = include_str!("events/rest_get_job.json");
+/// `requestContext.identity.sourceIp` of the fixtures.
+const SOURCE_IP: &str = "203.0.113.7";
+const CF_CLIENT_IP: &str = "198.51.100.23";
+
+/// Counts nothing and refuses every request, remembering whose it was.
+#[derive(Default)]
+struct RecordingLimiter {
+    asked: Mutex<Vec<(String, String)>>,
+}
+
+impl RecordingLimiter {
+    fn asked(&self) -> Vec<(String, String)> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl RateLimiter for RecordingLimiter {
+    async fn hit(
+        &self,
+        endpoint: &'static str,
+        client: &ClientKey,
+        limit: RateLimit,
+        now: u64,
+    ) -> Result<RateDecision, LimiterUnavailable> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((endpoint.to_owned(), client.as_str().to_owned()));
+        Ok(RateDecision {
+            policy: endpoint,
+            allowed: false,
+            limit: limit.requests,
+            window: 60,
+            remaining: 0,
+            reset: now + 30,
+            retry_after: 30,
+        })
+    }
+}
+
+/// An empty job table: what a render reads before its rate limit (occupancy, duplicates).
+/// Nothing past the limit is reached, so everything else refuses.
+struct EmptyJobs;
+
+#[async_trait]
+impl JobStore for EmptyJobs {
+    async fn occupancy(
+        &self,
+        _: &ClientKey,
+        _: &[u8; 32],
+        claim: Option<(&Claim, &[u8; 32])>,
+    ) -> Result<(Occupancy, Option<bool>), DbError> {
+        let occupancy = Occupancy {
+            queued: 0,
+            rendering: 0,
+            active_for_client: 0,
+            duplicate: None,
+        };
+        Ok((occupancy, claim.map(|_| true)))
+    }
+    async fn load(&self, _: &ClientKey) -> Result<Load, DbError> {
+        Err(unreached())
+    }
+    async fn admit(
+        &self,
+        _: &NewJob,
+        _: &CapacityLimits,
+    ) -> Result<Result<OutboxEvent, NoRoom>, DbError> {
+        Err(unreached())
+    }
+    async fn find(&self, _: JobId) -> Result<Option<JobRecord>, DbError> {
+        Err(unreached())
+    }
+    async fn list(&self, _: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError> {
+        Err(unreached())
+    }
+    async fn transition(
+        &self,
+        _: JobId,
+        _: &Transition,
+        _: &Nonce,
+    ) -> Result<TransitionOutcome, DbError> {
+        Err(unreached())
+    }
+    async fn expire_queued(&self, _: Duration) -> Result<u64, DbError> {
+        Err(unreached())
+    }
+    async fn fail_stalled(&self, _: Duration) -> Result<u64, DbError> {
+        Err(unreached())
+    }
+    async fn prune_nonces(&self) -> Result<u64, DbError> {
+        Err(unreached())
+    }
+}
+
+fn unreached() -> DbError {
+    DbError("not reached before the rate limit".into())
+}
+
+/// An app whose limiter and job store are the fakes; the other adapters are real but never
+/// called (their clients connect lazily, to nothing).
+fn app(vars: &[(&str, &str)], limiter: Arc<RecordingLimiter>) -> App {
+    let config = Config::from_lookup(|name| {
+        vars.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_string())
+    })
+    .unwrap();
+    let sdk = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .build();
+    let postgres = db::parse_url("postgres://nobody@127.0.0.1:9/nothing").unwrap();
+    let clients = Clients::from_parts(&config, sdk, postgres).unwrap();
+    let mut app = App::new(config, &clients);
+    app.limiter = limiter;
+    app.jobs = Arc::new(EmptyJobs);
+    app
+}
+
+/// The fixture's event as `lambda_http` turns it into a request for the router.
+fn request(event: &Value) -> Request {
+    // As template.yaml sets it for every function: the stage stays out of the routes' paths.
+    std::env::set_var("AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH", "true");
+    lambda_http::request::from_str(&event.to_string())
+        .expect("lambda_http reads an API Gateway REST proxy event")
+        .map(Body::new)
+}
+
+fn event(fixture: &str) -> Value {
+    serde_json::from_str(fixture).unwrap()
+}
+
+/// Adds a header the way API Gateway delivers it: in both header maps.
+fn with_header(mut event: Value, name: &str, value: &str) -> Value {
+    event["headers"][name] = value.into();
+    event["multiValueHeaders"][name] = serde_json::json!([value]);
+    event
+}
+
+fn with_source_ip(mut event: Value, ip: &str) -> Value {
+    event["requestContext"]["identity"]["sourceIp"] = ip.into();
+    event
+}
+
+async fn serve(router: Router, event: &Value) -> (Response, Value) {
+    let response = router.oneshot(request(event)).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (Response::from_parts(parts, Body::empty()), json)
+}
+
+fn header<'a>(response: &'a Response, name: &str) -> &'a str {
+    response
+        .headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} header"))
+        .to_str()
+        .unwrap()
+}
+
+/// A refused render as the rate limit answers it: the body was read (so the base64 multipart
+/// survived the conversion and the replay validated) and the limit's headers are there.
+fn assert_rate_limited(response: &Response, body: &Value) {
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(header(response, "content-type"), "application/problem+json");
+    assert_eq!(body["code"], "rate_limited");
+    assert_eq!(header(response, "retry-after"), "30");
+    assert_eq!(header(response, "x-ratelimit-limit"), "5");
+    assert_eq!(header(response, "x-ratelimit-remaining"), "0");
+    header(response, "x-ratelimit-reset");
+}
+
+#[tokio::test]
+async fn render_from_a_direct_client_is_keyed_by_its_source_ip() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+
+    let (response, body) = serve(router, &event(RENDER_EVENT)).await;
+
+    assert_rate_limited(&response, &body);
+    assert_eq!(limiter.asked(), [("render".into(), SOURCE_IP.into())]);
+}
+
+#[tokio::test]
+async fn render_through_a_trusted_proxy_is_keyed_by_cf_connecting_ip() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let vars = [("TRUSTED_PROXY_CIDRS", "203.0.113.0/24")];
+    let router = lambda::router(http::render_routes(), app(&vars, limiter.clone()));
+    let event = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
+
+    let (response, body) = serve(router, &event).await;
+
+    assert_rate_limited(&response, &body);
+    assert_eq!(limiter.asked(), [("render".into(), CF_CLIENT_IP.into())]);
+}
+
+#[tokio::test]
+async fn cf_connecting_ip_from_an_untrusted_peer_is_ignored() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    // The default: Cloudflare's ranges, which the fixture's source IP is not in.
+    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    let event = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
+
+    let (response, body) = serve(router, &event).await;
+
+    assert_rate_limited(&response, &body);
+    assert_eq!(limiter.asked(), [("render".into(), SOURCE_IP.into())]);
+}
+
+#[tokio::test]
+async fn an_ipv6_source_is_keyed_by_its_prefix() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let router = lambda::router(job_status::routes(), app(&[], limiter.clone()));
+    let event = with_source_ip(event(GET_JOB_EVENT), "2001:db8:aa:bb:1:2:3:4");
+
+    let (response, body) = serve(router, &event).await;
+
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(header(&response, "x-ratelimit-limit"), "120");
+    let expected = ClientKey::new("2001:db8:aa:bb::".parse().unwrap(), 64);
+    assert_eq!(limiter.asked(), [("jobs".into(), expected.as_str().into())]);
+}
+
+#[tokio::test]
+async fn a_bad_form_field_is_refused_before_the_limit() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    let mut event = event(RENDER_EVENT);
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let form = base64.decode(event["body"].as_str().unwrap()).unwrap();
+    let at = form.windows(5).position(|w| w == b"1080p").unwrap();
+    let mut bad = form.clone();
+    bad.splice(at..at + 5, *b"8000p");
+    event["body"] = base64.encode(&bad).into();
+
+    let (response, body) = serve(router, &event).await;
+
+    assert_eq!(
+        response.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{body}"
+    );
+    assert_eq!(
+        header(&response, "content-type"),
+        "application/problem+json"
+    );
+    assert_eq!(body["code"], "invalid_field");
+    assert!(limiter.asked().is_empty());
+}
+
+#[tokio::test]
+async fn the_stage_is_not_part_of_the_path_and_other_paths_are_404() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    // A function answers only its own routes (API Gateway sends it nothing else).
+    let (response, body) = serve(router, &event(GET_JOB_EVENT)).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body["code"], "not_found");
+    assert!(limiter.asked().is_empty());
+}
+
+/// `ROUTES` (which openapi.yaml is held to) against the router the dev server serves: each
+/// path answers a wrong method with 405 naming the listed one in `Allow`. No handler runs.
+#[tokio::test]
+async fn every_listed_route_is_served() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let verifier = Verifier::new(Some(&"k".repeat(64))).unwrap();
+    let router = http::service(http::all_routes(verifier), app(&[], limiter.clone()));
+    for (method, path) in ROUTES {
+        let uri = path.replace("{id}", "0b5c4a52-2d1e-4c4e-9a0f-6c1d2e3f4a5b");
+        let request = Request::builder()
+            .method("PATCH")
+            .uri(&uri)
+            .extension(PeerAddr(IpAddr::V4(Ipv4Addr::LOCALHOST)))
+            .body(Body::empty())
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        let allow = header(&response, header::ALLOW.as_str());
+        assert!(
+            allow.split(',').any(|m| m.trim() == *method),
+            "{method} {path}: Allow: {allow}"
+        );
+    }
+    assert!(limiter.asked().is_empty());
+}

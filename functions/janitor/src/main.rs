@@ -1,0 +1,9 @@
+//! `janitor` on Lambda, on a schedule: ends jobs that will not finish.
+
+use osurender_core::lambda;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda::Error> {
+    let app = lambda::app().await?;
+    lambda::run_events(app, lambda::run_janitor).await
+}

@@ -1,0 +1,12 @@
+//! `POST /v1/jobs/{id}/webhook` on Lambda: the render workers' signed reports. Refuses to
+//! start without `WEBHOOK_SECRET`.
+
+use osurender_core::lambda;
+use osurender_core::webhook::{self, Verifier};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda::Error> {
+    let app = lambda::app().await?;
+    let verifier = Verifier::from_config(&app.config)?;
+    lambda::serve(webhook::routes(verifier), app).await
+}

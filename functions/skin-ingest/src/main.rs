@@ -1,0 +1,10 @@
+//! `skin-ingest` on Lambda, on S3 `ObjectCreated` under `incoming/`: ingests presigned skin
+//! uploads.
+
+use osurender_core::lambda;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda::Error> {
+    let app = lambda::app().await?;
+    lambda::run_events(app, lambda::ingest_skins).await
+}

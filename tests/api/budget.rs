@@ -1,0 +1,304 @@
+//! The round-trip budget of `POST /v1/render` (DESIGN.md §5), counted by proxies between the
+//! server and its backing services: an admitted request costs 1 DynamoDB call, at most 3
+//! Postgres round trips (the dispatched mark included), 1 S3 PUT and 1 SQS send; each rejection
+//! touches only what its step needs. Steady state is asserted (after a warm-up request has
+//! opened the connections); a fresh instance's first request is counted separately.
+//!
+//! New connections to Postgres are asserted away in steady state; to the AWS stand-in they are
+//! only reported: moto answers `Connection: close`, so every call there opens one (on AWS the
+//! SDK's pool keeps them alive).
+//!
+//! Every measurement prints a `budget:` line: `cargo test -p osurender-tests --test api budget
+//! -- --nocapture` shows them (bench/run copies them into docs/PERFORMANCE.md).
+
+use std::net::IpAddr;
+
+use osurender_core::admission::{submit_render, FormUpload};
+use osurender_core::domain::ClientKey;
+use osurender_core::{App, Clients};
+use reqwest::StatusCode;
+
+use crate::helpers::{fixture, problem, render_form, valid_form, Proxies, TestApp};
+use crate::proxy::{Counts, Fault};
+
+/// What one request may cost: Postgres round trips at most, and exactly these AWS calls.
+struct Budget {
+    pg_round_trips: u64,
+    aws: &'static [(&'static str, u64)],
+}
+
+const ADMITTED: Budget = Budget {
+    pg_round_trips: 3,
+    aws: &[
+        ("DynamoDB.UpdateItem", 1),
+        ("S3.PutObject", 1),
+        ("SQS.SendMessageBatch", 1),
+    ],
+};
+
+/// Steps 1–3 refuse before any state is touched.
+const NOTHING: Budget = Budget {
+    pg_round_trips: 0,
+    aws: &[],
+};
+
+/// Step 4's refusal: the limiter's one call, after the one read that looks for a duplicate
+/// of the replay (step 3b, which a duplicate must pass without spending quota) and takes the
+/// occupancy counts.
+const RATE_LIMITED: Budget = Budget {
+    pg_round_trips: 1,
+    aws: &[("DynamoDB.UpdateItem", 1)],
+};
+
+/// Steps 5, 6 and 8's early refusal: that read, the limiter, and the load read the refusal's
+/// `Retry-After` is estimated from. Nothing is stored or locked.
+const CAPACITY_REFUSED: Budget = Budget {
+    pg_round_trips: 2,
+    aws: &[("DynamoDB.UpdateItem", 1)],
+};
+
+/// Long windows and room for every request: only the case under test refuses.
+const ROOMY: &[(&str, &str)] = &[
+    ("RATE_LIMIT_RENDER", "1000/hour"),
+    ("MAX_ACTIVE_JOBS_PER_IP", "1000"),
+];
+
+/// Prints what crossed the proxies since the last reset and returns the counts.
+fn measure(label: &str, proxies: &Proxies) -> (Counts, Counts) {
+    let (pg, aws) = (proxies.postgres.counts(), proxies.aws.counts());
+    let calls: Vec<String> = aws.http.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    println!(
+        "budget: {label}: postgres {} round trips ({} statements), {} new connections; \
+         AWS {} calls [{}], {} new connections",
+        pg.pg_round_trips,
+        pg.pg_syncs,
+        pg.connections,
+        aws.http_requests(),
+        calls.join(", "),
+        aws.connections,
+    );
+    assert_eq!(pg.unparsed_connections + aws.unparsed_connections, 0);
+    (pg, aws)
+}
+
+/// Asserts a steady-state request kept to `budget` and opened no Postgres connection.
+fn assert_within(label: &str, proxies: &Proxies, budget: &Budget) {
+    let (pg, aws) = measure(label, proxies);
+    assert!(
+        pg.pg_round_trips <= budget.pg_round_trips,
+        "{label}: {} Postgres round trips, budget {}",
+        pg.pg_round_trips,
+        budget.pg_round_trips
+    );
+    let expected: Vec<(String, u64)> = budget
+        .aws
+        .iter()
+        .map(|(op, n)| (op.to_string(), *n))
+        .collect();
+    let actual: Vec<(String, u64)> = aws.http.into_iter().collect();
+    assert_eq!(actual, expected, "{label}: AWS calls");
+    assert_eq!(
+        pg.connections, 0,
+        "{label}: the pooled connection is reused"
+    );
+}
+
+#[tokio::test]
+async fn an_admitted_request_stays_within_budget() {
+    let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
+    proxies.reset();
+    let warm_up = app.render("203.0.113.1", valid_form()).await;
+    assert_eq!(warm_up.status(), StatusCode::ACCEPTED);
+    // The dev server's start (migrations) left its pooled connection open.
+    measure("admitted, first request of the dev server", &proxies);
+    for ip in ["203.0.113.2", "203.0.113.3"] {
+        proxies.reset();
+        assert_eq!(
+            app.render(ip, valid_form()).await.status(),
+            StatusCode::ACCEPTED
+        );
+        assert_within("admitted (steady state)", &proxies, &ADMITTED);
+    }
+    let dispatched = "SELECT count(*) FROM outbox_events WHERE status = 'dispatched'";
+    assert_eq!(app.count(dispatched).await, 3, "the fast path marked each");
+}
+
+/// A multipart body with `replay` as the `replay` file, and its content type.
+fn multipart(replay: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "budget-test-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"replay\"; \
+         filename=\"play.osr\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(replay);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// The first request of a new instance (as a Lambda cold start: clients built, nothing
+/// connected), with the queue URL configured as `template.yaml` does, and with only its name.
+#[tokio::test]
+async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
+    let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
+    let queue_url = app
+        .sqs
+        .get_queue_url()
+        .queue_name(&app.queue)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let by_url = osurender_core::Config {
+        render_queue_url: Some(queue_url),
+        ..app.config.clone()
+    };
+    for (label, config, lookups, ip) in [
+        (
+            "admitted, fresh instance, RENDER_QUEUE_URL set",
+            by_url,
+            0,
+            "203.0.113.20",
+        ),
+        (
+            "admitted, fresh instance, queue by name",
+            app.config.clone(),
+            1,
+            "203.0.113.21",
+        ),
+    ] {
+        let clients = Clients::new(&config).await.unwrap();
+        let instance = App::new(config, &clients);
+        proxies.reset();
+        let (content_type, body) = multipart(&fixture("valid_0.osr"));
+        let ip: IpAddr = ip.parse().unwrap();
+        let upload = FormUpload {
+            content_type: Some(content_type),
+            content_length: Some(body.len() as u64),
+            body: futures_util::stream::iter([Ok::<_, std::io::Error>(body)]),
+        };
+        let submission = submit_render(&instance, &ClientKey::new(ip, 64), None, upload).await;
+        assert!(submission.outcome.is_ok(), "{:?}", submission.outcome);
+
+        let (pg, aws) = measure(label, &proxies);
+        assert!(pg.pg_round_trips <= ADMITTED.pg_round_trips);
+        assert_eq!(
+            pg.connections, 1,
+            "one pooled connection, opened on first use"
+        );
+        assert_eq!(aws.op("SQS.GetQueueUrl"), lookups);
+        assert_eq!(aws.http_requests(), 3 + lookups);
+    }
+}
+
+#[tokio::test]
+async fn refusals_before_the_limiter_touch_nothing() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[("MAX_REPLAY_BYTES", "30000")]).await;
+    let ip = "198.51.100.30";
+    let cases = [
+        (
+            "400 invalid_file",
+            reqwest::multipart::Form::new().text("skin", "Default"),
+            StatusCode::BAD_REQUEST,
+            "invalid_file",
+        ),
+        (
+            "413 file_too_large",
+            render_form(fixture("valid_long.osr"), "long.osr", &[]),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "file_too_large",
+        ),
+        (
+            "415 invalid_replay",
+            render_form(fixture("corrupt_garbage_lzma.osr"), "bad.osr", &[]),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_replay",
+        ),
+        (
+            "422 invalid_field",
+            render_form(fixture("valid_0.osr"), "play.osr", &[("skin", "../etc")]),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+        ),
+    ];
+    for (label, form, status, code) in cases {
+        proxies.reset();
+        problem(app.render(ip, form).await, status, code).await;
+        assert_within(label, &proxies, &NOTHING);
+    }
+}
+
+#[tokio::test]
+async fn a_rate_limited_request_touches_only_the_limiter() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[("RATE_LIMIT_RENDER", "1/hour")]).await;
+    let ip = "198.51.100.31";
+    assert_eq!(
+        app.render(ip, valid_form()).await.status(),
+        StatusCode::ACCEPTED
+    );
+    proxies.reset();
+    // Another replay: the same one would be answered as a duplicate of the first job.
+    let other = render_form(fixture("valid_1.osr"), "other.osr", &[]);
+    problem(
+        app.render(ip, other).await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+    )
+    .await;
+    assert_within("429 rate_limited", &proxies, &RATE_LIMITED);
+}
+
+/// The capacity refusals end at the unlocked pre-check: nothing is uploaded or locked.
+#[tokio::test]
+async fn capacity_refusals_cost_the_limiter_and_two_reads() {
+    let cases = [
+        ("MAX_QUEUED", StatusCode::SERVICE_UNAVAILABLE, "queue_full"),
+        (
+            "MAX_RENDERING",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "render_capacity",
+        ),
+        (
+            "MAX_ACTIVE_JOBS_PER_IP",
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_active_jobs",
+        ),
+    ];
+    for (cap, status, code) in cases {
+        let overrides = [("RATE_LIMIT_RENDER", "1000/hour"), (cap, "0")];
+        let (app, proxies) = TestApp::spawn_via_proxies(&overrides).await;
+        let ip = "198.51.100.32";
+        // Warm-up: the same refusal, opening the connections.
+        problem(app.render(ip, valid_form()).await, status, code).await;
+        proxies.reset();
+        problem(app.render(ip, valid_form()).await, status, code).await;
+        let label = format!("{} {code}", status.as_u16());
+        assert_within(&label, &proxies, &CAPACITY_REFUSED);
+        assert!(
+            app.replay_objects().await.is_empty(),
+            "{code}: nothing stored"
+        );
+    }
+}
+
+/// With DynamoDB unreachable the request is refused (503) after the duplicate read, without
+/// storing anything or touching Postgres again.
+#[tokio::test]
+async fn a_limiter_outage_touches_nothing_else() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[("AWS_TIMEOUT_MS", "2000")]).await;
+    proxies.aws.set_fault(Fault::Refuse);
+    proxies.aws.cut_connections();
+    proxies.reset();
+    problem(
+        app.render("198.51.100.33", valid_form()).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "limiter_unavailable",
+    )
+    .await;
+    let (pg, aws) = measure("503 limiter_unavailable (AWS refused)", &proxies);
+    assert!(pg.pg_round_trips <= RATE_LIMITED.pg_round_trips);
+    assert_eq!(pg.connections, 0);
+    assert_eq!(aws.http_requests(), 0);
+    assert!(aws.connections >= 1, "the SDK tried");
+}

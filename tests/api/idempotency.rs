@@ -1,0 +1,508 @@
+//! Issue 7: `Idempotency-Key`, duplicate replays, honest `Retry-After`, the IETF rate-limit
+//! headers and `estimated_start`, over HTTP against real Postgres and the AWS stand-in.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, Utc};
+use futures_util::future::join_all;
+use reqwest::multipart::Form;
+use reqwest::{Response, StatusCode};
+use serde_json::Value;
+
+use crate::helpers::{fixture, header, problem, render_form, unique_replay, valid_form, TestApp};
+use crate::skins::{skin, upload_form, V1};
+
+/// Long windows keep counting tests clear of a window boundary.
+const ROOMY: &[(&str, &str)] = &[("RATE_LIMIT_RENDER", "1000/hour")];
+
+impl TestApp {
+    async fn render_keyed(&self, client_ip: &str, key: &str, form: Form) -> Response {
+        self.http
+            .post(self.url("/v1/render"))
+            .header("CF-Connecting-IP", client_ip)
+            .header("Idempotency-Key", key)
+            .multipart(form)
+            .send()
+            .await
+            .expect("request completes")
+    }
+
+    /// `count` jobs completed `ago_secs` ago, each `turnaround_secs` after submission.
+    async fn completed_history(&self, count: i64, ago_secs: f64, turnaround_secs: f64) {
+        self.db
+            .execute(
+                "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at,
+                                   updated_at)
+                 SELECT gen_random_uuid(), 'completed', 'history', 'Default', '{}', 'x',
+                        now() - ($2::float8 + $3::float8) * interval '1 second',
+                        now() - $2::float8 * interval '1 second'
+                   FROM generate_series(1, $1::int8)",
+                &[&count, &ago_secs, &turnaround_secs],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+fn location(response: &Response) -> String {
+    response.headers()["location"].to_str().unwrap().to_owned()
+}
+
+fn text_header(response: &Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+fn epoch_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test]
+async fn a_retry_gets_the_original_response_and_spends_no_quota_or_slot() {
+    let app = TestApp::spawn(&[
+        ("RATE_LIMIT_RENDER", "3/hour"),
+        ("MAX_ACTIVE_JOBS_PER_IP", "1"),
+    ])
+    .await;
+    let ip = "203.0.113.101";
+    let replay = unique_replay();
+    let first = app
+        .render_keyed(ip, "retry-1", render_form(replay.clone(), "a.osr", &[]))
+        .await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    assert_eq!(header(&first, "x-ratelimit-remaining"), Some(2));
+    assert_eq!(text_header(&first, "idempotent-replayed"), None);
+    let first_location = location(&first);
+    let first_body: Value = first.json().await.unwrap();
+
+    // Another multipart framing (boundary, file name) of the same request: the same request.
+    for _ in 0..3 {
+        let retry = app
+            .render_keyed(ip, "retry-1", render_form(replay.clone(), "b.osr", &[]))
+            .await;
+        assert_eq!(
+            retry.status(),
+            StatusCode::ACCEPTED,
+            "a slot was not needed"
+        );
+        assert_eq!(location(&retry), first_location);
+        assert_eq!(
+            text_header(&retry, "idempotent-replayed").as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            header(&retry, "x-ratelimit-remaining"),
+            None,
+            "no quota read"
+        );
+        let body: Value = retry.json().await.unwrap();
+        assert_eq!(body, first_body);
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+    // The quota shows one request spent: the next new one sees 1 left (and no slot: 429).
+    let next = app.render(ip, valid_form()).await;
+    assert_eq!(header(&next, "x-ratelimit-remaining"), Some(1));
+    problem(next, StatusCode::TOO_MANY_REQUESTS, "too_many_active_jobs").await;
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_request_is_422_and_keys_are_per_client() {
+    let app = TestApp::spawn(ROOMY).await;
+    let replay = unique_replay();
+    let form = |fields: &[(&str, &str)]| render_form(replay.clone(), "a.osr", fields);
+    let first = app.render_keyed("203.0.113.110", "k", form(&[])).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let first_location = location(&first);
+
+    let other_replay = app.render_keyed("203.0.113.110", "k", valid_form()).await;
+    problem(
+        other_replay,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+    )
+    .await;
+    let other_options = app
+        .render_keyed("203.0.113.110", "k", form(&[("resolution", "720p")]))
+        .await;
+    problem(
+        other_options,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+    )
+    .await;
+
+    // Another client's same key is its own: a job of its own.
+    let elsewhere = app.render_keyed("203.0.113.111", "k", form(&[])).await;
+    assert_eq!(elsewhere.status(), StatusCode::ACCEPTED);
+    assert_eq!(text_header(&elsewhere, "idempotent-replayed"), None);
+    assert_ne!(location(&elsewhere), first_location);
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 2);
+}
+
+#[tokio::test]
+async fn malformed_keys_are_refused_before_any_state() {
+    let app = TestApp::spawn(&[]).await;
+    let ip = "203.0.113.120";
+    for bad in ["x".repeat(256), "tab\there".to_owned()] {
+        let response = app.render_keyed(ip, &bad, valid_form()).await;
+        assert_eq!(header(&response, "x-ratelimit-remaining"), None);
+        problem(response, StatusCode::BAD_REQUEST, "invalid_idempotency_key").await;
+    }
+    // An earlier step still decides first.
+    let corrupt = render_form(fixture("corrupt_truncated.osr"), "c.osr", &[]);
+    problem(
+        app.render_keyed(ip, &"x".repeat(300), corrupt).await,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_replay",
+    )
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 0);
+    let admitted = app.render_keyed(ip, &"x".repeat(255), valid_form()).await;
+    assert_eq!(admitted.status(), StatusCode::ACCEPTED);
+    assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(4));
+}
+
+#[tokio::test]
+async fn a_refused_attempt_releases_its_key_for_a_real_retry() {
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "1"), ROOMY[0]]).await;
+    let ip = "203.0.113.130";
+    let holder = app.render(ip, valid_form()).await;
+    assert_eq!(holder.status(), StatusCode::ACCEPTED);
+    let holder_id = location(&holder).rsplit('/').next().unwrap().to_owned();
+
+    let replay = unique_replay();
+    let refused = app
+        .render_keyed(ip, "later", render_form(replay.clone(), "a.osr", &[]))
+        .await;
+    assert!(header(&refused, "retry-after").is_some());
+    problem(
+        refused,
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_active_jobs",
+    )
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 0);
+
+    app.db
+        .execute(
+            "UPDATE jobs SET status = 'completed' WHERE id = $1::text::uuid",
+            &[&holder_id],
+        )
+        .await
+        .unwrap();
+    let retried = app
+        .render_keyed(ip, "later", render_form(replay, "a.osr", &[]))
+        .await;
+    assert_eq!(retried.status(), StatusCode::ACCEPTED);
+    assert_eq!(text_header(&retried, "idempotent-replayed"), None);
+}
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_create_one_job() {
+    let app = TestApp::spawn(ROOMY).await;
+    let ip = "203.0.113.140";
+    let replay = unique_replay();
+    let responses = join_all(
+        (0..20).map(|_| app.render_keyed(ip, "burst", render_form(replay.clone(), "a.osr", &[]))),
+    )
+    .await;
+    let mut locations = Vec::new();
+    let mut charged = 0;
+    for response in &responses {
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        locations.push(location(response));
+        if header(response, "x-ratelimit-remaining").is_some() {
+            charged += 1;
+        } else {
+            assert_eq!(
+                text_header(response, "idempotent-replayed").as_deref(),
+                Some("true")
+            );
+        }
+    }
+    locations.dedup();
+    assert_eq!(locations.len(), 1, "one job id for all: {locations:?}");
+    assert_eq!(charged, 1, "the limiter counted the first request only");
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM outbox_events").await, 1);
+    assert_eq!(app.replay_objects().await.len(), 1);
+}
+
+#[tokio::test]
+async fn skin_uploads_are_idempotent_too() {
+    let app = TestApp::spawn(&[("RATE_LIMIT_SKINS_UPLOAD", "1000/hour")]).await;
+    let ip = "203.0.113.150";
+    let upload = |key: &'static str, bytes: Vec<u8>| {
+        app.http
+            .post(app.url(V1))
+            .header("CF-Connecting-IP", ip)
+            .header("Idempotency-Key", key)
+            .multipart(upload_form(bytes, "Mine.osk", None))
+            .send()
+    };
+    let bytes = skin("mine");
+    let first = upload("skin-1", bytes.clone()).await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first_body: Value = first.json().await.unwrap();
+    let retries = join_all((0..5).map(|_| upload("skin-1", bytes.clone()))).await;
+    for retry in retries {
+        let retry = retry.unwrap();
+        assert_eq!(retry.status(), StatusCode::CREATED, "not skin_exists");
+        assert_eq!(
+            text_header(&retry, "idempotent-replayed").as_deref(),
+            Some("true")
+        );
+        assert_eq!(retry.json::<Value>().await.unwrap(), first_body);
+    }
+    problem(
+        upload("skin-1", skin("other")).await.unwrap(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+    )
+    .await;
+    // Without the key a second upload of the name is the conflict it always was.
+    problem(
+        app.upload_skin(V1, ip, upload_form(bytes, "Mine.osk", None))
+            .await,
+        StatusCode::CONFLICT,
+        "skin_exists",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "5")]).await;
+    let ip = "203.0.113.160";
+    let replay = unique_replay();
+    let first = app
+        .render(ip, render_form(replay.clone(), "a.osr", &[]))
+        .await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    assert_eq!(header(&first, "x-ratelimit-remaining"), Some(4));
+    let first_location = location(&first);
+    let job_id = first_location.rsplit('/').next().unwrap().to_owned();
+
+    // Other options, same replay: still the job this client has.
+    for fields in [&[][..], &[("skin", "Other")][..]] {
+        let again = app
+            .render(ip, render_form(replay.clone(), "b.osr", fields))
+            .await;
+        assert_eq!(location(&again), first_location);
+        assert_eq!(
+            header(&again, "x-ratelimit-remaining"),
+            None,
+            "no quota read"
+        );
+        let body = problem(again, StatusCode::CONFLICT, "duplicate_replay").await;
+        assert_eq!(body["job_id"], job_id.as_str());
+    }
+    let next = app.render(ip, valid_form()).await;
+    assert_eq!(header(&next, "x-ratelimit-remaining"), Some(3));
+
+    // Another client's submission of the same replay is its own job.
+    let elsewhere = app
+        .render("203.0.113.161", render_form(replay.clone(), "a.osr", &[]))
+        .await;
+    assert_eq!(elsewhere.status(), StatusCode::ACCEPTED);
+
+    // Rendering is still active; completed is not.
+    app.db
+        .execute(
+            "UPDATE jobs SET status = 'rendering' WHERE id = $1::text::uuid",
+            &[&job_id],
+        )
+        .await
+        .unwrap();
+    problem(
+        app.render(ip, render_form(replay.clone(), "a.osr", &[]))
+            .await,
+        StatusCode::CONFLICT,
+        "duplicate_replay",
+    )
+    .await;
+    app.db
+        .execute(
+            "UPDATE jobs SET status = 'completed' WHERE id = $1::text::uuid",
+            &[&job_id],
+        )
+        .await
+        .unwrap();
+    let rerender = app.render(ip, render_form(replay, "a.osr", &[])).await;
+    assert_eq!(rerender.status(), StatusCode::ACCEPTED);
+    assert_ne!(location(&rerender), first_location);
+}
+
+#[tokio::test]
+async fn concurrent_duplicates_create_one_job() {
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "50"), ROOMY[0]]).await;
+    let ip = "203.0.113.170";
+    let replay = unique_replay();
+    let responses =
+        join_all((0..20).map(|_| app.render(ip, render_form(replay.clone(), "a.osr", &[])))).await;
+    let admitted: Vec<String> = responses
+        .iter()
+        .filter(|r| r.status() == StatusCode::ACCEPTED)
+        .map(location)
+        .collect();
+    assert_eq!(admitted.len(), 1, "exactly one job");
+    for response in responses {
+        if response.status() != StatusCode::ACCEPTED {
+            assert_eq!(location(&response), admitted[0]);
+            problem(response, StatusCode::CONFLICT, "duplicate_replay").await;
+        }
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+    // Refused re-checks delete their replays again: only the job's remains.
+    assert_eq!(app.replay_objects().await.len(), 1);
+}
+
+#[tokio::test]
+async fn capacity_refusals_estimate_retry_after_from_recent_renders() {
+    // Quiet service: the configured 20 renders per 120 s, λ = 1/6 per second.
+    let app = TestApp::spawn(&[("MAX_QUEUED", "0"), ("DEFAULT_RENDER_SECS", "120")]).await;
+    let full = app.render("203.0.113.180", valid_form()).await;
+    assert_eq!(header(&full, "retry-after"), Some(6));
+    problem(full, StatusCode::SERVICE_UNAVAILABLE, "queue_full").await;
+
+    // 36 completions in the last hour (λ = 0.01/s), each 100 s after submission.
+    app.completed_history(36, 60.0, 100.0).await;
+    let full = app.render("203.0.113.181", valid_form()).await;
+    assert_eq!(header(&full, "retry-after"), Some(100));
+    problem(full, StatusCode::SERVICE_UNAVAILABLE, "queue_full").await;
+
+    let app = TestApp::spawn(&[("MAX_RENDERING", "0")]).await;
+    app.completed_history(36, 60.0, 100.0).await;
+    let busy = app.render("203.0.113.182", valid_form()).await;
+    assert_eq!(header(&busy, "retry-after"), Some(100));
+    problem(busy, StatusCode::SERVICE_UNAVAILABLE, "render_capacity").await;
+
+    // The client's oldest job is ~0 s old and jobs take 300 s: back in about 300 s.
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "1")]).await;
+    app.completed_history(10, 60.0, 300.0).await;
+    let ip = "203.0.113.183";
+    assert_eq!(
+        app.render(ip, valid_form()).await.status(),
+        StatusCode::ACCEPTED
+    );
+    let limited = app.render(ip, valid_form()).await;
+    let retry_after = header(&limited, "retry-after").unwrap();
+    assert!((295..=300).contains(&retry_after), "{retry_after}");
+    problem(
+        limited,
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_active_jobs",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn ietf_rate_limit_headers_accompany_the_x_ones() {
+    let app = TestApp::spawn(&[("RATE_LIMIT_RENDER", "2/hour")]).await;
+    let ip = "203.0.113.190";
+    for remaining in [1, 0] {
+        let response = app.render(ip, valid_form()).await;
+        assert_eq!(
+            text_header(&response, "ratelimit-policy").as_deref(),
+            Some("\"render\";q=2;w=3600")
+        );
+        let current = text_header(&response, "ratelimit").unwrap();
+        let reset = header(&response, "x-ratelimit-reset").unwrap();
+        let t: u64 = current
+            .strip_prefix(&format!("\"render\";r={remaining};t="))
+            .unwrap_or_else(|| panic!("{current}"))
+            .parse()
+            .unwrap();
+        assert!(reset.abs_diff(epoch_now() + t) <= 1, "{current} vs {reset}");
+    }
+    let limited = app.render(ip, valid_form()).await;
+    let retry_after = header(&limited, "retry-after").unwrap();
+    let current = text_header(&limited, "ratelimit").unwrap();
+    assert_eq!(current, format!("\"render\";r=0;t={retry_after}"));
+    problem(limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+}
+
+#[tokio::test]
+async fn queued_jobs_show_their_position_and_estimated_start() {
+    // λ = 20 renders / 60 s = 1/3 per second: position p starts in about 3p seconds.
+    let app = TestApp::spawn(&[("DEFAULT_RENDER_SECS", "60"), ROOMY[0]]).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let response = app
+            .render(&format!("203.0.113.{}", 200 + i), valid_form())
+            .await;
+        let body: Value = response.json().await.unwrap();
+        ids.push(body["job_id"].as_str().unwrap().to_owned());
+    }
+    let job = app.job(&ids[1]).await;
+    assert_eq!(job["queue_position"], 2);
+    let start: DateTime<Utc> = job["estimated_start"].as_str().unwrap().parse().unwrap();
+    let expected = Utc::now() + Duration::from_secs(6);
+    assert!(
+        (start - expected).num_milliseconds().abs() < 2_000,
+        "{start} vs {expected}"
+    );
+
+    // Measured throughput wins once there is enough of it: 360/h, 10 s per place.
+    app.completed_history(360, 60.0, 30.0).await;
+    let job = app.job(&ids[2]).await;
+    assert_eq!(job["queue_position"], 3);
+    let start: DateTime<Utc> = job["estimated_start"].as_str().unwrap().parse().unwrap();
+    let expected = Utc::now() + Duration::from_secs(30);
+    assert!(
+        (start - expected).num_milliseconds().abs() < 2_000,
+        "{start} vs {expected}"
+    );
+
+    app.db
+        .execute(
+            "UPDATE jobs SET status = 'rendering' WHERE id = $1::text::uuid",
+            &[&ids[0]],
+        )
+        .await
+        .unwrap();
+    let rendering = app.job(&ids[0]).await;
+    assert!(rendering["queue_position"].is_null());
+    assert!(rendering["estimated_start"].is_null());
+}
+
+/// DESIGN.md §5's budget holds with a key too: the claim is pipelined with the occupancy read,
+/// so a keyed admission costs what an unkeyed one does; a replayed retry touches no AWS service.
+#[tokio::test]
+async fn a_keyed_admission_stays_within_the_round_trip_budget() {
+    let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
+    let warm_up = app
+        .render_keyed("203.0.113.210", "warm", valid_form())
+        .await;
+    assert_eq!(warm_up.status(), StatusCode::ACCEPTED);
+
+    let replay = unique_replay();
+    proxies.reset();
+    let admitted = app
+        .render_keyed(
+            "203.0.113.211",
+            "budget",
+            render_form(replay.clone(), "a.osr", &[]),
+        )
+        .await;
+    assert_eq!(admitted.status(), StatusCode::ACCEPTED);
+    let pg = proxies.postgres.counts();
+    assert!(pg.pg_round_trips <= 3, "{} round trips", pg.pg_round_trips);
+    assert_eq!(pg.connections, 0, "the pooled connection is reused");
+
+    proxies.reset();
+    let retry = app
+        .render_keyed("203.0.113.211", "budget", render_form(replay, "a.osr", &[]))
+        .await;
+    assert_eq!(
+        text_header(&retry, "idempotent-replayed").as_deref(),
+        Some("true")
+    );
+    assert!(proxies.postgres.counts().pg_round_trips <= 2);
+    assert_eq!(proxies.aws.counts().http_requests(), 0);
+}

@@ -1,0 +1,757 @@
+//! A TCP proxy for tests: forwards to one upstream, counts what crosses it and injects faults.
+//!
+//! It counts, per proxy: connections; for Postgres (detected by the startup packet), round
+//! trips (a client `Sync` or simple `Query` sent while no earlier one awaits its
+//! `ReadyForQuery`: statements pipelined in one flight count once) and those messages; for
+//! HTTP, requests by AWS operation (`X-Amz-Target` for the JSON protocols of DynamoDB and SQS,
+//! method and path shape for S3), following keep-alive, `Content-Length` and chunked bodies.
+//! Counters are updated before the bytes are forwarded, so once a client has its answer,
+//! everything that led to it has been counted.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+/// What the proxy does to traffic, switchable at any time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fault {
+    #[default]
+    None,
+    /// New connections are closed as soon as they are accepted; open ones carry on.
+    Refuse,
+    /// Each connection forwards at most this many more bytes (both directions together,
+    /// counted from when the fault is set or the connection opens), then both sides close.
+    CutAfter(usize),
+    /// Every chunk waits this long before it is forwarded.
+    Delay(Duration),
+    /// Connections are accepted and read, but nothing is forwarded either way.
+    Blackhole,
+}
+
+/// What crossed the proxy since it started or was last reset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub connections: u64,
+    pub pg_round_trips: u64,
+    /// `Sync` and `Query` messages: statements, however pipelined.
+    pub pg_syncs: u64,
+    /// HTTP requests by operation, e.g. `DynamoDB.UpdateItem`, `SQS.SendMessageBatch`,
+    /// `S3.PutObject`.
+    pub http: BTreeMap<String, u64>,
+    /// Connections the proxy could not follow (TLS requested, an HTTP head over 64 KiB): their
+    /// traffic is forwarded but not counted, so a budget check should see none.
+    pub unparsed_connections: u64,
+}
+
+impl Counts {
+    pub fn http_requests(&self) -> u64 {
+        self.http.values().sum()
+    }
+
+    pub fn op(&self, name: &str) -> u64 {
+        self.http.get(name).copied().unwrap_or_default()
+    }
+}
+
+pub struct Proxy {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: AbortHandle,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    counts: Mutex<Counts>,
+    /// The fault and a generation number that changes with every `set_fault`.
+    fault: Mutex<(u64, Fault)>,
+    connections: Mutex<Vec<AbortHandle>>,
+}
+
+impl Proxy {
+    /// Listens on 127.0.0.1 (a free port) and forwards every connection to `upstream`.
+    pub async fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            upstream,
+            counts: Mutex::default(),
+            fault: Mutex::default(),
+            connections: Mutex::default(),
+        });
+        let accepting = shared.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                accepting.counts.lock().unwrap().connections += 1;
+                let task = tokio::spawn(serve(accepting.clone(), client));
+                let mut open = accepting.connections.lock().unwrap();
+                open.retain(|task| !task.is_finished());
+                open.push(task.abort_handle());
+            }
+        })
+        .abort_handle();
+        Proxy {
+            addr,
+            shared,
+            accept,
+        }
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.shared.counts.lock().unwrap().clone()
+    }
+
+    /// Starts counting afresh.
+    pub fn reset(&self) {
+        *self.shared.counts.lock().unwrap() = Counts::default();
+    }
+
+    pub fn set_fault(&self, fault: Fault) {
+        let mut current = self.shared.fault.lock().unwrap();
+        *current = (current.0 + 1, fault);
+    }
+
+    /// Closes every open connection now (both sides).
+    pub fn cut_connections(&self) {
+        for task in self.shared.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut_connections();
+    }
+}
+
+impl Shared {
+    fn fault(&self) -> (u64, Fault) {
+        *self.fault.lock().unwrap()
+    }
+}
+
+/// One connection's state, shared by its two directions.
+#[derive(Default)]
+struct Conn {
+    postgres: bool,
+    /// Postgres `Sync`/`Query` messages sent and not yet answered by `ReadyForQuery`.
+    awaiting_ready: u64,
+    /// `CutAfter`: the fault generation the budget belongs to, and the bytes left.
+    budget: Option<(u64, usize)>,
+}
+
+impl Conn {
+    /// How many of `n` bytes may pass under `CutAfter(limit)` of generation `generation`.
+    fn spend(&mut self, generation: u64, limit: usize, n: usize) -> usize {
+        let left = match self.budget {
+            Some((g, left)) if g == generation => left,
+            _ => limit,
+        };
+        let allowed = n.min(left);
+        self.budget = Some((generation, left - allowed));
+        allowed
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ToServer,
+    ToClient,
+}
+
+/// The connection was cut by a fault: drop both sides.
+struct Cut;
+
+async fn serve(shared: Arc<Shared>, mut client: TcpStream) {
+    match shared.fault().1 {
+        Fault::Refuse => return,
+        Fault::Blackhole => {
+            let mut sink = [0; 4096];
+            while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
+            return;
+        }
+        _ => {}
+    }
+    let Ok(upstream) = TcpStream::connect(shared.upstream).await else {
+        return;
+    };
+    let _ = (client.set_nodelay(true), upstream.set_nodelay(true));
+    let (client_read, client_write) = client.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    let conn = Mutex::new(Conn::default());
+    let _ = tokio::try_join!(
+        pump(
+            &shared,
+            &conn,
+            client_read,
+            upstream_write,
+            Direction::ToServer
+        ),
+        pump(
+            &shared,
+            &conn,
+            upstream_read,
+            client_write,
+            Direction::ToClient
+        ),
+    );
+}
+
+/// Forwards one direction until EOF, observing and applying the fault to each chunk.
+async fn pump(
+    shared: &Shared,
+    conn: &Mutex<Conn>,
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    direction: Direction,
+) -> Result<(), Cut> {
+    let mut buf = vec![0; 16 * 1024];
+    let mut scanner: Option<Scanner> = None;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let (generation, fault) = shared.fault();
+        let mut pass = n;
+        match fault {
+            Fault::Blackhole => continue,
+            Fault::Delay(delay) => tokio::time::sleep(delay).await,
+            Fault::CutAfter(limit) => pass = conn.lock().unwrap().spend(generation, limit, n),
+            Fault::None | Fault::Refuse => {}
+        }
+        let chunk = &buf[..pass];
+        let scanner = scanner.get_or_insert_with(|| Scanner::new(direction, chunk, conn));
+        observe(shared, conn, scanner, chunk);
+        if to.write_all(chunk).await.is_err() {
+            break;
+        }
+        if pass < n {
+            return Err(Cut);
+        }
+    }
+    let _ = to.shutdown().await;
+    Ok(())
+}
+
+/// What a direction's bytes are parsed as. Both protocols speak first from the client, so the
+/// client's first bytes decide for the connection.
+enum Scanner {
+    Postgres(PgScanner),
+    Http(HttpScanner),
+    Ignored,
+}
+
+impl Scanner {
+    fn new(direction: Direction, first: &[u8], conn: &Mutex<Conn>) -> Scanner {
+        let mut conn = conn.lock().unwrap();
+        match direction {
+            // A startup packet begins with its length, whose high byte is 0; HTTP with a method.
+            Direction::ToServer if first.first() == Some(&0) => {
+                conn.postgres = true;
+                Scanner::Postgres(PgScanner::frontend())
+            }
+            Direction::ToServer => Scanner::Http(HttpScanner::default()),
+            Direction::ToClient if conn.postgres => Scanner::Postgres(PgScanner::backend()),
+            Direction::ToClient => Scanner::Ignored,
+        }
+    }
+}
+
+fn observe(shared: &Shared, conn: &Mutex<Conn>, scanner: &mut Scanner, chunk: &[u8]) {
+    let mut counts = shared.counts.lock().unwrap();
+    let was_opaque = scanner.opaque();
+    match scanner {
+        Scanner::Postgres(pg) => {
+            let mut conn = conn.lock().unwrap();
+            let frontend = pg.frontend;
+            pg.feed(chunk, |message| match (frontend, message) {
+                (true, b'S' | b'Q') => {
+                    counts.pg_syncs += 1;
+                    if conn.awaiting_ready == 0 {
+                        counts.pg_round_trips += 1;
+                    }
+                    conn.awaiting_ready += 1;
+                }
+                (false, b'Z') => conn.awaiting_ready = conn.awaiting_ready.saturating_sub(1),
+                _ => {}
+            });
+        }
+        Scanner::Http(http) => http.feed(chunk, |op| *counts.http.entry(op).or_default() += 1),
+        Scanner::Ignored => {}
+    }
+    if scanner.opaque() && !was_opaque {
+        counts.unparsed_connections += 1;
+    }
+}
+
+impl Scanner {
+    fn opaque(&self) -> bool {
+        match self {
+            Scanner::Postgres(pg) => pg.opaque,
+            Scanner::Http(http) => http.opaque,
+            Scanner::Ignored => false,
+        }
+    }
+}
+
+/// Postgres protocol version 3.0's `SSLRequest` and `GSSENCRequest` codes: what follows may be
+/// encrypted, so such a connection is not followed.
+const PG_ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
+
+/// Splits a Postgres message stream into message types, skipping bodies as they stream.
+struct PgScanner {
+    frontend: bool,
+    /// The next message is the frontend's untyped startup packet (length, then a code).
+    untyped_next: bool,
+    header: Vec<u8>,
+    skip: usize,
+    opaque: bool,
+}
+
+impl PgScanner {
+    fn frontend() -> Self {
+        Self {
+            frontend: true,
+            untyped_next: true,
+            header: Vec::with_capacity(8),
+            skip: 0,
+            opaque: false,
+        }
+    }
+
+    fn backend() -> Self {
+        Self {
+            frontend: false,
+            untyped_next: false,
+            ..Self::frontend()
+        }
+    }
+
+    /// Calls `on_message` with the type byte of each typed message that begins in `data`.
+    fn feed(&mut self, mut data: &[u8], mut on_message: impl FnMut(u8)) {
+        while !data.is_empty() && !self.opaque {
+            if self.skip > 0 {
+                let skipped = self.skip.min(data.len());
+                self.skip -= skipped;
+                data = &data[skipped..];
+                continue;
+            }
+            let need = if self.untyped_next { 8 } else { 5 };
+            let take = (need - self.header.len()).min(data.len());
+            self.header.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.header.len() < need {
+                return;
+            }
+            let word = |at: usize| u32::from_be_bytes(self.header[at..at + 4].try_into().unwrap());
+            if self.untyped_next {
+                self.untyped_next = false;
+                self.opaque = PG_ENCRYPTION_REQUESTS.contains(&word(4));
+                self.skip = (word(0) as usize).saturating_sub(8);
+            } else {
+                on_message(self.header[0]);
+                self.skip = (word(1) as usize).saturating_sub(4);
+            }
+            self.header.clear();
+        }
+    }
+}
+
+/// A request head larger than this is not followed (SDK heads are about 1–2 KiB).
+const MAX_HTTP_HEAD: usize = 64 * 1024;
+
+/// Splits a client's HTTP/1.1 byte stream into requests, naming each one's AWS operation.
+#[derive(Default)]
+struct HttpScanner {
+    state: HttpState,
+    /// The head, or the current chunk-size / trailer line, as it accumulates.
+    line: Vec<u8>,
+    opaque: bool,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum HttpState {
+    #[default]
+    Head,
+    Body(u64),
+    ChunkSize,
+    /// Chunk data plus its closing CRLF.
+    ChunkData(u64),
+    Trailers,
+}
+
+impl HttpScanner {
+    /// Calls `on_request` with the operation of each request whose head completes in `data`.
+    fn feed(&mut self, mut data: &[u8], mut on_request: impl FnMut(String)) {
+        while !data.is_empty() && !self.opaque {
+            match self.state {
+                HttpState::Body(left) | HttpState::ChunkData(left) => {
+                    let skipped = left.min(data.len() as u64);
+                    data = &data[skipped as usize..];
+                    self.state = match (self.state, left - skipped) {
+                        (HttpState::Body(_), 0) => HttpState::Head,
+                        (HttpState::Body(_), left) => HttpState::Body(left),
+                        (_, 0) => HttpState::ChunkSize,
+                        (_, left) => HttpState::ChunkData(left),
+                    };
+                }
+                HttpState::Head => {
+                    if !self.accumulate(&mut data, b"\r\n\r\n") {
+                        return;
+                    }
+                    match parse_head(&self.line) {
+                        Some(head) => {
+                            on_request(head.operation);
+                            self.state = match head.body {
+                                Body::Chunked => HttpState::ChunkSize,
+                                Body::Length(0) => HttpState::Head,
+                                Body::Length(n) => HttpState::Body(n),
+                            };
+                        }
+                        None => self.opaque = true,
+                    }
+                    self.line.clear();
+                }
+                HttpState::ChunkSize => {
+                    if !self.accumulate(&mut data, b"\r\n") {
+                        return;
+                    }
+                    let text = String::from_utf8_lossy(&self.line);
+                    let size = text.trim().split(';').next().unwrap_or_default();
+                    match u64::from_str_radix(size.trim(), 16) {
+                        Ok(0) => self.state = HttpState::Trailers,
+                        Ok(n) => self.state = HttpState::ChunkData(n + 2),
+                        Err(_) => self.opaque = true,
+                    }
+                    self.line.clear();
+                }
+                HttpState::Trailers => {
+                    if !self.accumulate(&mut data, b"\r\n") {
+                        return;
+                    }
+                    // The empty line (just CRLF) ends the trailers and the request.
+                    if self.line == b"\r\n" {
+                        self.state = HttpState::Head;
+                    }
+                    self.line.clear();
+                }
+            }
+        }
+    }
+
+    /// Moves bytes of `data` into `line` up to and including `end`; true once `line` ends
+    /// with it (else `data` is used up). A line past `MAX_HTTP_HEAD` makes the connection
+    /// opaque.
+    fn accumulate(&mut self, data: &mut &[u8], end: &[u8]) -> bool {
+        while let Some((&byte, rest)) = data.split_first() {
+            self.line.push(byte);
+            *data = rest;
+            if self.line.ends_with(end) {
+                return true;
+            }
+        }
+        if self.line.len() > MAX_HTTP_HEAD {
+            self.opaque = true;
+        }
+        false
+    }
+}
+
+enum Body {
+    Length(u64),
+    Chunked,
+}
+
+struct Head {
+    operation: String,
+    body: Body,
+}
+
+fn parse_head(head: &[u8]) -> Option<Head> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let (method, target) = (request_line.next()?, request_line.next()?);
+    let (mut amz_target, mut length, mut chunked) = (None, 0, false);
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "x-amz-target" => amz_target = Some(value),
+            "content-length" => length = value.parse().ok()?,
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+    }
+    Some(Head {
+        operation: operation(method, target, amz_target),
+        body: if chunked {
+            Body::Chunked
+        } else {
+            Body::Length(length)
+        },
+    })
+}
+
+/// `DynamoDB.UpdateItem` from `X-Amz-Target: DynamoDB_20120810.UpdateItem`, `SQS.SendMessage`
+/// from `AmazonSQS.SendMessage`; otherwise an S3 operation from the method and whether the
+/// (path-style) target names a bucket or an object.
+fn operation(method: &str, target: &str, amz_target: Option<&str>) -> String {
+    if let Some((service, op)) = amz_target.and_then(|t| t.split_once('.')) {
+        let service = service.split('_').next().unwrap_or(service);
+        return format!("{}.{op}", service.trim_start_matches("Amazon"));
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    let object = path.trim_start_matches('/').contains('/');
+    let op = match (method, object) {
+        ("PUT", true) => "PutObject",
+        ("GET", true) => "GetObject",
+        ("HEAD", true) => "HeadObject",
+        ("DELETE", true) => "DeleteObject",
+        ("PUT", false) => "CreateBucket",
+        ("GET", false) => "ListObjects",
+        ("HEAD", false) => "HeadBucket",
+        ("DELETE", false) => "DeleteBucket",
+        (other, _) => return format!("S3.{other}"),
+    };
+    format!("S3.{op}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `stream` to a scanner in pieces of every size from 1 to 16 bytes: the result must
+    /// not depend on where reads split the stream.
+    fn in_pieces<T: PartialEq + std::fmt::Debug>(
+        stream: &[u8],
+        mut scan: impl FnMut(&[&[u8]]) -> T,
+    ) -> T {
+        let whole = scan(&[stream]);
+        for size in 1..=16 {
+            let pieces: Vec<&[u8]> = stream.chunks(size).collect();
+            assert_eq!(scan(&pieces), whole, "pieces of {size}");
+        }
+        whole
+    }
+
+    fn pg_message(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut message = vec![kind];
+        message.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        message.extend_from_slice(body);
+        message
+    }
+
+    fn pg_types(scanner: fn() -> PgScanner, pieces: &[&[u8]]) -> Vec<u8> {
+        let mut scanner = scanner();
+        let mut types = Vec::new();
+        for piece in pieces {
+            scanner.feed(piece, |t| types.push(t));
+        }
+        types
+    }
+
+    #[test]
+    fn postgres_frontend_messages_after_the_startup_packet() {
+        let mut stream = Vec::new();
+        let startup = b"\0\x03\0\0user\0postgres\0database\0db\0\0";
+        stream.extend_from_slice(&(startup.len() as u32 + 4).to_be_bytes());
+        stream.extend_from_slice(startup);
+        // An extended-protocol statement (Parse, Bind, Describe, Execute, Sync), then a simple
+        // query whose text holds bytes that look like message types.
+        for (kind, body) in [
+            (b'P', &b"\0SELECT 1\0\0\0"[..]),
+            (b'B', b"\0\0\0\0\0\0\0\0"),
+            (b'D', b"P\0"),
+            (b'E', b"\0\0\0\0\0"),
+            (b'S', b""),
+            (b'Q', b"SELECT 'S', 'Q'\0"),
+        ] {
+            stream.extend(pg_message(kind, body));
+        }
+        let types = in_pieces(&stream, |pieces| pg_types(PgScanner::frontend, pieces));
+        assert_eq!(types, b"PBDESQ");
+    }
+
+    #[test]
+    fn postgres_backend_messages() {
+        let mut stream = pg_message(b'R', &[0; 4]);
+        stream.extend(pg_message(b'S', b"client_encoding\0UTF8\0"));
+        stream.extend(pg_message(b'Z', b"I"));
+        stream.extend(pg_message(b'1', b""));
+        stream.extend(pg_message(b'D', &[0, 1, 0, 0, 0, 1, b'Z']));
+        stream.extend(pg_message(b'Z', b"I"));
+        let types = in_pieces(&stream, |pieces| pg_types(PgScanner::backend, pieces));
+        assert_eq!(types, b"RSZ1DZ");
+    }
+
+    #[test]
+    fn postgres_encryption_requests_are_not_followed() {
+        let mut stream = 8u32.to_be_bytes().to_vec();
+        stream.extend_from_slice(&PG_ENCRYPTION_REQUESTS[0].to_be_bytes());
+        stream.extend(pg_message(b'S', b""));
+        let mut scanner = PgScanner::frontend();
+        let mut types = Vec::new();
+        scanner.feed(&stream, |t| types.push(t));
+        assert!(scanner.opaque);
+        assert!(types.is_empty());
+    }
+
+    fn http_ops(pieces: &[&[u8]]) -> (Vec<String>, bool) {
+        let mut scanner = HttpScanner::default();
+        let mut ops = Vec::new();
+        for piece in pieces {
+            scanner.feed(piece, |op| ops.push(op));
+        }
+        (ops, scanner.opaque)
+    }
+
+    #[test]
+    fn http_requests_on_one_keep_alive_connection() {
+        let stream = [
+            "POST / HTTP/1.1\r\nx-amz-target: DynamoDB_20120810.UpdateItem\r\n",
+            "content-length: 29\r\n\r\n{\"TableName\":\"PUT /b/k HTTP\"}",
+            "PUT /bucket/replays/a.osr?x-id=PutObject HTTP/1.1\r\n",
+            "Transfer-Encoding: chunked\r\n\r\n",
+            "5;ext=1\r\nGET /\r\n10\r\n0123456789abcdef\r\n0\r\nx-amz-checksum: a\r\n\r\n",
+            "POST / HTTP/1.1\r\nX-Amz-Target: AmazonSQS.SendMessageBatch\r\n",
+            "Content-Length: 2\r\n\r\n{}",
+            "DELETE /bucket/replays/a.osr HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "HEAD /bucket HTTP/1.1\r\n\r\n",
+        ]
+        .concat();
+        let (ops, opaque) = in_pieces(stream.as_bytes(), http_ops);
+        assert!(!opaque);
+        assert_eq!(
+            ops,
+            [
+                "DynamoDB.UpdateItem",
+                "S3.PutObject",
+                "SQS.SendMessageBatch",
+                "S3.DeleteObject",
+                "S3.HeadBucket"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_endless_http_head_is_given_up_on() {
+        let stream = vec![b'a'; MAX_HTTP_HEAD + 10];
+        let (ops, opaque) = http_ops(&[&stream]);
+        assert!(ops.is_empty());
+        assert!(opaque);
+    }
+
+    /// An upstream that echoes what it reads.
+    async fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut read, mut write) = socket.split();
+                    let _ = tokio::io::copy(&mut read, &mut write).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// Writes `message` and reads until `expect` bytes came back, EOF, or 300 ms of silence.
+    async fn exchange(socket: &mut TcpStream, message: &[u8], expect: usize) -> Vec<u8> {
+        let _ = socket.write_all(message).await;
+        let mut got = Vec::new();
+        let mut buf = [0; 1024];
+        while got.len() < expect {
+            match tokio::time::timeout(Duration::from_millis(300), socket.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn forwards_and_applies_each_fault() {
+        let proxy = Proxy::start(echo_server().await).await;
+        let connect = || TcpStream::connect(proxy.addr);
+
+        let mut open = connect().await.unwrap();
+        assert_eq!(exchange(&mut open, b"hello", 5).await, b"hello");
+
+        proxy.set_fault(Fault::Refuse);
+        let mut refused = connect().await.unwrap();
+        assert_eq!(exchange(&mut refused, b"x", 1).await, b"", "closed at once");
+        assert_eq!(exchange(&mut open, b"still", 5).await, b"still");
+
+        proxy.set_fault(Fault::Delay(Duration::from_millis(50)));
+        let start = std::time::Instant::now();
+        assert_eq!(exchange(&mut open, b"slow", 4).await, b"slow");
+        assert!(
+            start.elapsed() >= Duration::from_millis(100),
+            "delayed each way"
+        );
+
+        // 6 bytes go up and come back: 12 of the budget; the next 3 bytes pass up, and the
+        // connection is cut before they can come back.
+        proxy.set_fault(Fault::CutAfter(15));
+        assert_eq!(exchange(&mut open, b"abcdef", 6).await, b"abcdef");
+        assert_eq!(exchange(&mut open, b"ghijkl", 6).await, b"");
+
+        proxy.set_fault(Fault::Blackhole);
+        let mut silent = connect().await.unwrap();
+        assert_eq!(exchange(&mut silent, b"anyone?", 7).await, b"");
+
+        proxy.set_fault(Fault::None);
+        let mut fresh = connect().await.unwrap();
+        assert_eq!(exchange(&mut fresh, b"back", 4).await, b"back");
+        proxy.cut_connections();
+        assert_eq!(exchange(&mut fresh, b"gone", 4).await, b"");
+        assert_eq!(proxy.counts().connections, 4);
+        assert_eq!(proxy.counts().http_requests(), 0, "not HTTP");
+    }
+
+    #[tokio::test]
+    async fn counts_postgres_round_trips_against_a_real_server() {
+        let url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], port))).await;
+        let mut via = tokio_postgres::Config::new();
+        via.host("127.0.0.1")
+            .port(proxy.addr.port())
+            .user(config.get_user().unwrap_or("postgres"))
+            .dbname(config.get_dbname().unwrap_or("postgres"));
+        let (client, connection) = via.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        assert_eq!(
+            proxy.counts().pg_round_trips,
+            0,
+            "the startup is not counted"
+        );
+
+        client.query_typed("SELECT 1", &[]).await.unwrap();
+        // Two statements sent before either answer: one flight.
+        let (a, b) = tokio::join!(
+            client.query_typed("SELECT 2", &[]),
+            client.query_typed("SELECT 3", &[]),
+        );
+        a.unwrap();
+        b.unwrap();
+        client.batch_execute("SELECT 4").await.unwrap();
+        let counts = proxy.counts();
+        assert_eq!((counts.pg_syncs, counts.pg_round_trips), (4, 3));
+        assert_eq!(counts.unparsed_connections, 0);
+    }
+}
