@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Makes sure an AWS stand-in answers at $AWS_ENDPOINT_URL: reuses one (LocalStack, moto) or starts moto_server.
+# Makes sure an AWS stand-in answers at $AWS_ENDPOINT_URL: reuses one (LocalStack, moto) or starts
+# moto's server through infra/moto_server_atomic.py (DynamoDB requests serialized: conditional
+# writes atomic, as on AWS).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -17,7 +19,8 @@ fi
 port_open "$host" "$port" && die "$host:$port is taken but gives no HTTP answer"
 
 "$(dirname "$0")/venv.sh" >/dev/null
-nohup "$OSR_VENV/bin/moto_server" -H "$host" -p "$port" >>"$logfile" 2>&1 </dev/null &
+nohup "$OSR_VENV/bin/python" "$OSR_ROOT/infra/moto_server_atomic.py" -H "$host" -p "$port" \
+  >>"$logfile" 2>&1 </dev/null &
 echo $! >"$pidfile"
 for _ in $(seq 1 150); do
   answers && { log "started moto_server (pid $(cat "$pidfile")) at $AWS_ENDPOINT_URL, log $logfile"; exit 0; }
