@@ -6,7 +6,7 @@ use std::time::Instant;
 use axum::body::{Body, BodyDataStream};
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -70,12 +70,14 @@ impl App {
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// A function's (or the dev server's) service: its `routes`, `GET /health` and a problem+json
-/// 404 for anything else, each request in its own log span.
+/// A function's (or the dev server's) service: its `routes`, `GET /health`, a problem+json
+/// 404 for anything else and 405 for a wrong method, each request in its own log span.
 pub fn service(routes: Router<App>, app: App) -> Router {
     routes
         .route("/health", get(health::handler))
         .fallback(not_found)
+        // After every route: it applies to the routes registered before it.
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(trace_request))
         .with_state(app)
 }
@@ -199,4 +201,11 @@ impl<T> Submission<Reply<T>> {
 
 async fn not_found() -> Response {
     Rejection::NotFound("no such route".into()).into_response()
+}
+
+async fn method_not_allowed(method: Method) -> Response {
+    Rejection::MethodNotAllowed(format!(
+        "{method} is not allowed here; see the Allow header"
+    ))
+    .into_response()
 }

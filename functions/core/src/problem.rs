@@ -44,6 +44,8 @@ pub enum Rejection {
     /// The key's first request is still running (past the bounded wait).
     IdempotencyInProgress,
     NotFound(String),
+    /// The route exists, the method does not (axum keeps the `Allow` header).
+    MethodNotAllowed(String),
     InvalidJobId(String),
     InvalidBody(String),
     PayloadTooLarge(String),
@@ -75,6 +77,7 @@ impl Rejection {
             Self::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
             Self::RateLimited(_) | Self::TooManyActiveJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidSignature | Self::StaleTimestamp | Self::NonceReused => {
@@ -108,6 +111,7 @@ impl Rejection {
             Self::IdempotencyKeyReused(_) => "idempotency_key_reused",
             Self::IdempotencyInProgress => "idempotency_in_progress",
             Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::InvalidJobId(_) => "invalid_job_id",
             Self::InvalidBody(_) => "invalid_body",
             Self::PayloadTooLarge(_) => "payload_too_large",
@@ -139,6 +143,7 @@ impl Rejection {
             Self::IdempotencyKeyReused(_) => "Idempotency key reused",
             Self::IdempotencyInProgress => "Request in progress",
             Self::NotFound(_) => "Not found",
+            Self::MethodNotAllowed(_) => "Method not allowed",
             Self::InvalidJobId(_) => "Invalid job id",
             Self::InvalidBody(_) => "Invalid body",
             Self::PayloadTooLarge(_) => "Payload too large",
@@ -164,6 +169,7 @@ impl Rejection {
             | Self::InvalidIdempotencyKey(d)
             | Self::IdempotencyKeyReused(d)
             | Self::NotFound(d)
+            | Self::MethodNotAllowed(d)
             | Self::InvalidJobId(d)
             | Self::InvalidBody(d)
             | Self::PayloadTooLarge(d)

@@ -299,7 +299,8 @@ async fn the_stage_is_not_part_of_the_path_and_other_paths_are_404() {
 }
 
 /// `ROUTES` (which openapi.yaml is held to) against the router the dev server serves: each
-/// path answers a wrong method with 405 naming the listed one in `Allow`. No handler runs.
+/// path answers a wrong method with a problem+json 405 naming the listed one in `Allow`. No
+/// handler runs.
 #[tokio::test]
 async fn every_listed_route_is_served() {
     let limiter = Arc::new(RecordingLimiter::default());
@@ -319,11 +320,22 @@ async fn every_listed_route_is_served() {
             StatusCode::METHOD_NOT_ALLOWED,
             "{method} {path}"
         );
-        let allow = header(&response, header::ALLOW.as_str());
+        let allow = header(&response, header::ALLOW.as_str()).to_owned();
         assert!(
             allow.split(',').any(|m| m.trim() == *method),
             "{method} {path}: Allow: {allow}"
         );
+        assert_eq!(
+            header(&response, "content-type"),
+            "application/problem+json",
+            "{method} {path}"
+        );
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["code"], "method_not_allowed", "{method} {path}");
+        assert_eq!(body["status"], 405, "{method} {path}");
     }
     assert!(limiter.asked().is_empty());
 }
