@@ -6,19 +6,40 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::idempotency::Reply;
 use crate::problem::Rejection;
+use crate::skins::upload::PresignedUpload;
 
 pub const NAMESPACE: &str = "osurender";
 
-/// One admission decision (`render`, skin uploads): the `Decision` dimension is `admitted` or
-/// the rejection's `code`, a bounded set, so each pair is one CloudWatch metric.
-pub fn admission<T>(endpoint: &str, outcome: &Result<T, Rejection>, latency: Duration) {
+/// One admission decision (`render`, skin uploads): the `Decision` dimension is `admitted`,
+/// `replayed` (an Idempotency-Key retry answered with its first response: nothing new was
+/// admitted) or the rejection's `code`, a bounded set, so each pair is one CloudWatch metric.
+pub fn admission<T: Accepted>(endpoint: &str, outcome: &Result<T, Rejection>, latency: Duration) {
     let decision = match outcome {
-        Ok(_) => "admitted",
+        Ok(accepted) => accepted.decision(),
         Err(rejection) => rejection.code(),
     };
     emit(&admission_line(endpoint, decision, latency, now_millis()));
 }
+
+/// What an accepted request made, as the `Decision` dimension names it.
+pub trait Accepted {
+    fn decision(&self) -> &'static str {
+        "admitted"
+    }
+}
+
+impl<T> Accepted for Reply<T> {
+    fn decision(&self) -> &'static str {
+        match self {
+            Reply::Fresh(_) => "admitted",
+            Reply::Replayed(_) => "replayed",
+        }
+    }
+}
+
+impl Accepted for PresignedUpload {}
 
 /// The events one outbox sweep gave up on (the `OutboxFailedAlarm` watches this), by function.
 pub fn outbox_failed(count: u64) {
@@ -107,6 +128,17 @@ mod tests {
         );
         // One line: CloudWatch reads EMF line by line.
         assert!(!line.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn a_replayed_retry_is_not_counted_as_admitted() {
+        let replayed = Reply::<()>::Replayed(crate::idempotency::StoredResponse {
+            status: 202,
+            location: None,
+            body: json!({}),
+        });
+        assert_eq!(Reply::Fresh(()).decision(), "admitted");
+        assert_eq!(replayed.decision(), "replayed");
     }
 
     #[test]
