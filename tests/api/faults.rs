@@ -44,6 +44,22 @@ impl TestApp {
         response
     }
 
+    /// Healed, the service admits again, and the fault lost or half-did nothing.
+    async fn admits_again_with_nothing_lost(&self, client_ip: &str) {
+        assert_eq!(
+            self.bounded_render(client_ip).await.status(),
+            StatusCode::ACCEPTED
+        );
+        self.assert_nothing_lost().await;
+    }
+
+    /// After any fault: the state invariants hold, and every event is delivered once the
+    /// services are back.
+    async fn assert_nothing_lost(&self) {
+        self.assert_consistent().await;
+        self.assert_every_event_delivered().await;
+    }
+
     /// The state invariants that must hold after any fault.
     async fn assert_consistent(&self) {
         let objects: HashSet<String> = self.replay_objects().await.into_iter().collect();
@@ -134,10 +150,7 @@ async fn postgres_refusing_connections_is_a_bounded_503_then_recovers() {
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
 
     proxies.postgres.set_fault(Fault::None);
-    let back = app.bounded_render("203.0.113.9").await;
-    assert_eq!(back.status(), StatusCode::ACCEPTED);
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.admits_again_with_nothing_lost("203.0.113.9").await;
 }
 
 #[tokio::test]
@@ -153,12 +166,7 @@ async fn postgres_slower_than_the_timeout_is_a_bounded_503() {
     unavailable(response, "database_unavailable").await;
 
     proxies.postgres.set_fault(Fault::None);
-    assert_eq!(
-        app.bounded_render("203.0.113.22").await.status(),
-        StatusCode::ACCEPTED
-    );
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.admits_again_with_nothing_lost("203.0.113.22").await;
 }
 
 #[tokio::test]
@@ -173,12 +181,7 @@ async fn postgres_swallowing_traffic_is_a_bounded_503() {
     unavailable(response, "database_unavailable").await;
 
     postgres_fault(&proxies, Fault::None);
-    assert_eq!(
-        app.bounded_render("203.0.113.32").await.status(),
-        StatusCode::ACCEPTED
-    );
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.admits_again_with_nothing_lost("203.0.113.32").await;
 }
 
 /// Connections cut after every byte count from 0 up through a whole admission: wherever the
@@ -217,8 +220,7 @@ async fn postgres_cut_anywhere_in_an_admission_leaves_no_half_state() {
             "accepted job {job} lost"
         );
     }
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.assert_nothing_lost().await;
 }
 
 /// Concurrent admissions while the database connections are cut under them: afterwards the
@@ -251,8 +253,7 @@ async fn postgres_cut_during_a_storm_leaves_no_half_state() {
         jobs >= accepted && jobs <= 10,
         "{accepted} accepted, {jobs} jobs"
     );
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.assert_nothing_lost().await;
 }
 
 /// The AWS stand-in refusing, slow or silent: the first AWS call of an admission is the
@@ -272,12 +273,7 @@ async fn aws_refused_slow_or_silent_is_a_bounded_503() {
     proxies.aws.set_fault(Fault::None);
     proxies.aws.cut_connections();
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
-    assert_eq!(
-        app.bounded_render("203.0.113.49").await.status(),
-        StatusCode::ACCEPTED
-    );
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.admits_again_with_nothing_lost("203.0.113.49").await;
 }
 
 /// AWS cut after every byte count through an admission (limiter, replay upload, queue publish):
@@ -315,6 +311,5 @@ async fn aws_cut_anywhere_in_an_admission_loses_no_event() {
         statuses.iter().any(|s| *s != StatusCode::ACCEPTED),
         "{statuses:?}"
     );
-    app.assert_consistent().await;
-    app.assert_every_event_delivered().await;
+    app.assert_nothing_lost().await;
 }

@@ -181,6 +181,17 @@ impl TestApp {
         self.db.query_one(sql, &[]).await.unwrap().get(0)
     }
 
+    /// The client keys the jobs were recorded under, sorted.
+    pub async fn job_client_keys(&self) -> Vec<String> {
+        self.db
+            .query("SELECT DISTINCT client_ip FROM jobs ORDER BY 1", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+
     pub async fn replay_objects(&self) -> Vec<String> {
         let listed = self
             .s3

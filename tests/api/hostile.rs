@@ -229,13 +229,7 @@ async fn spoofed_forwarding_headers_do_not_choose_the_client() {
             "{headers:?}"
         );
     }
-    let keys = app
-        .db
-        .query("SELECT DISTINCT client_ip FROM jobs", &[])
-        .await
-        .unwrap();
-    assert_eq!(keys.len(), 1);
-    assert_eq!(keys[0].get::<_, String>(0), "127.0.0.1");
+    assert_eq!(app.job_client_keys().await, ["127.0.0.1"]);
 }
 
 /// Forged, tampered, re-targeted and replayed worker reports: all 401, the job unmoved.

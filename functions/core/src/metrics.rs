@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 
 use crate::idempotency::Reply;
 use crate::problem::Rejection;
-use crate::skins::upload::PresignedUpload;
 
 pub const NAMESPACE: &str = "osurender";
 
@@ -38,8 +37,6 @@ impl<T> Accepted for Reply<T> {
         }
     }
 }
-
-impl Accepted for PresignedUpload {}
 
 /// The events one outbox sweep gave up on (the `OutboxFailedAlarm` watches this), by function.
 pub fn outbox_failed(count: u64) {

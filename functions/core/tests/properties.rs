@@ -8,13 +8,14 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::io::Write;
 
-use liblzma::stream::{LzmaOptions, Stream};
-use liblzma::write::XzEncoder;
 use osurender_core::limiter::RateLimit;
 use osurender_core::replay::{inspect, ReplayError, ReplayLimits};
 use proptest::prelude::*;
+
+#[path = "support/osr.rs"]
+mod osr;
+use osr::{fixture, lzma_alone, osr_string};
 
 /// Counts the Rust heap of the current thread, so a property can bound what one call
 /// allocates while other tests run on other threads. liblzma's own allocations (the LZMA
@@ -70,30 +71,6 @@ fn small_limits() -> ReplayLimits {
 /// (tens of KiB) and nothing grows with the replay, so a generous constant bound suffices.
 const MAX_RUST_HEAP_BYTES: usize = 1024 * 1024;
 
-fn osr_string(text: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x0b];
-    let mut len = text.len();
-    loop {
-        let byte = (len & 0x7f) as u8;
-        len >>= 7;
-        if len == 0 {
-            out.push(byte);
-            break;
-        }
-        out.push(byte | 0x80);
-    }
-    out.extend_from_slice(text);
-    out
-}
-
-fn lzma_alone(text: &[u8]) -> Vec<u8> {
-    let options = LzmaOptions::new_preset(0).expect("preset");
-    let stream = Stream::new_lzma_encoder(&options).expect("encoder");
-    let mut encoder = XzEncoder::new_stream(Vec::new(), stream);
-    encoder.write_all(text).expect("compress");
-    encoder.finish().expect("compress")
-}
-
 /// An osu!standard replay with generated names and frames, laid out as osu! writes it.
 fn build_replay(player: &str, score: u32, frames: &[(u16, i16, i16, u8)]) -> Vec<u8> {
     let text: String = frames
@@ -126,13 +103,6 @@ fn frames() -> impl Strategy<Value = Vec<(u16, i16, i16, u8)>> {
 fn valid_replay() -> impl Strategy<Value = Vec<u8>> {
     ("[a-zA-Z0-9 _ü名]{0,16}", any::<u32>(), frames())
         .prop_map(|(player, score, frames)| build_replay(&player, score, &frames))
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/replays")
-        .join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 proptest! {

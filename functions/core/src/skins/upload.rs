@@ -35,6 +35,7 @@ use crate::domain::{ClientKey, FieldError, SkinName};
 use crate::form::{FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin, IdempotencyKey, Reply, StoredResponse};
 use crate::limiter::RateLimit;
+use crate::metrics;
 use crate::problem::Rejection;
 use crate::replays::StorageError;
 
@@ -299,6 +300,8 @@ pub struct PresignedUpload {
     pub expires_at: DateTime<Utc>,
     pub max_bytes: u64,
 }
+
+impl metrics::Accepted for PresignedUpload {}
 
 /// The presigned path's admission: the request (400), the size (413, 422), the name (422), the
 /// v1 rate limit (429), the name free now (409; `ingest` claims it for real), then a POST
