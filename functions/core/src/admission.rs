@@ -20,13 +20,14 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
+use crate::deadline;
 use crate::domain::{ClientKey, FieldError, JobId, RenderOptions};
 use crate::estimate::Defaults;
 use crate::form::{self, Form, FormError, FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin, Claim, IdempotencyKey, Reply, StoredResponse};
-use crate::jobs::{CapacityLimits, Load, NewJob, NoRoom, Occupancy};
+use crate::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
 use crate::limiter::{RateDecision, RateLimit};
-use crate::outbox;
+use crate::outbox::{self, OutboxEvent};
 use crate::problem::Rejection;
 use crate::replay::{self, GameMode, ReplayLimits};
 
@@ -82,7 +83,8 @@ where
         Err(rejection) => return Submission::refused(rejection),
     };
     let request_hash = render_request_hash(&replay, &options);
-    let claim = key.map(|key| Claim::new(client, RENDER_ENDPOINT, key));
+    let deadline = app.config.request_deadline;
+    let claim = key.map(|key| Claim::new(client, RENDER_ENDPOINT, key, deadline));
     let looked = claim_and_look(app, client, &replay, claim.clone(), &request_hash).await;
     let submission = match looked {
         Ok(Looked::Replay(response)) => return Submission::replayed(response),
@@ -90,9 +92,13 @@ where
         Err(rejection) => Submission::refused(rejection),
     };
     // Only successes are kept: a refused request's repeat runs afresh. (A claim this request
-    // never made is not released: the statement matches this request's token only.)
-    if let (Some(claim), Err(_)) = (&claim, &submission.outcome) {
-        idempotency::release(app, claim).await;
+    // never made is not released: the statement matches this request's token only.) A request
+    // whose admission may have committed keeps its claim: a retry with the key then finds the
+    // job, or takes the claim over once it is stale (and admit_job refuses the old request).
+    if let (Some(claim), Err(rejection)) = (&claim, &submission.outcome) {
+        if *rejection != Rejection::AdmissionUnknown {
+            idempotency::release(app, claim).await;
+        }
     }
     submission.fresh()
 }
@@ -349,10 +355,12 @@ pub(crate) async fn check_rate_limit(
 
 /// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
 /// replay is stored under the new job's id, and only then is the job admitted, with the locked
-/// re-checks, in one statement. So a job row is never visible without its replay (invariant 3);
-/// a refused re-check deletes the object again, and a crash leaves at most an unreferenced
-/// object for the bucket's lifecycle rule. Once committed, the job's event is published at
-/// once (the fast path); whatever happens to that, the outbox sweep delivers it.
+/// re-checks, in one statement. So a job row is never visible without its replay (invariant 3).
+/// The object is deleted again only when the job is known not to exist: a refused re-check, or
+/// an unknown outcome resolved as abandoned. An outcome that stays unknown keeps it (a crash
+/// too): at worst an unreferenced object, which the bucket's lifecycle rule removes. Once
+/// committed, the job's event is published at once (the fast path); whatever happens to that,
+/// the outbox sweep delivers it.
 async fn enqueue(
     app: &App,
     client: &ClientKey,
@@ -375,23 +383,67 @@ async fn enqueue(
         completes: claim.map(|claim| (claim, admitted_response(id))),
     };
     store_replay(app, &job, replay).await?;
-    let admitted = app.jobs.admit(&job, &limits).await;
-    match admitted {
-        Ok(Ok(event)) => {
+    let refusal = match admit_or_resolve(app, &job, &limits).await {
+        Ok(event) => {
             outbox::publish_admitted(app, &event).await;
-            Ok(job.id)
+            return Ok(job.id);
         }
-        Ok(Err(no_room)) => {
-            discard_replay(app, &job).await;
-            Err(no_room_rejection(app, client, no_room, &limits).await)
-        }
+        Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
+        Err(NotAdmitted::NoRoom(no_room)) => no_room_rejection(app, client, no_room, &limits).await,
+        Err(NotAdmitted::ClaimLost) => Rejection::IdempotencyInProgress,
+        Err(NotAdmitted::Failed) => Rejection::DatabaseUnavailable,
+    };
+    discard_replay(app, &job).await;
+    Err(refusal)
+}
+
+/// Why `admit_or_resolve` admitted nothing.
+enum NotAdmitted {
+    NoRoom(NoRoom),
+    ClaimLost,
+    /// The database failed and nothing was applied (or the job was fenced).
+    Failed,
+    /// Whether the job was committed could not be learned in time.
+    Unknown,
+}
+
+/// Step 9's statement, and the truth about it when no answer came: a late answer after a
+/// commit, or a connection lost mid-statement, is resolved on a fresh connection (the job, or
+/// a fence that makes the statement refuse if it runs later). The statement runs with a reserve
+/// of the request's deadline kept for that.
+async fn admit_or_resolve(
+    app: &App,
+    job: &NewJob,
+    limits: &CapacityLimits,
+) -> Result<OutboxEvent, NotAdmitted> {
+    let reserve = app
+        .config
+        .db_timeout
+        .min(app.config.request_deadline / RESOLVE_SHARE_OF_DEADLINE);
+    let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
+        Ok(Admission::Admitted(event)) => return Ok(event),
+        Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
+        Ok(Admission::ClaimLost) => return Err(NotAdmitted::ClaimLost),
+        Ok(Admission::Abandoned) => return Err(NotAdmitted::Failed),
+        Err(error) => error,
+    };
+    if !error.outcome_unknown() {
+        tracing::error!(%error, job_id = %job.id, "admission transaction failed");
+        return Err(NotAdmitted::Failed);
+    }
+    tracing::warn!(%error, job_id = %job.id, "admission outcome unknown; resolving it");
+    match app.jobs.resolve(job).await {
+        Ok(Resolved::Admitted(event)) => Ok(event),
+        Ok(Resolved::Abandoned) => Err(NotAdmitted::Failed),
         Err(error) => {
-            tracing::error!(%error, job_id = %job.id, "admission transaction failed");
-            discard_replay(app, &job).await;
-            Err(Rejection::DatabaseUnavailable)
+            tracing::error!(%error, job_id = %job.id, "admission outcome unresolved; replay kept");
+            Err(NotAdmitted::Unknown)
         }
     }
 }
+
+/// The part of a request's deadline at most kept for resolving an unknown admission.
+const RESOLVE_SHARE_OF_DEADLINE: u32 = 3;
 
 fn capacity_limits(app: &App) -> CapacityLimits {
     CapacityLimits {

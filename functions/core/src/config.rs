@@ -15,6 +15,9 @@ pub struct Config {
     pub db_pool_size: usize,
     /// Bound on connecting and on each statement, below the function's timeout.
     pub db_timeout: Duration,
+    /// Every request is answered within this (deadline.rs); on Lambda also before the
+    /// invocation's own deadline, less a margin.
+    pub request_deadline: Duration,
     pub listen: SocketAddr,
     pub rate_limit_table: String,
     pub rate_limit_fail_open: bool,
@@ -113,6 +116,7 @@ impl Config {
                 .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/osurender".into()),
             db_pool_size: env.parse("DB_POOL_SIZE", 2)?,
             db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
+            request_deadline: Duration::from_millis(env.parse("REQUEST_DEADLINE_MS", 10_000)?),
             listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
             rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
             rate_limit_fail_open: env.parse("RATE_LIMIT_FAIL_OPEN", false)?,

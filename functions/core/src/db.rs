@@ -9,34 +9,81 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
+use crate::deadline;
+
 mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
 
+/// A store call that failed, and whether what it asked for may still have happened.
 #[derive(Debug, thiserror::Error)]
-#[error("database unavailable: {0}")]
-pub struct DbError(pub String);
+#[error("database unavailable: {message}")]
+pub struct DbError {
+    message: String,
+    outcome: Outcome,
+}
+
+/// What a failed call did to the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing: the statement was never sent, or the server answered with an error (which
+    /// rolls the statement's transaction back).
+    NotApplied,
+    /// Unknown: the statement was sent and no answer came (a timeout, a connection lost, an
+    /// answer cut mid-way). It may have committed, or still be running.
+    Unknown,
+}
+
+impl DbError {
+    /// A failure that changed nothing (a configuration or connection error, a refusal).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            outcome: Outcome::NotApplied,
+        }
+    }
+
+    /// A failure after the statement was sent: it may have been applied.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            outcome: Outcome::Unknown,
+        }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// Whether a write may have been applied although it failed: then nothing it refers to
+    /// may be undone until the outcome is known.
+    pub fn outcome_unknown(&self) -> bool {
+        self.outcome == Outcome::Unknown
+    }
+}
 
 impl From<tokio_postgres::Error> for DbError {
     fn from(error: tokio_postgres::Error) -> Self {
         // The server's message ("canceling statement due to lock timeout", …) is in the source.
         match error.as_db_error() {
-            Some(db) => Self(format!("{}: {}", db.code().code(), db.message())),
-            None => Self(error.to_string()),
+            Some(db) => Self::new(format!("{}: {}", db.code().code(), db.message())),
+            // Closed, I/O, or an answer that could not be read: the statement may have run.
+            None => Self::unknown(error.to_string()),
         }
     }
 }
 
 impl From<deadpool_postgres::PoolError> for DbError {
+    /// Checking a connection out sends no statement.
     fn from(error: deadpool_postgres::PoolError) -> Self {
-        Self(error.to_string())
+        Self::new(error.to_string())
     }
 }
 
 /// `DATABASE_URL`'s connection settings.
 pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, DbError> {
     tokio_postgres::Config::from_str(database_url)
-        .map_err(|e| DbError(format!("DATABASE_URL: {e}")))
+        .map_err(|e| DbError::new(format!("DATABASE_URL: {e}")))
 }
 
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
@@ -61,15 +108,17 @@ pub fn pool(
         .create_timeout(Some(timeout))
         .recycle_timeout(Some(timeout))
         .build()
-        .map_err(|e| DbError(e.to_string()))
+        .map_err(|e| DbError::new(e.to_string()))
 }
 
 /// A pooled connection whose every statement is answered within the pool's timeout
-/// (`DB_TIMEOUT_MS`) or abandoned. Postgres' own `statement_timeout` would need a startup
-/// option or a session `SET`, which RDS Proxy pins; so the bound is kept here, client side.
-/// A connection that missed it is in an unknown state (the link may be dead, or the statement
-/// still running), so it is closed rather than returned to the pool; the server then ends the
-/// statement's transaction, and its transaction-scoped locks with it.
+/// (`DB_TIMEOUT_MS`, less if the request's deadline comes sooner) or abandoned. Postgres' own
+/// `statement_timeout` would need a startup option or a session `SET`, which RDS Proxy pins;
+/// so the bound is kept here, client side. A connection that missed it is in an unknown state
+/// (the link may be dead, or the statement still running), so it is closed rather than
+/// returned to the pool. Closing does not undo the statement: one the server has received may
+/// still commit (Postgres notices a vanished client only when it next writes to it), so a
+/// missed answer is an unknown outcome (`Outcome::Unknown`), never a refusal.
 pub struct Conn {
     object: Option<Object>,
     limit: Duration,
@@ -78,7 +127,9 @@ pub struct Conn {
 
 /// Checks a connection out of `pool` (within its wait and create timeouts).
 pub async fn checkout(pool: &Pool) -> Result<Conn, DbError> {
-    let object = pool.get().await?;
+    let object = deadline::within(pool.get())
+        .await
+        .map_err(|expired| DbError::new(expired.to_string()))??;
     let limit = pool.timeouts().wait.unwrap_or(DEFAULT_STATEMENT_LIMIT);
     Ok(Conn {
         object: Some(object),
@@ -99,13 +150,14 @@ impl Conn {
         &self,
         statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, DbError> {
-        match tokio::time::timeout(self.limit, statement).await {
+        let limit = deadline::limit(self.limit);
+        match tokio::time::timeout(limit, statement).await {
             Ok(result) => result.map_err(DbError::from),
             Err(_) => {
                 self.timed_out.store(true, Ordering::Relaxed);
-                Err(DbError(format!(
+                Err(DbError::unknown(format!(
                     "no answer within {} ms",
-                    self.limit.as_millis()
+                    limit.as_millis()
                 )))
             }
         }
@@ -147,7 +199,7 @@ pub async fn migrate(pool: &Pool) -> Result<Vec<String>, DbError> {
     let report = embedded::migrations::runner()
         .run_async(client)
         .await
-        .map_err(|e| DbError(format!("migration failed: {e}")))?;
+        .map_err(|e| DbError::new(format!("migration failed: {e}")))?;
     Ok(report
         .applied_migrations()
         .iter()

@@ -6,7 +6,7 @@ use std::time::Instant;
 use axum::body::{Body, BodyDataStream};
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,7 +19,7 @@ use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey, JobI
 use crate::idempotency::{Reply, KEY_HEADER};
 use crate::problem::{rate_limit_headers, Rejection};
 use crate::webhook::Verifier;
-use crate::{health, job_status, metrics, skins, webhook};
+use crate::{deadline, health, job_status, metrics, skins, webhook};
 
 /// Every public route as (method, path): what `openapi.yaml` describes and `all_routes`
 /// serves; a test holds all three to the same list.
@@ -70,16 +70,57 @@ impl App {
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
+/// The latest instant a request may be answered at, set by the platform adapter (on Lambda:
+/// the invocation's deadline less a margin); the configured `REQUEST_DEADLINE_MS` applies too.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerBy(pub tokio::time::Instant);
+
 /// A function's (or the dev server's) service: its `routes`, `GET /health`, a problem+json
-/// 404 for anything else and 405 for a wrong method, each request in its own log span.
+/// 404 for anything else and 405 for a wrong method, each request in its own log span, under
+/// its deadline, and never stored by a cache.
 pub fn service(routes: Router<App>, app: App) -> Router {
     routes
         .route("/health", get(health::handler))
         .fallback(not_found)
         // After every route: it applies to the routes registered before it.
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(app.clone(), within_deadline))
+        .layer(middleware::from_fn(no_store))
         .layer(middleware::from_fn(trace_request))
         .with_state(app)
+}
+
+/// How long past its deadline a request's handler may run before it is abandoned. Every
+/// backing call is bounded by the deadline already, so this only ever catches a bug; it stays
+/// short so that the answer still comes before the platform's own timeout.
+const ABANDON_AFTER_DEADLINE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs the request under its deadline (deadline.rs). A handler still running shortly past it
+/// is abandoned with a 503: dropping it is no worse than the platform's kill it forestalls, and
+/// nothing a handler does leaves a committed write without what it refers to.
+async fn within_deadline(State(app): State<App>, request: Request, next: Next) -> Response {
+    let configured = tokio::time::Instant::now() + app.config.request_deadline;
+    let deadline = request
+        .extensions()
+        .get::<AnswerBy>()
+        .map_or(configured, |by| by.0.min(configured));
+    let handler = tokio::time::timeout_at(deadline + ABANDON_AFTER_DEADLINE, next.run(request));
+    match deadline::run(deadline, handler).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!("request abandoned past its deadline");
+            Rejection::DeadlineExceeded.into_response()
+        }
+    }
+}
+
+/// Every answer is about one moment's state (a job, a limit, a refusal): no cache may keep it.
+async fn no_store(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Every route on one router: the dev server's (on AWS each function serves its own part).

@@ -22,6 +22,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 use crate::app::App;
 use crate::db::{self, DbError};
+use crate::deadline;
 use crate::domain::ClientKey;
 use crate::problem::Rejection;
 
@@ -30,12 +31,17 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// How long a key answers with its first response.
 pub const KEY_TTL: Duration = Duration::from_secs(24 * 3600);
-/// A claim this old whose request never finished (its function died) may be taken over: far
-/// longer than any request may run.
-const CLAIM_STALE_AFTER: Duration = Duration::from_secs(120);
+/// A claim whose request never finished (its process died) may be taken over once it is this
+/// many request deadlines old: its request has been answered or abandoned long before. Taking
+/// it over is safe even if its statement is still in flight: admit_job completes only a claim
+/// that is still its own (`claim_lost`).
+const CLAIM_STALE_AFTER_DEADLINES: u32 = 2;
 /// How long a concurrent retry waits for the first request's outcome: an admission takes well
-/// under a second; past this the retry is told to come back (409, `Retry-After: 1`).
+/// under a second; past this (or close to the retry's own deadline) the retry is told to come
+/// back (409, `Retry-After: 1`).
 const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
+/// Kept of the retry's deadline after its wait, for the last look and the answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 const MAX_KEY_LEN: usize = 255;
 
@@ -115,6 +121,8 @@ pub struct Claim {
     pub endpoint: &'static str,
     pub key: IdempotencyKey,
     pub token: uuid::Uuid,
+    /// When another request may take the claim over if it is still in progress.
+    pub stale_after: Duration,
 }
 
 /// The state of a key someone else holds.
@@ -207,7 +215,7 @@ pub(crate) async fn try_claim(
         (&hash, Type::BYTEA),
         (&claim.token, Type::UUID),
         (&millis(KEY_TTL), Type::INT8),
-        (&millis(CLAIM_STALE_AFTER), Type::INT8),
+        (&millis(claim.stale_after), Type::INT8),
     ];
     Ok(!conn.query_typed(CLAIM_SQL, &params).await?.is_empty())
 }
@@ -245,7 +253,7 @@ impl IdempotencyStore for PgIdempotencyStore {
             ("completed", Some(response)) => Held::Completed {
                 request_hash,
                 response: serde_json::from_value(response)
-                    .map_err(|e| DbError(format!("stored response: {e}")))?,
+                    .map_err(|e| DbError::new(format!("stored response: {e}")))?,
             },
             _ => Held::InProgress { request_hash },
         }))
@@ -293,13 +301,19 @@ pub enum Begin {
 }
 
 impl Claim {
-    /// A fresh claim on `key`, not yet made.
-    pub fn new(client: &ClientKey, endpoint: &'static str, key: IdempotencyKey) -> Self {
+    /// A fresh claim on `key`, not yet made, by a request answered within `request_deadline`.
+    pub fn new(
+        client: &ClientKey,
+        endpoint: &'static str,
+        key: IdempotencyKey,
+        request_deadline: Duration,
+    ) -> Self {
         Self {
             client: client.clone(),
             endpoint,
             key,
             token: uuid::Uuid::new_v4(),
+            stale_after: request_deadline * CLAIM_STALE_AFTER_DEADLINES,
         }
     }
 }
@@ -316,7 +330,7 @@ pub async fn begin(
     let Some(key) = key else {
         return Ok(Begin::Run(None));
     };
-    let claim = Claim::new(client, endpoint, key);
+    let claim = Claim::new(client, endpoint, key, app.config.request_deadline);
     match app.idempotency.claim(&claim, request_hash).await {
         Ok(Ok(())) => Ok(Begin::Run(Some(claim))),
         Ok(Err(held)) => settle(app, claim, request_hash, held).await,
@@ -332,7 +346,8 @@ pub async fn settle(
     request_hash: &[u8; 32],
     mut held: Option<Held>,
 ) -> Result<Begin, Rejection> {
-    let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+    let wait = deadline::limit(IN_PROGRESS_WAIT).saturating_sub(ANSWER_MARGIN);
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
         match held {
             Some(

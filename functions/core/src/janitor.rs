@@ -28,6 +28,8 @@ pub struct JanitorReport {
     pub nonces_pruned: u64,
     /// Idempotency keys past their day: deleted.
     pub idempotency_keys_pruned: u64,
+    /// Fences of resolved admissions past their day: deleted.
+    pub admission_fences_pruned: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, DbError> {
@@ -43,6 +45,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, DbError> {
             .await?,
         nonces_pruned: app.jobs.prune_nonces().await?,
         idempotency_keys_pruned: app.idempotency.prune().await?,
+        admission_fences_pruned: app.jobs.prune_fences().await?,
     };
     if report != JanitorReport::default() {
         tracing::info!(?report, "janitor run");

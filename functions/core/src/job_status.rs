@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_s3::presigning::PresigningConfig;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -69,7 +69,7 @@ async fn get_job(
         Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
         Err(error) => Err(unavailable(error)),
     };
-    uncached(Submission { outcome, rate }.respond(|view| Json(view).into_response()))
+    Submission { outcome, rate }.respond(|view| Json(view).into_response())
 }
 
 /// `GET /v1/jobs` query parameters; anything else is ignored.
@@ -146,7 +146,7 @@ async fn list_jobs(
         }
         Err(error) => Err(unavailable(error)),
     };
-    uncached(Submission { outcome, rate }.respond(|page| Json(page).into_response()))
+    Submission { outcome, rate }.respond(|page| Json(page).into_response())
 }
 
 /// Both reads count against one generous per-client window.
@@ -162,14 +162,6 @@ async fn limit_reads(
 fn unavailable(error: crate::db::DbError) -> Rejection {
     tracing::error!(%error, "job read failed");
     Rejection::DatabaseUnavailable
-}
-
-/// Statuses change and artifact URLs expire: nothing here may be served from a cache.
-fn uncached(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }
 
 /// A job as the API shows it.

@@ -33,6 +33,29 @@ pub enum NoRoom {
     TooManyActiveJobs,
 }
 
+/// How an admission came out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// Committed, with its outbox event for the caller to publish.
+    Admitted(OutboxEvent),
+    /// Refused by a re-check under the locks.
+    NoRoom(NoRoom),
+    /// The request's idempotency claim is no longer its own (released, or taken over as stale):
+    /// nothing was inserted, so the key never points at a job it did not make.
+    ClaimLost,
+    /// `resolve` gave this job up before the admission ran: nothing was inserted.
+    Abandoned,
+}
+
+/// What `resolve` found out about an admission whose answer never came.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// It committed: the job exists, with this outbox event.
+    Admitted(OutboxEvent),
+    /// It did not, and now never will: the job id is fenced.
+    Abandoned,
+}
+
 /// Active job counts, globally and of one client, and the client's active job of one replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Occupancy {
@@ -70,6 +93,17 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// This job's `render_job_created` event, as admission stored it under `id`.
+    fn event(&self, id: i64) -> OutboxEvent {
+        OutboxEvent {
+            id,
+            job_id: self.id,
+            event_type: RENDER_JOB_CREATED.to_owned(),
+            payload: self.event_payload(),
+            attempts: 1,
+        }
+    }
+
     /// The `render_job_created` payload the workers receive.
     fn event_payload(&self) -> serde_json::Value {
         serde_json::json!({
@@ -162,11 +196,11 @@ pub trait JobStore: Send + Sync {
     /// Locks, re-checks the duplicate and `limits` and inserts the job with its outbox event
     /// (completing its idempotency claim), atomically; the event comes back for the caller to
     /// publish.
-    async fn admit(
-        &self,
-        job: &NewJob,
-        limits: &CapacityLimits,
-    ) -> Result<Result<OutboxEvent, NoRoom>, DbError>;
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, DbError>;
+
+    /// Settles an `admit` of `job` whose outcome is unknown (no answer came): the job if it
+    /// was committed, else a fence that makes a late `admit` of it refuse. Final either way.
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, DbError>;
 
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError>;
 
@@ -192,6 +226,10 @@ pub trait JobStore: Send + Sync {
 
     /// Forgets the nonces whose reports could no longer be accepted. Returns how many.
     async fn prune_nonces(&self) -> Result<u64, DbError>;
+
+    /// Forgets, a bounded batch at a time, the fences of `resolve` older than any statement
+    /// can be in flight. Returns how many.
+    async fn prune_fences(&self) -> Result<u64, DbError>;
 }
 
 pub struct PgJobStore {
@@ -239,9 +277,12 @@ SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'),
   FROM jobs
  WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'";
 
-const ADMIT_SQL: &str = "\
-SELECT verdict, event_id, existing_job
-  FROM admit_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)";
+const ADMIT_SQL: &str = "SELECT verdict, event_id, existing_job FROM admit_job($1::jsonb)";
+
+/// The job's event comes back with the verdict, for the fast path to publish.
+const RESOLVE_SQL: &str = "\
+SELECT v.verdict, (SELECT o.id FROM outbox_events o WHERE o.job_id = $1 ORDER BY o.id LIMIT 1)
+  FROM resolve_admission($1, $2, $3) AS v(verdict)";
 
 /// The API's view of a job. The queue position counts the queued jobs created before it (ties
 /// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed.
@@ -304,8 +345,15 @@ UPDATE jobs
 
 const PRUNE_NONCES_SQL: &str = "DELETE FROM webhook_nonces WHERE expires_at < now()";
 
+/// A day, as the migration that made the fences says; a batch a run, by the age index.
+const PRUNE_FENCES_SQL: &str = "\
+DELETE FROM admission_fences
+ WHERE job_id IN (SELECT job_id FROM admission_fences
+                   WHERE created_at < now() - interval '1 day'
+                   ORDER BY created_at LIMIT 1000)";
+
 fn status_of(text: &str) -> Result<JobStatus, DbError> {
-    text.parse().map_err(DbError)
+    text.parse().map_err(DbError::unknown)
 }
 
 fn job_record(row: &Row) -> Result<JobRecord, DbError> {
@@ -349,7 +397,7 @@ impl JobStore for PgJobStore {
         let row = rows
             .into_iter()
             .next()
-            .ok_or_else(|| DbError("occupancy returned no row".into()))?;
+            .ok_or_else(|| DbError::new("occupancy returned no row"))?;
         let occupancy = Occupancy {
             queued: row.get(0),
             rendering: row.get(1),
@@ -369,7 +417,7 @@ impl JobStore for PgJobStore {
             )
             .await?
             .pop()
-            .ok_or_else(|| DbError("load returned no row".into()))?;
+            .ok_or_else(|| DbError::new("load returned no row"))?;
         Ok(Load {
             queued: row.get(0),
             oldest_active_age_secs: row.get(1),
@@ -380,64 +428,69 @@ impl JobStore for PgJobStore {
         })
     }
 
-    async fn admit(
-        &self,
-        job: &NewJob,
-        limits: &CapacityLimits,
-    ) -> Result<Result<OutboxEvent, NoRoom>, DbError> {
-        let config = serde_json::to_value(&job.options).expect("options serialize");
-        let payload = job.event_payload();
-        let id = job.id.as_uuid();
-        let client = job.client.as_str();
-        let hash = job.replay_sha256.as_slice();
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, DbError> {
         let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
-        let idem_endpoint = claim.map(|c| c.endpoint);
-        let idem_key = claim.map(|c| c.key.as_str());
-        let idem_token = claim.map(|c| c.token);
-        let idem_response = response.map(|r| serde_json::to_value(r).expect("responses serialize"));
-        let params: [(&(dyn ToSql + Sync), Type); 18] = [
-            (&id, Type::UUID),
-            (&client, Type::TEXT),
+        let args = serde_json::json!({
+            "id": job.id,
+            "client_ip": job.client.as_str(),
+            "client_lock": job.client.lock_id(),
+            "global_lock": global_capacity_lock(),
+            "skin": job.options.skin.as_str(),
+            "config": job.options,
+            "replay_key": job.replay_key,
+            "replay_sha256": hex::encode(job.replay_sha256),
+            "max_queued": limits.max_queued,
+            "max_rendering": limits.max_rendering,
+            "max_active_per_client": limits.max_active_per_client,
+            "lock_timeout_ms": self.lock_timeout_ms,
+            "event_payload": job.event_payload(),
+            "event_lease_ms": self.event_lease_ms,
+            "idem_endpoint": claim.map(|c| c.endpoint),
+            "idem_key": claim.map(|c| c.key.as_str()),
+            "idem_token": claim.map(|c| c.token),
+            "idem_response": response,
+        });
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(ADMIT_SQL, &[(&args, Type::JSONB)])
+            .await?
+            .pop()
+            .ok_or_else(|| DbError::unknown("admit_job returned no row"))?;
+        let verdict: &str = row.get(0);
+        Ok(match verdict {
+            "admitted" => Admission::Admitted(job.event(row.get(1))),
+            "duplicate" => {
+                let existing: uuid::Uuid = row.get(2);
+                Admission::NoRoom(NoRoom::Duplicate(existing.into()))
+            }
+            "queue_full" => Admission::NoRoom(NoRoom::QueueFull),
+            "render_capacity" => Admission::NoRoom(NoRoom::RenderCapacity),
+            "too_many_active_jobs" => Admission::NoRoom(NoRoom::TooManyActiveJobs),
+            "claim_lost" => Admission::ClaimLost,
+            "abandoned" => Admission::Abandoned,
+            other => return Err(DbError::unknown(format!("admit_job answered `{other}`"))),
+        })
+    }
+
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, DbError> {
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&job.id.as_uuid(), Type::UUID),
             (&job.client.lock_id(), Type::INT8),
-            (&global_capacity_lock(), Type::INT8),
-            (&job.options.skin.as_str(), Type::TEXT),
-            (&config, Type::JSONB),
-            (&job.replay_key, Type::TEXT),
-            (&limits.max_queued, Type::INT8),
-            (&limits.max_rendering, Type::INT8),
-            (&limits.max_active_per_client, Type::INT8),
             (&self.lock_timeout_ms, Type::INT8),
-            (&payload, Type::JSONB),
-            (&self.event_lease_ms, Type::INT8),
-            (&hash, Type::BYTEA),
-            (&idem_endpoint, Type::TEXT),
-            (&idem_key, Type::TEXT),
-            (&idem_token, Type::UUID),
-            (&idem_response, Type::JSONB),
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(ADMIT_SQL, &params)
+            .query_typed(RESOLVE_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError("admit_job returned no row".into()))?;
+            .ok_or_else(|| DbError::unknown("resolve_admission returned no row"))?;
         let verdict: &str = row.get(0);
-        match verdict {
-            "admitted" => Ok(Ok(OutboxEvent {
-                id: row.get(1),
-                job_id: job.id,
-                event_type: RENDER_JOB_CREATED.to_owned(),
-                payload,
-                attempts: 1,
-            })),
-            "duplicate" => {
-                let existing: uuid::Uuid = row.get(2);
-                Ok(Err(NoRoom::Duplicate(existing.into())))
-            }
-            "queue_full" => Ok(Err(NoRoom::QueueFull)),
-            "render_capacity" => Ok(Err(NoRoom::RenderCapacity)),
-            "too_many_active_jobs" => Ok(Err(NoRoom::TooManyActiveJobs)),
-            other => Err(DbError(format!("admit_job answered `{other}`"))),
+        match (verdict, row.get::<_, Option<i64>>(1)) {
+            ("admitted", Some(event_id)) => Ok(Resolved::Admitted(job.event(event_id))),
+            ("abandoned", _) => Ok(Resolved::Abandoned),
+            (other, _) => Err(DbError::unknown(format!(
+                "resolve_admission answered `{other}`"
+            ))),
         }
     }
 
@@ -472,7 +525,7 @@ impl JobStore for PgJobStore {
         let total = total
             .first()
             .map(|row| row.get(0))
-            .ok_or_else(|| DbError("count returned no row".into()))?;
+            .ok_or_else(|| DbError::new("count returned no row"))?;
         let jobs = page.iter().map(job_record).collect::<Result<_, _>>()?;
         Ok((jobs, total))
     }
@@ -507,7 +560,7 @@ impl JobStore for PgJobStore {
             .query_typed(TRANSITION_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError("transition returned no row".into()))?;
+            .ok_or_else(|| DbError::unknown("transition returned no row"))?;
         let fresh: bool = row.get(0);
         let moved: Option<&str> = row.get(1);
         let current: Option<&str> = row.get(3);
@@ -541,6 +594,11 @@ impl JobStore for PgJobStore {
     async fn prune_nonces(&self) -> Result<u64, DbError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn.execute_typed(PRUNE_NONCES_SQL, &[]).await?)
+    }
+
+    async fn prune_fences(&self) -> Result<u64, DbError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn.execute_typed(PRUNE_FENCES_SQL, &[]).await?)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod app;
 pub mod aws;
 pub mod config;
 pub mod db;
+pub mod deadline;
 pub mod domain;
 pub mod estimate;
 pub mod form;

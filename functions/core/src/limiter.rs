@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
+use crate::deadline;
 use crate::domain::ClientKey;
 
 /// A limit in SlowApi's syntax: `5/minute`, `5 per minute`, `10/5 minutes`, `100/day`.
@@ -142,7 +143,7 @@ impl RateLimiter for DynamoRateLimiter {
     ) -> Result<RateDecision, LimiterUnavailable> {
         let (start, end) = limit.window(now);
         let number = |n: u64| AttributeValue::N(n.to_string());
-        let outcome = self
+        let update = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -156,8 +157,10 @@ impl RateLimiter for DynamoRateLimiter {
             .expression_attribute_values(":expires", number(end + TTL_SLACK_SECS))
             .expression_attribute_values(":limit", number(limit.requests.into()))
             .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await;
+            .send();
+        let outcome = deadline::within(update)
+            .await
+            .map_err(|expired| LimiterUnavailable(expired.to_string()))?;
         match outcome {
             Ok(output) => {
                 let hits = output

@@ -60,6 +60,11 @@ pub enum Rejection {
     SkinStorageUnavailable,
     LimiterUnavailable,
     DatabaseUnavailable,
+    /// The job database did not answer whether the job was admitted, and it could not be
+    /// learned in time: the job may exist.
+    AdmissionUnknown,
+    /// The request's deadline (`REQUEST_DEADLINE_MS`) ran out before it could be answered.
+    DeadlineExceeded,
 }
 
 impl Rejection {
@@ -89,7 +94,9 @@ impl Rejection {
             | Self::RenderCapacity { .. }
             | Self::SkinStorageUnavailable
             | Self::LimiterUnavailable
-            | Self::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::DatabaseUnavailable
+            | Self::AdmissionUnknown
+            | Self::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -123,6 +130,8 @@ impl Rejection {
             Self::SkinStorageUnavailable => "storage_unavailable",
             Self::LimiterUnavailable => "limiter_unavailable",
             Self::DatabaseUnavailable => "database_unavailable",
+            Self::AdmissionUnknown => "admission_unknown",
+            Self::DeadlineExceeded => "deadline_exceeded",
         }
     }
 
@@ -155,6 +164,8 @@ impl Rejection {
             Self::SkinStorageUnavailable => "Storage unavailable",
             Self::LimiterUnavailable => "Rate limiter unavailable",
             Self::DatabaseUnavailable => "Database unavailable",
+            Self::AdmissionUnknown => "Admission outcome unknown",
+            Self::DeadlineExceeded => "Deadline exceeded",
         }
     }
 
@@ -204,6 +215,17 @@ impl Rejection {
             Self::SkinStorageUnavailable => "skin storage is unavailable; try again".into(),
             Self::LimiterUnavailable => "the rate limiter is unavailable; try again".into(),
             Self::DatabaseUnavailable => "the job database is unavailable; try again".into(),
+            Self::AdmissionUnknown => {
+                "the job database did not confirm the admission in time, and the job may exist: \
+                 retry with the same Idempotency-Key (it answers with the job if there is one), \
+                 or without one (a job that exists answers 409 duplicate_replay with its Location)"
+                    .into()
+            }
+            Self::DeadlineExceeded => {
+                "the request could not be finished in time; try again (with the same \
+                 Idempotency-Key, a retry finds a job this request may have made)"
+                    .into()
+            }
         }
     }
 
@@ -214,9 +236,11 @@ impl Rejection {
             | Self::RenderCapacity { retry_after }
             | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
             Self::IdempotencyInProgress => Some(RETRY_IN_PROGRESS_SECS),
-            Self::SkinStorageUnavailable | Self::LimiterUnavailable | Self::DatabaseUnavailable => {
-                Some(RETRY_UNAVAILABLE_SECS)
-            }
+            Self::SkinStorageUnavailable
+            | Self::LimiterUnavailable
+            | Self::DatabaseUnavailable
+            | Self::AdmissionUnknown
+            | Self::DeadlineExceeded => Some(RETRY_UNAVAILABLE_SECS),
             _ => None,
         }
     }

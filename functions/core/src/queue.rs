@@ -6,6 +6,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use futures_util::future::join_all;
 use tokio::sync::OnceCell;
 
+use crate::deadline;
 use crate::outbox::OutboxEvent;
 
 /// SQS takes at most ten entries per `SendMessageBatch`.
@@ -47,12 +48,10 @@ impl SqsRenderQueue {
     async fn url(&self) -> Result<&str, String> {
         self.url
             .get_or_try_init(|| async {
-                let found = self
-                    .client
-                    .get_queue_url()
-                    .queue_name(&self.name)
-                    .send()
+                let lookup = self.client.get_queue_url().queue_name(&self.name).send();
+                let found = deadline::within(lookup)
                     .await
+                    .map_err(|expired| expired.to_string())?
                     .map_err(|e| {
                         format!(
                             "looking up queue `{}`: {}",
@@ -76,13 +75,16 @@ impl SqsRenderQueue {
                 Err(error) => return all_failed(events, &format!("building the message: {error}")),
             }
         }
-        let sent = self
+        let send = self
             .client
             .send_message_batch()
             .queue_url(url)
             .set_entries(Some(entries))
-            .send()
-            .await;
+            .send();
+        let sent = match deadline::within(send).await {
+            Ok(sent) => sent,
+            Err(expired) => return all_failed(events, &expired.to_string()),
+        };
         match sent {
             Ok(output) => Published {
                 sent: output
@@ -155,11 +157,10 @@ impl EventPublisher for SqsRenderQueue {
 
     async fn check(&self) -> Result<(), String> {
         let url = self.url().await?;
-        self.client
-            .get_queue_attributes()
-            .queue_url(url)
-            .send()
+        let attributes = self.client.get_queue_attributes().queue_url(url).send();
+        deadline::within(attributes)
             .await
+            .map_err(|expired| expired.to_string())?
             .map(drop)
             .map_err(|e| DisplayErrorContext(e).to_string())
     }

@@ -4,6 +4,8 @@ use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
+use crate::deadline::{self, Expired};
+
 #[derive(Debug, thiserror::Error)]
 #[error("object storage failed: {0}")]
 pub struct StorageError(pub String);
@@ -28,6 +30,12 @@ impl S3ReplayStore {
     }
 }
 
+impl From<Expired> for StorageError {
+    fn from(expired: Expired) -> Self {
+        Self(expired.to_string())
+    }
+}
+
 pub(crate) fn storage_error<E: std::error::Error + 'static>(error: E) -> StorageError {
     StorageError(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
 }
@@ -35,25 +43,29 @@ pub(crate) fn storage_error<E: std::error::Error + 'static>(error: E) -> Storage
 #[async_trait]
 impl ReplayStore for S3ReplayStore {
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError> {
-        self.client
+        let put = self
+            .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type("application/octet-stream")
             .body(ByteStream::from(body))
-            .send()
-            .await
+            .send();
+        deadline::within(put)
+            .await?
             .map(drop)
             .map_err(storage_error)
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        self.client
+        let delete = self
+            .client
             .delete_object()
             .bucket(&self.bucket)
             .key(key)
-            .send()
-            .await
+            .send();
+        deadline::within(delete)
+            .await?
             .map(drop)
             .map_err(storage_error)
     }

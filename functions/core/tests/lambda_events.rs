@@ -22,11 +22,10 @@ use osurender_core::domain::{ClientKey, JobId};
 use osurender_core::http::{self, PeerAddr, ROUTES};
 use osurender_core::idempotency::Claim;
 use osurender_core::jobs::{
-    CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, NoRoom, Nonce, Occupancy,
-    Transition, TransitionOutcome,
+    Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, Nonce, Occupancy,
+    Resolved, Transition, TransitionOutcome,
 };
 use osurender_core::limiter::{LimiterUnavailable, RateDecision, RateLimit, RateLimiter};
-use osurender_core::outbox::OutboxEvent;
 use osurender_core::webhook::Verifier;
 use osurender_core::{job_status, lambda, App, Clients, Config};
 use serde_json::Value;
@@ -98,11 +97,10 @@ impl JobStore for EmptyJobs {
     async fn load(&self, _: &ClientKey) -> Result<Load, DbError> {
         Err(unreached())
     }
-    async fn admit(
-        &self,
-        _: &NewJob,
-        _: &CapacityLimits,
-    ) -> Result<Result<OutboxEvent, NoRoom>, DbError> {
+    async fn admit(&self, _: &NewJob, _: &CapacityLimits) -> Result<Admission, DbError> {
+        Err(unreached())
+    }
+    async fn resolve(&self, _: &NewJob) -> Result<Resolved, DbError> {
         Err(unreached())
     }
     async fn find(&self, _: JobId) -> Result<Option<JobRecord>, DbError> {
@@ -128,10 +126,13 @@ impl JobStore for EmptyJobs {
     async fn prune_nonces(&self) -> Result<u64, DbError> {
         Err(unreached())
     }
+    async fn prune_fences(&self) -> Result<u64, DbError> {
+        Err(unreached())
+    }
 }
 
 fn unreached() -> DbError {
-    DbError("not reached before the rate limit".into())
+    DbError::new("not reached before the rate limit")
 }
 
 /// An app whose limiter and job store are the fakes; the other adapters are real but never

@@ -26,7 +26,7 @@ impl DbEndpoint {
         let port = match env("DB_PORT") {
             Some(port) => Some(
                 port.parse()
-                    .map_err(|_| DbError(format!("DB_PORT: `{port}` is not a port")))?,
+                    .map_err(|_| DbError::new(format!("DB_PORT: `{port}` is not a port")))?,
             ),
             None => None,
         };
@@ -52,14 +52,14 @@ pub async fn postgres_config(
                 .send()
                 .await
                 .map_err(|e| {
-                    DbError(format!(
+                    DbError::new(format!(
                         "reading the database secret: {}",
                         aws_sdk_secretsmanager::error::DisplayErrorContext(e)
                     ))
                 })?;
             let text = secret
                 .secret_string()
-                .ok_or_else(|| DbError("the database secret has no SecretString".into()))?;
+                .ok_or_else(|| DbError::new("the database secret has no SecretString"))?;
             secret_postgres_config(text, &DbEndpoint::from_env()?)
         }
         _ => db::parse_url(&config.database_url),
@@ -83,13 +83,13 @@ pub fn secret_postgres_config(
 ) -> Result<tokio_postgres::Config, DbError> {
     // Never echo serde's error: it may quote the secret's text.
     let secret: Secret = serde_json::from_str(secret).map_err(|_| {
-        DbError("the database secret is not JSON with string `username` and `password`".into())
+        DbError::new("the database secret is not JSON with string `username` and `password`")
     })?;
     let host = endpoint
         .host
         .clone()
         .or(secret.host)
-        .ok_or_else(|| DbError("DB_HOST is not set and the secret names no host".into()))?;
+        .ok_or_else(|| DbError::new("DB_HOST is not set and the secret names no host"))?;
     let secret_port = match &secret.port {
         Some(Value::Number(n)) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
         Some(Value::String(s)) => s.parse().ok(),
@@ -169,10 +169,10 @@ mod tests {
         let endpoint = DbEndpoint::default();
         let error = secret_postgres_config(r#"{"username":"app","password":"hunter2"}"#, &endpoint)
             .unwrap_err();
-        assert!(error.0.contains("DB_HOST"), "{error}");
+        assert!(error.to_string().contains("DB_HOST"), "{error}");
         let error = secret_postgres_config(r#"{"user":"app","password":"hunter2"}"#, &endpoint)
             .unwrap_err();
-        assert!(!error.0.contains("hunter2"), "{error}");
+        assert!(!error.to_string().contains("hunter2"), "{error}");
         assert!(secret_postgres_config("hunter2", &endpoint).is_err());
     }
 }

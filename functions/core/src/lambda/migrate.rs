@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn failure_gives_a_bounded_reason() {
-        let error = Err(DbError("x".repeat(10_000)));
+        let error = Err(DbError::new("x".repeat(10_000)));
         let response = custom_resource_response(&request("Update"), &error);
         assert_eq!(response["Status"], "FAILED");
         assert_eq!(response["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);

@@ -9,6 +9,7 @@ mod migrate;
 
 use std::future::Future;
 use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::Request;
 use axum::middleware::{self, Next};
@@ -20,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::Instrument;
 
-use crate::http::{PeerAddr, RequestId};
+use crate::http::{AnswerBy, PeerAddr, RequestId};
 use crate::{aws, http, telemetry, App, Clients, Config};
 
 pub use database::{postgres_config, secret_postgres_config, DbEndpoint};
@@ -74,9 +75,29 @@ async fn from_request_context(mut request: Request, next: Next) -> Response {
     }
     if let Some(context) = request.lambda_context_ref() {
         let id = RequestId(context.request_id.clone());
+        let answer_by = answer_by(context.deadline, SystemTime::now());
         request.extensions_mut().insert(id);
+        if let Some(answer_by) = answer_by {
+            request.extensions_mut().insert(answer_by);
+        }
     }
     next.run(request).await
+}
+
+/// Time kept between the request's deadline and the invocation's: to write the answer and
+/// hand it to the runtime, so the platform never kills a request it could still answer.
+const INVOCATION_MARGIN: Duration = Duration::from_millis(500);
+
+/// Lambda runs an invocation for 15 minutes at most: a deadline further out is not one.
+const MAX_INVOCATION: Duration = Duration::from_secs(15 * 60);
+
+/// The invocation's deadline (epoch milliseconds, from the Runtime API) as the instant the
+/// request must be answered by; `None` when the runtime gave none (0) or an implausible one.
+fn answer_by(deadline_epoch_ms: u64, now: SystemTime) -> Option<AnswerBy> {
+    let now_ms = u64::try_from(now.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    let left = Duration::from_millis(deadline_epoch_ms.checked_sub(now_ms)?);
+    (deadline_epoch_ms != 0 && left <= MAX_INVOCATION)
+        .then(|| AnswerBy(tokio::time::Instant::now() + left.saturating_sub(INVOCATION_MARGIN)))
 }
 
 /// `requestContext.identity.sourceIp` (REST API) or `requestContext.http.sourceIp` (HTTP API).
@@ -87,4 +108,29 @@ fn source_ip(request: &Request) -> Option<IpAddr> {
         _ => None,
     }?;
     source.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_end_a_margin_before_the_invocation_and_only_with_a_real_deadline() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let in_15_s = 1_800_000_015_000;
+        let before = tokio::time::Instant::now();
+        let AnswerBy(by) = answer_by(in_15_s, now).expect("a deadline 15 s out");
+        let after = tokio::time::Instant::now();
+        let left = Duration::from_millis(14_500);
+        assert!(before + left <= by && by <= after + left);
+        assert!(answer_by(0, now).is_none());
+        assert!(
+            answer_by(1_800_000_000_000 - 1, now).is_none(),
+            "already passed"
+        );
+        assert!(
+            answer_by(1_800_000_000_000 + 3_600_000, now).is_none(),
+            "an hour out"
+        );
+    }
 }

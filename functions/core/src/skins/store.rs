@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::presign::{self, PostPolicy, PresignedPost};
 use crate::db::{self, DbError};
+use crate::deadline;
 use crate::domain::SkinName;
 use crate::replays::{storage_error, StorageError};
 
@@ -109,7 +110,7 @@ impl S3SkinStore {
             .prefix(prefix)
             .into_paginator()
             .send();
-        while let Some(page) = pages.next().await {
+        while let Some(page) = deadline::within(pages.next()).await? {
             let page = page.map_err(storage_error)?;
             keys.extend(
                 page.contents()
@@ -138,8 +139,8 @@ impl SkinStore for S3SkinStore {
             .head_object()
             .bucket(&self.bucket)
             .key(skin_key(name))
-            .send()
-            .await;
+            .send();
+        let head = deadline::within(head).await?;
         match head {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
@@ -156,9 +157,8 @@ impl SkinStore for S3SkinStore {
             .if_none_match("*")
             .content_type("application/octet-stream")
             .body(ByteStream::from(body))
-            .send()
-            .await;
-        match put {
+            .send();
+        match deadline::within(put).await? {
             Ok(_) => Ok(true),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => Ok(false),
             Err(e) => Err(storage_error(e)),
@@ -234,12 +234,14 @@ impl SkinStore for S3SkinStore {
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        self.client
+        let delete = self
+            .client
             .delete_object()
             .bucket(&self.bucket)
             .key(key)
-            .send()
-            .await
+            .send();
+        deadline::within(delete)
+            .await?
             .map(drop)
             .map_err(storage_error)
     }
@@ -334,7 +336,7 @@ impl SkinRegistry for PgSkinRegistry {
         if self.execute_on_claim(CONFIRM_SQL, claim).await? == 1 {
             Ok(())
         } else {
-            Err(DbError(format!(
+            Err(DbError::new(format!(
                 "the claim on skin `{}` was lost",
                 claim.name.as_str()
             )))
@@ -355,7 +357,7 @@ impl SkinRegistry for PgSkinRegistry {
             .query_typed(TAKEN_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError("the name lookup returned no row".into()))?;
+            .ok_or_else(|| DbError::new("the name lookup returned no row"))?;
         Ok(row.get(0))
     }
 }
