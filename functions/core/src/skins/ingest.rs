@@ -83,7 +83,7 @@ async fn decide(app: &App, key: &str) -> Result<Decision, IngestError> {
             refused(format!("a skin named `{}` exists already", name.as_str()))
         }
         Err(PublishError::Database(error)) => Err(error.into()),
-        Err(PublishError::Storage(error)) => Err(error.into()),
+        Err(PublishError::Storage(error) | PublishError::Unknown(error)) => Err(error.into()),
     }
 }
 

@@ -10,6 +10,7 @@ use aws_sdk_s3::config::ProvideCredentials;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::{Bytes, BytesMut};
 use deadpool_postgres::Pool;
+use sha2::{Digest, Sha256};
 use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
 
@@ -67,8 +68,13 @@ pub trait SkinStore: Send + Sync {
     async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError>;
     async fn exists(&self, name: &SkinName) -> Result<bool, StorageError>;
     /// Writes `skins/{name}.osk` unless an object is already there (`Ok(false)` then): an
-    /// object from before the name registry, or from another fleet, is never overwritten.
+    /// object from before the name registry, or from another fleet, is never overwritten. The
+    /// object carries its content's SHA-256, so the same content found there (an earlier
+    /// attempt whose answer was lost) counts as written (`Ok(true)`).
     async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError>;
+    /// Whether `skins/{name}.osk` holds the content with this SHA-256: how a write whose
+    /// answer never came is settled.
+    async fn holds(&self, name: &SkinName, sha256: &str) -> Result<bool, StorageError>;
     /// A presigned POST that lets a client upload exactly `size` bytes to `key` until
     /// `expires_at`.
     async fn presign_post(
@@ -81,6 +87,14 @@ pub trait SkinStore: Send + Sync {
     async fn list_incoming(&self, limit: usize) -> Result<Vec<String>, StorageError>;
     async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError>;
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}
+
+/// The user metadata (`x-amz-meta-sha256`) naming a stored skin's content.
+const SHA256_METADATA: &str = "sha256";
+
+/// A skin's content as `put_new` and `holds` name it: hex SHA-256.
+pub fn content_sha256(body: &[u8]) -> String {
+    hex::encode(Sha256::digest(body))
 }
 
 pub struct S3SkinStore {
@@ -149,18 +163,39 @@ impl SkinStore for S3SkinStore {
     }
 
     async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError> {
+        let sha256 = content_sha256(&body);
         let put = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(skin_key(name))
             .if_none_match("*")
+            .metadata(SHA256_METADATA, &sha256)
             .content_type("application/octet-stream")
             .body(ByteStream::from(body))
             .send();
         match deadline::within(put).await? {
             Ok(_) => Ok(true),
-            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => Ok(false),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => {
+                self.holds(name, &sha256).await
+            }
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    async fn holds(&self, name: &SkinName, sha256: &str) -> Result<bool, StorageError> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(skin_key(name))
+            .send();
+        match deadline::within(head).await? {
+            Ok(object) => Ok(object
+                .metadata()
+                .and_then(|metadata| metadata.get(SHA256_METADATA))
+                .is_some_and(|stored| stored == sha256)),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
             Err(e) => Err(storage_error(e)),
         }
     }

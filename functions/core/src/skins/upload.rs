@@ -26,11 +26,12 @@ use serde_json::json;
 
 use super::archive::{self, ArchiveError, ArchiveLimits};
 use super::presign::PresignedPost;
-use super::store::{incoming_key, Claim};
+use super::store::{content_sha256, incoming_key, Claim};
 use crate::admission::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::app::App;
 use crate::config::Config;
 use crate::db::DbError;
+use crate::deadline;
 use crate::domain::{ClientKey, FieldError, SkinName};
 use crate::form::{FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin, IdempotencyKey, Reply, StoredResponse};
@@ -108,34 +109,38 @@ where
         Ok(Begin::Replay(response)) => return Submission::replayed(response),
         Err(rejection) => return Submission::refused(rejection),
     };
-    let submission = store_upload(app, client, route, skin, name).await;
+    let (submission, settled) = store_upload(app, client, route, skin, name).await;
     if let Some(claim) = &claim {
         match &submission.outcome {
             Ok(name) => idempotency::complete(app, claim, &uploaded_response(name)).await,
-            Err(_) => idempotency::release(app, claim).await,
+            // A skin that may be stored keeps the key: a retry waits for it to go stale, then
+            // runs again and finds its own content stored (201).
+            Err(_) if settled => idempotency::release(app, claim).await,
+            Err(_) => {}
         }
     }
     submission.fresh()
 }
 
-/// Steps 4–6.
+/// Steps 4–6, and whether the outcome is settled (false: the skin may be stored).
 async fn store_upload(
     app: &App,
     client: &ClientKey,
     route: UploadRoute,
     skin: UploadedFile,
     name: SkinName,
-) -> Submission<SkinName> {
+) -> (Submission<SkinName>, bool) {
     let rate = match check_rate_limit(app, route.endpoint(), route.limit(&app.config), client).await
     {
         Ok(rate) => rate,
-        Err(rejection) => return Submission::refused(rejection),
+        Err(rejection) => return (Submission::refused(rejection), true),
     };
-    let outcome = publish(app, &name, skin.bytes)
-        .await
+    let published = publish(app, &name, skin.bytes).await;
+    let settled = !matches!(published, Err(PublishError::Unknown(_)));
+    let outcome = published
         .map(|()| name)
         .map_err(PublishError::into_rejection);
-    Submission { outcome, rate }
+    (Submission { outcome, rate }, settled)
 }
 
 /// The response to a stored upload, and to every retry with its idempotency key.
@@ -220,7 +225,11 @@ fn parse_name(name: &str) -> Result<SkinName, Rejection> {
 pub(super) enum PublishError {
     Exists(SkinName),
     Database(DbError),
+    /// The skin is not stored.
     Storage(StorageError),
+    /// The write's answer never came and the object could not be looked at: it may be stored.
+    /// The name's claim is kept (it goes stale; whoever takes it over finds the object).
+    Unknown(StorageError),
 }
 
 impl PublishError {
@@ -228,7 +237,7 @@ impl PublishError {
         match self {
             Self::Exists(name) => Rejection::SkinExists(exists_detail(&name)),
             Self::Database(_) => Rejection::DatabaseUnavailable,
-            Self::Storage(_) => Rejection::SkinStorageUnavailable,
+            Self::Storage(_) | Self::Unknown(_) => Rejection::SkinStorageUnavailable,
         }
     }
 }
@@ -240,9 +249,11 @@ fn exists_detail(name: &SkinName) -> String {
     )
 }
 
-/// Steps 5 and 6: claim the name, write the object unless one is there, confirm. A failed
-/// write releases the claim; an object found already there (from before the registry, or
-/// another fleet) keeps the name taken for good.
+/// Steps 5 and 6: claim the name, write the object unless one is there, confirm. An object
+/// found already there (from before the registry, or another fleet) keeps the name taken for
+/// good. A failed write is settled by looking at the object: this very content there is a
+/// success (the answer was lost), none releases the claim, and if it cannot be looked at the
+/// claim is kept, since the object may be there.
 pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<(), PublishError> {
     if is_default(name) {
         return Err(PublishError::Exists(name.clone()));
@@ -252,23 +263,37 @@ pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<
         PublishError::Database(error)
     })?;
     let claim = claim.ok_or_else(|| PublishError::Exists(name.clone()))?;
-    match app.skins.put_new(name, bytes).await {
-        Ok(true) => {
-            confirm(app, &claim).await;
-            Ok(())
-        }
-        Ok(false) => {
-            confirm(app, &claim).await;
-            Err(PublishError::Exists(name.clone()))
-        }
+    let sha256 = content_sha256(&bytes);
+    let reserve = app.config.aws_timeout.min(app.config.request_deadline / 3);
+    let written = match deadline::reserving(reserve, app.skins.put_new(name, bytes)).await {
+        Ok(written) => written,
         Err(error) => {
-            tracing::error!(%error, skin = name.as_str(), "skin upload failed");
-            if let Err(error) = app.skin_names.release(&claim).await {
-                // The claim goes stale and is taken over later; the name is only held till then.
-                tracing::warn!(%error, skin = name.as_str(), "could not release a skin name");
+            tracing::error!(%error, skin = name.as_str(), "skin upload failed; looking for it");
+            match app.skins.holds(name, &sha256).await {
+                Ok(true) => true,
+                Ok(false) => {
+                    release(app, &claim).await;
+                    return Err(PublishError::Storage(error));
+                }
+                Err(lookup) => {
+                    tracing::error!(error = %lookup, skin = name.as_str(), "skin upload unsettled");
+                    return Err(PublishError::Unknown(error));
+                }
             }
-            Err(PublishError::Storage(error))
         }
+    };
+    confirm(app, &claim).await;
+    if written {
+        Ok(())
+    } else {
+        Err(PublishError::Exists(name.clone()))
+    }
+}
+
+/// The claim goes stale and is taken over later if this fails; the name is held till then.
+async fn release(app: &App, claim: &Claim) {
+    if let Err(error) = app.skin_names.release(claim).await {
+        tracing::warn!(%error, skin = claim.name.as_str(), "could not release a skin name");
     }
 }
 
