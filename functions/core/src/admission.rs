@@ -494,7 +494,11 @@ async fn store_replay(app: &App, job: &NewJob, replay: ReplayFile) -> Result<(),
         .await
         .map_err(|error| {
             tracing::error!(%error, job_id = %job.id, "replay upload failed");
-            Rejection::StorageFailed
+            if error.is_transient() {
+                Rejection::ReplayStorageUnavailable
+            } else {
+                Rejection::StorageFailed
+            }
         })
 }
 

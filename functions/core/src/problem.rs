@@ -55,7 +55,10 @@ pub enum Rejection {
     StaleTimestamp,
     NonceReused,
     IllegalTransition(String),
+    /// The replay store refused the write (a missing bucket, denied access): a fault of ours.
     StorageFailed,
+    /// The replay store did not answer in time or was unwell: worth a retry.
+    ReplayStorageUnavailable,
     /// Skin storage (S3) did not answer: listing, storing or signing an upload failed.
     SkinStorageUnavailable,
     LimiterUnavailable,
@@ -92,6 +95,7 @@ impl Rejection {
             Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::QueueFull { .. }
             | Self::RenderCapacity { .. }
+            | Self::ReplayStorageUnavailable
             | Self::SkinStorageUnavailable
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable
@@ -127,7 +131,7 @@ impl Rejection {
             Self::NonceReused => "nonce_reused",
             Self::IllegalTransition(_) => "illegal_transition",
             Self::StorageFailed => "storage_failed",
-            Self::SkinStorageUnavailable => "storage_unavailable",
+            Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "storage_unavailable",
             Self::LimiterUnavailable => "limiter_unavailable",
             Self::DatabaseUnavailable => "database_unavailable",
             Self::AdmissionUnknown => "admission_unknown",
@@ -161,7 +165,7 @@ impl Rejection {
             Self::NonceReused => "Nonce reused",
             Self::IllegalTransition(_) => "Illegal status transition",
             Self::StorageFailed => "Storage failed",
-            Self::SkinStorageUnavailable => "Storage unavailable",
+            Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "Storage unavailable",
             Self::LimiterUnavailable => "Rate limiter unavailable",
             Self::DatabaseUnavailable => "Database unavailable",
             Self::AdmissionUnknown => "Admission outcome unknown",
@@ -213,6 +217,9 @@ impl Rejection {
             }
             Self::StorageFailed => "the replay could not be stored; nothing was queued".into(),
             Self::SkinStorageUnavailable => "skin storage is unavailable; try again".into(),
+            Self::ReplayStorageUnavailable => {
+                "the replay could not be stored in time; nothing was queued; try again".into()
+            }
             Self::LimiterUnavailable => "the rate limiter is unavailable; try again".into(),
             Self::DatabaseUnavailable => "the job database is unavailable; try again".into(),
             Self::AdmissionUnknown => {
@@ -237,6 +244,7 @@ impl Rejection {
             | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
             Self::IdempotencyInProgress => Some(RETRY_IN_PROGRESS_SECS),
             Self::SkinStorageUnavailable
+            | Self::ReplayStorageUnavailable
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown

@@ -1,14 +1,34 @@
 //! Step 10's storage: replays in S3 under `replays/{job_id}.osr`.
 
 use async_trait::async_trait;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 
 use crate::deadline::{self, Expired};
 
 #[derive(Debug, thiserror::Error)]
-#[error("object storage failed: {0}")]
-pub struct StorageError(pub String);
+#[error("object storage failed: {message}")]
+pub struct StorageError {
+    message: String,
+    transient: bool,
+}
+
+impl StorageError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            transient: false,
+        }
+    }
+
+    /// S3 did not answer in time, could not be reached, or answered that it is unwell (5xx):
+    /// a retry may well succeed, unlike after a refusal (a missing bucket, a denied access).
+    pub fn is_transient(&self) -> bool {
+        self.transient
+    }
+}
 
 #[async_trait]
 pub trait ReplayStore: Send + Sync {
@@ -32,12 +52,29 @@ impl S3ReplayStore {
 
 impl From<Expired> for StorageError {
     fn from(expired: Expired) -> Self {
-        Self(expired.to_string())
+        Self {
+            message: expired.to_string(),
+            transient: true,
+        }
     }
 }
 
 pub(crate) fn storage_error<E: std::error::Error + 'static>(error: E) -> StorageError {
-    StorageError(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
+    StorageError::new(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
+}
+
+/// An S3 call's failure, transient unless S3 answered with a refusal (4xx).
+fn sdk_storage_error<E: std::error::Error + 'static>(
+    error: SdkError<E, HttpResponse>,
+) -> StorageError {
+    let transient = match &error {
+        SdkError::ServiceError(failure) => failure.raw().status().is_server_error(),
+        _ => true,
+    };
+    StorageError {
+        transient,
+        ..storage_error(error)
+    }
 }
 
 #[async_trait]
@@ -54,7 +91,7 @@ impl ReplayStore for S3ReplayStore {
         deadline::within(put)
             .await?
             .map(drop)
-            .map_err(storage_error)
+            .map_err(sdk_storage_error)
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
@@ -67,6 +104,6 @@ impl ReplayStore for S3ReplayStore {
         deadline::within(delete)
             .await?
             .map(drop)
-            .map_err(storage_error)
+            .map_err(sdk_storage_error)
     }
 }

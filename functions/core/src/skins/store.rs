@@ -209,7 +209,7 @@ impl SkinStore for S3SkinStore {
         let provider = self
             .sdk
             .credentials_provider()
-            .ok_or_else(|| StorageError("no AWS credentials configured".into()))?;
+            .ok_or_else(|| StorageError::new("no AWS credentials configured"))?;
         let credentials = provider
             .provide_credentials()
             .await
@@ -217,7 +217,7 @@ impl SkinStore for S3SkinStore {
         let region = self
             .sdk
             .region()
-            .ok_or_else(|| StorageError("no AWS region configured".into()))?;
+            .ok_or_else(|| StorageError::new("no AWS region configured"))?;
         let policy = PostPolicy {
             bucket: &self.bucket,
             key,
