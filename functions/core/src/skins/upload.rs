@@ -262,8 +262,10 @@ pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<
         tracing::error!(%error, "skin name claim failed");
         PublishError::Database(error)
     })?;
-    let claim = claim.ok_or_else(|| PublishError::Exists(name.clone()))?;
     let sha256 = content_sha256(&bytes);
+    let Some(claim) = claim else {
+        return held_name(app, name, &sha256).await;
+    };
     let reserve = app.config.aws_timeout.min(app.config.request_deadline / 3);
     let written = match deadline::reserving(reserve, app.skins.put_new(name, bytes)).await {
         Ok(written) => written,
@@ -287,6 +289,20 @@ pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<
         Ok(())
     } else {
         Err(PublishError::Exists(name.clone()))
+    }
+}
+
+/// The name is stored or held by an upload in flight. If that upload is of this very content
+/// and stored (an earlier attempt of this request whose answer was lost, and which kept its
+/// claim), this upload has succeeded; otherwise the name is taken.
+async fn held_name(app: &App, name: &SkinName, sha256: &str) -> Result<(), PublishError> {
+    match app.skins.holds(name, sha256).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(PublishError::Exists(name.clone())),
+        Err(error) => {
+            tracing::error!(%error, skin = name.as_str(), "could not look at a held skin name");
+            Err(PublishError::Storage(error))
+        }
     }
 }
 
