@@ -5,17 +5,15 @@
 //! held, and every event delivered once the service is back).
 //!
 //! The resource-level outages (bucket, limiter table, render queue deleted) are in render.rs
-//! and lifecycle.rs; here the faults are on the wire.
+//! and lifecycle.rs; here the faults are on the wire. The checks are in invariants.rs; faults
+//! on one statement or request at each step, with unknown outcomes, are in outcomes.rs.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use osurender_core::outbox;
 use reqwest::{Response, StatusCode};
 
 use crate::helpers::{header, problem, valid_form, Proxies, TestApp};
-use crate::lifecycle::{counts, exactly_once};
 use crate::proxy::Fault;
 
 /// Bounded waits well under the function timeout, so a fault shows within a test's patience.
@@ -51,77 +49,6 @@ impl TestApp {
             StatusCode::ACCEPTED
         );
         self.assert_nothing_lost().await;
-    }
-
-    /// After any fault: the state invariants hold, and every event is delivered once the
-    /// services are back.
-    async fn assert_nothing_lost(&self) {
-        self.assert_consistent().await;
-        self.assert_every_event_delivered().await;
-    }
-
-    /// The state invariants that must hold after any fault.
-    async fn assert_consistent(&self) {
-        let objects: HashSet<String> = self.replay_objects().await.into_iter().collect();
-        let active = self
-            .db
-            .query(
-                "SELECT replay_key FROM jobs WHERE status IN ('queued', 'downloading', 'rendering')",
-                &[],
-            )
-            .await
-            .unwrap();
-        for row in active {
-            let key: String = row.get(0);
-            assert!(
-                objects.contains(&key),
-                "active job without its replay {key}"
-            );
-        }
-        assert_eq!(
-            self.count(
-                "SELECT count(*) FROM outbox_events o WHERE NOT EXISTS \
-                 (SELECT FROM jobs j WHERE j.id = o.job_id)"
-            )
-            .await,
-            0,
-            "outbox event without its job"
-        );
-        assert_eq!(
-            self.count(
-                "SELECT count(*) FROM jobs j WHERE NOT EXISTS \
-                 (SELECT FROM outbox_events o WHERE o.job_id = j.id)"
-            )
-            .await,
-            0,
-            "job without its event"
-        );
-        self.assert_no_advisory_locks().await;
-    }
-
-    /// A backend whose client vanished mid-statement finishes it and ends its transaction:
-    /// give it a bounded moment, then no advisory lock of this database may be held.
-    async fn assert_no_advisory_locks(&self) {
-        let sql = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-                   WHERE l.locktype = 'advisory' AND d.datname = current_database()";
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.count(sql).await > 0 {
-            assert!(Instant::now() < deadline, "an advisory lock is still held");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Once the services are back, the outbox sweep delivers every event exactly once.
-    async fn assert_every_event_delivered(&self) {
-        self.age_outbox().await;
-        outbox::sweep(&self.instance().await).await.unwrap();
-        assert_eq!(
-            self.count("SELECT count(*) FROM outbox_events WHERE status <> 'dispatched'")
-                .await,
-            0
-        );
-        let delivered = self.drain_queue().await;
-        assert_eq!(counts(&delivered), exactly_once(&self.event_ids().await));
     }
 }
 

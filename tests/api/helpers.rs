@@ -1,6 +1,6 @@
 //! Test harness: an isolated dev server per test, and ways to look behind it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Mutex, Once};
@@ -82,6 +82,8 @@ pub struct TestApp {
     pub bucket: String,
     pub table: String,
     pub queue: String,
+    /// Every job id the tests drained from the render queue so far (invariants.rs).
+    pub delivered_jobs: Mutex<HashSet<String>>,
 }
 
 impl TestApp {
@@ -159,6 +161,7 @@ impl TestApp {
             bucket,
             table,
             queue,
+            delivered_jobs: Mutex::default(),
         }
     }
 

@@ -29,7 +29,7 @@ fn fresh_nonce() -> String {
 pub(crate) struct Delivered {
     event_id: i64,
     attribute_event_id: i64,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 impl TestApp {
@@ -164,6 +164,9 @@ impl TestApp {
             }
             for message in received.messages() {
                 let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
+                if let Some(job) = body["job_id"].as_str() {
+                    self.delivered_jobs.lock().unwrap().insert(job.to_owned());
+                }
                 let attribute = message.message_attributes().unwrap()["event_id"]
                     .string_value()
                     .unwrap()

@@ -7,6 +7,14 @@
 //! method and path shape for S3), following keep-alive, `Content-Length` and chunked bodies.
 //! Counters are updated before the bytes are forwarded, so once a client has its answer,
 //! everything that led to it has been counted.
+//!
+//! Besides faults on whole connections, a fault can single out one kind of statement or request
+//! (`Fault::On`): the Postgres statements whose text contains a pattern (the Parse message of an
+//! extended-protocol statement, or a simple Query), or the HTTP requests of one AWS operation,
+//! and act on that direction only: hold or swallow the statement, cut the connection before or
+//! after it, or delay or drop its answer. Postgres messages from the client are forwarded
+//! message by message for this (a statement is forwarded whole once its Parse is complete);
+//! the answer to a statement is what the server sends up to its ReadyForQuery.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +40,70 @@ pub enum Fault {
     Delay(Duration),
     /// Connections are accepted and read, but nothing is forwarded either way.
     Blackhole,
+    /// `action` on each statement or request `target` matches, on every connection; all other
+    /// traffic passes.
+    On(Target, Action),
+}
+
+impl Fault {
+    /// The statement is held `delay`, then sent, even if its client has gone meanwhile: it
+    /// reaches the server after the client gave up on it.
+    pub fn hold_statement(pattern: &'static str, delay: Duration) -> Fault {
+        Fault::On(Target::Statement(pattern), Action::Hold(delay))
+    }
+
+    /// The statement never reaches the server; its connection stays open, silent.
+    pub fn swallow_statement(pattern: &'static str) -> Fault {
+        Fault::On(Target::Statement(pattern), Action::Swallow)
+    }
+
+    /// The connection is closed instead of sending the statement.
+    pub fn cut_before_statement(pattern: &'static str) -> Fault {
+        Fault::On(Target::Statement(pattern), Action::CutBefore)
+    }
+
+    /// The statement is sent, and the connection closed at once: it may or may not commit.
+    pub fn cut_after_statement(pattern: &'static str) -> Fault {
+        Fault::On(Target::Statement(pattern), Action::CutAfter)
+    }
+
+    /// The statement is sent at once; its whole answer (so after it committed) is held `delay`.
+    pub fn delay_answer_to(pattern: &'static str, delay: Duration) -> Fault {
+        Fault::On(Target::Statement(pattern), Action::DelayAnswer(delay))
+    }
+
+    /// The statement is sent; once its whole answer arrived (it committed), the answer is
+    /// dropped and the connection closed.
+    pub fn cut_answer_to(pattern: &'static str) -> Fault {
+        Fault::On(Target::Statement(pattern), Action::CutAnswer)
+    }
+}
+
+/// What a `Fault::On` singles out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Postgres statements whose SQL text contains this.
+    Statement(&'static str),
+    /// HTTP requests of this operation, as `Counts::http` names them (`S3.PutObject`).
+    Request(&'static str),
+}
+
+/// What a `Fault::On` does to the statement or request it singles out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// It (and whatever follows it on its connection) waits this long, then is sent even if
+    /// the client has gone.
+    Hold(Duration),
+    /// It is never sent; the connection stays open and forwards nothing more to the server.
+    Swallow,
+    /// Both sides are closed instead of sending it.
+    CutBefore,
+    /// It is sent whole, then both sides are closed before any answer.
+    CutAfter,
+    /// It is sent at once; its answer is held this long.
+    DelayAnswer(Duration),
+    /// It is sent; its answer, once whole, is dropped and both sides are closed.
+    CutAnswer,
 }
 
 /// What crossed the proxy since it started or was last reset.
@@ -47,6 +119,11 @@ pub struct Counts {
     /// Connections the proxy could not follow (TLS requested, an HTTP head over 64 KiB): their
     /// traffic is forwarded but not counted, so a budget check should see none.
     pub unparsed_connections: u64,
+    /// Statements and requests a `Fault::On` acted on.
+    pub faults_applied: u64,
+    /// Of those, the ones still being held (`Action::Hold` until the server answered the held
+    /// statement, or its request was sent; `Action::DelayAnswer` until the answer is sent on).
+    pub faults_holding: u64,
 }
 
 impl Counts {
@@ -143,8 +220,20 @@ struct Conn {
     postgres: bool,
     /// Postgres `Sync`/`Query` messages sent and not yet answered by `ReadyForQuery`.
     awaiting_ready: u64,
+    /// Postgres: `Sync`/`Query` messages forwarded to the server, and the `ReadyForQuery`
+    /// answers to them forwarded back (the startup's own is not one).
+    syncs_forwarded: u64,
+    readies: u64,
     /// `CutAfter`: the fault generation the budget belongs to, and the bytes left.
     budget: Option<(u64, usize)>,
+    /// A targeted fault on an answer: for Postgres the answer to the n-th `Sync`, for HTTP the
+    /// next response.
+    answer_fault: Option<(u64, Action)>,
+    /// HTTP `CutAfter`: cut once this many requests were forwarded whole.
+    cut_after_request: Option<u64>,
+    /// A held statement or request counts as holding until its answer comes: for Postgres the
+    /// answer to this `Sync`, for HTTP (0) the next response bytes; or until the connection ends.
+    watching: Option<u64>,
 }
 
 impl Conn {
@@ -202,6 +291,68 @@ async fn serve(shared: Arc<Shared>, mut client: TcpStream) {
             Direction::ToClient
         ),
     );
+    if conn.lock().unwrap().watching.take().is_some() {
+        shared.counts.lock().unwrap().faults_holding -= 1;
+    }
+}
+
+/// One direction's forwarding: counts, applies the byte budget, writes.
+struct Forward<'a> {
+    shared: &'a Shared,
+    conn: &'a Mutex<Conn>,
+    to: OwnedWriteHalf,
+    scanner: Option<Scanner>,
+    direction: Direction,
+}
+
+/// What became of bytes handed to `Forward::send`.
+enum Sent {
+    All,
+    /// The peer is gone: stop reading.
+    PeerGone,
+}
+
+impl Forward<'_> {
+    /// Forwards `bytes` (all of them, or up to a `CutAfter` budget and then cut).
+    async fn send(&mut self, bytes: &[u8]) -> Result<Sent, Cut> {
+        if bytes.is_empty() {
+            return Ok(Sent::All);
+        }
+        let (generation, fault) = self.shared.fault();
+        let pass = match fault {
+            Fault::CutAfter(limit) => {
+                self.conn
+                    .lock()
+                    .unwrap()
+                    .spend(generation, limit, bytes.len())
+            }
+            _ => bytes.len(),
+        };
+        let chunk = &bytes[..pass];
+        let (direction, conn) = (self.direction, self.conn);
+        let scanner = self
+            .scanner
+            .get_or_insert_with(|| Scanner::new(direction, chunk, conn));
+        observe(self.shared, self.conn, scanner, chunk);
+        if self.to.write_all(chunk).await.is_err() {
+            return Ok(Sent::PeerGone);
+        }
+        if pass < bytes.len() {
+            return Err(Cut);
+        }
+        Ok(Sent::All)
+    }
+
+    fn note_applied(&self) {
+        self.shared.counts.lock().unwrap().faults_applied += 1;
+    }
+
+    /// Sleeps `delay`, counted as a fault holding meanwhile.
+    async fn hold(&self, delay: Duration) {
+        self.shared.counts.lock().unwrap().faults_holding += 1;
+        tokio::time::sleep(delay).await;
+        self.shared.counts.lock().unwrap().faults_holding -= 1;
+    }
 }
 
 /// Forwards one direction until EOF, observing and applying the fault to each chunk.
@@ -209,36 +360,366 @@ async fn pump(
     shared: &Shared,
     conn: &Mutex<Conn>,
     mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
+    to: OwnedWriteHalf,
     direction: Direction,
 ) -> Result<(), Cut> {
     let mut buf = vec![0; 16 * 1024];
-    let mut scanner: Option<Scanner> = None;
+    let mut forward = Forward {
+        shared,
+        conn,
+        to,
+        scanner: None,
+        direction,
+    };
+    // The client's Postgres messages, split for statement faults; `None` until the first bytes
+    // tell the protocol, and for anything but a Postgres client.
+    let mut frames: Option<Option<PgFramer>> = None;
+    let mut swallowing = false;
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let (generation, fault) = shared.fault();
-        let mut pass = n;
+        let chunk = &buf[..n];
+        let (_, fault) = shared.fault();
         match fault {
             Fault::Blackhole => continue,
             Fault::Delay(delay) => tokio::time::sleep(delay).await,
-            Fault::CutAfter(limit) => pass = conn.lock().unwrap().spend(generation, limit, n),
-            Fault::None | Fault::Refuse => {}
+            _ => {}
         }
-        let chunk = &buf[..pass];
-        let scanner = scanner.get_or_insert_with(|| Scanner::new(direction, chunk, conn));
-        observe(shared, conn, scanner, chunk);
-        if to.write_all(chunk).await.is_err() {
+        if swallowing {
+            continue;
+        }
+        let frames = frames.get_or_insert_with(|| {
+            (direction == Direction::ToServer && chunk.first() == Some(&0)).then(PgFramer::new)
+        });
+        let sent = match (direction, frames) {
+            (Direction::ToServer, Some(framer)) => {
+                let target = match fault {
+                    Fault::On(Target::Statement(pattern), action) => Some((pattern, action)),
+                    _ => None,
+                };
+                to_postgres(&mut forward, framer, chunk, target, &mut swallowing).await?
+            }
+            (Direction::ToServer, None) => {
+                let target = match fault {
+                    Fault::On(Target::Request(op), action) => Some((op, action)),
+                    _ => None,
+                };
+                to_http_server(&mut forward, chunk, target, &mut swallowing).await?
+            }
+            (Direction::ToClient, _) => to_client(&mut forward, chunk).await?,
+        };
+        if matches!(sent, Sent::PeerGone) {
             break;
         }
-        if pass < n {
-            return Err(Cut);
+    }
+    let _ = forward.to.shutdown().await;
+    Ok(())
+}
+
+/// A client's chunk of Postgres messages, with the statement fault (pattern, action) if any.
+async fn to_postgres(
+    forward: &mut Forward<'_>,
+    framer: &mut PgFramer,
+    chunk: &[u8],
+    target: Option<(&str, Action)>,
+    swallowing: &mut bool,
+) -> Result<Sent, Cut> {
+    let mut out = Vec::new();
+    for frame in framer.push(chunk) {
+        match frame {
+            Frame::Bytes(bytes) => out.extend_from_slice(&bytes),
+            Frame::Statement { bytes, text, ends } => {
+                let hit = target.filter(|(pattern, _)| text.contains(pattern));
+                if let Some((_, action)) = hit {
+                    forward.note_applied();
+                    match action {
+                        Action::Hold(delay) => {
+                            if let Sent::PeerGone = forward.send(&out).await? {
+                                return Ok(Sent::PeerGone);
+                            }
+                            out.clear();
+                            // Holding until the server has answered it (end_statement).
+                            forward.shared.counts.lock().unwrap().faults_holding += 1;
+                            tokio::time::sleep(delay).await;
+                            framer.pending = Some(action);
+                        }
+                        Action::Swallow => {
+                            forward.send(&out).await?;
+                            *swallowing = true;
+                            return Ok(Sent::All);
+                        }
+                        Action::CutBefore => {
+                            forward.send(&out).await?;
+                            return Err(Cut);
+                        }
+                        Action::CutAfter | Action::DelayAnswer(_) | Action::CutAnswer => {
+                            framer.pending = Some(action);
+                        }
+                    }
+                }
+                out.extend_from_slice(&bytes);
+                if ends {
+                    end_statement(forward, framer, &out).await?;
+                }
+            }
+            Frame::Sync(bytes) => {
+                out.extend_from_slice(&bytes);
+                end_statement(forward, framer, &out).await?;
+            }
         }
     }
-    let _ = to.shutdown().await;
-    Ok(())
+    forward.send(&out).await
+}
+
+/// A `Sync` (or a simple `Query`) ended a statement: apply what waited for its end.
+async fn end_statement(
+    forward: &mut Forward<'_>,
+    framer: &mut PgFramer,
+    out: &[u8],
+) -> Result<(), Cut> {
+    framer.syncs += 1;
+    match framer.pending.take() {
+        Some(Action::CutAfter) => {
+            forward.send(out).await?;
+            Err(Cut)
+        }
+        Some(Action::Hold(_)) => {
+            forward.conn.lock().unwrap().watching = Some(framer.syncs);
+            Ok(())
+        }
+        Some(action) => {
+            forward.conn.lock().unwrap().answer_fault = Some((framer.syncs, action));
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+/// A client's chunk of HTTP, with the request fault (operation, action) if any. A request is
+/// recognised once its head is complete; the fault acts on the chunk that completes it.
+async fn to_http_server(
+    forward: &mut Forward<'_>,
+    chunk: &[u8],
+    target: Option<(&str, Action)>,
+    swallowing: &mut bool,
+) -> Result<Sent, Cut> {
+    if let Some((op, action)) = target {
+        let mut hit = None;
+        if let Some(Scanner::Http(http)) = &forward.scanner {
+            let mut peek = http.clone();
+            let before = peek.heads;
+            let mut index = 0;
+            peek.feed(chunk, |name| {
+                index += 1;
+                if name == op && hit.is_none() {
+                    hit = Some(before + index);
+                }
+            });
+        } else if forward.scanner.is_none() {
+            let mut peek = HttpScanner::default();
+            let mut index = 0;
+            peek.feed(chunk, |name| {
+                index += 1;
+                if name == op && hit.is_none() {
+                    hit = Some(index);
+                }
+            });
+        }
+        if let Some(request) = hit {
+            forward.note_applied();
+            match action {
+                Action::Hold(delay) => {
+                    // Holding until its answer comes (to_client) or the connection ends.
+                    forward.shared.counts.lock().unwrap().faults_holding += 1;
+                    tokio::time::sleep(delay).await;
+                    forward.conn.lock().unwrap().watching = Some(0);
+                }
+                Action::Swallow => {
+                    *swallowing = true;
+                    return Ok(Sent::All);
+                }
+                Action::CutBefore => return Err(Cut),
+                Action::CutAfter => forward.conn.lock().unwrap().cut_after_request = Some(request),
+                Action::DelayAnswer(_) | Action::CutAnswer => {
+                    forward.conn.lock().unwrap().answer_fault = Some((0, action));
+                }
+            }
+        }
+    }
+    let sent = forward.send(chunk).await?;
+    let done = match &forward.scanner {
+        Some(Scanner::Http(http)) => http.done,
+        _ => 0,
+    };
+    let mut conn = forward.conn.lock().unwrap();
+    if conn.cut_after_request.is_some_and(|n| done >= n) {
+        conn.cut_after_request = None;
+        return Err(Cut);
+    }
+    Ok(sent)
+}
+
+/// A server's chunk, with a pending fault on the answer it belongs to applied.
+async fn to_client(forward: &mut Forward<'_>, chunk: &[u8]) -> Result<Sent, Cut> {
+    let released = {
+        let mut conn = forward.conn.lock().unwrap();
+        !conn.postgres && conn.watching.take().is_some()
+    };
+    if released {
+        forward.shared.counts.lock().unwrap().faults_holding -= 1;
+    }
+    let pending = forward.conn.lock().unwrap().answer_fault;
+    if let Some((sync, action)) = pending {
+        // Postgres: the answer is whole once its ReadyForQuery is in; HTTP: the next bytes.
+        let ours = match &forward.scanner {
+            Some(Scanner::Postgres(pg)) => {
+                let mut peek = pg.clone();
+                let mut readies = 0;
+                peek.feed(chunk, |kind| readies += u64::from(kind == b'Z'));
+                forward.conn.lock().unwrap().readies + readies >= sync
+            }
+            _ => sync == 0,
+        };
+        if ours {
+            forward.conn.lock().unwrap().answer_fault = None;
+            match action {
+                Action::DelayAnswer(delay) => forward.hold(delay).await,
+                _ => return Err(Cut),
+            }
+        }
+    }
+    forward.send(chunk).await
+}
+
+/// Splits a Postgres client's stream into frames: each statement's Parse (or simple Query)
+/// whole, so its text can be matched before any of it is sent; each `Sync`; everything else
+/// as it streams.
+struct PgFramer {
+    /// The next message is the untyped startup packet.
+    untyped_next: bool,
+    header: Vec<u8>,
+    /// The message being read: its type (0 for the startup packet) and the bytes still to come.
+    current: Option<(u8, usize)>,
+    /// A Parse or Query being collected whole.
+    collecting: Vec<u8>,
+    /// After an encryption request nothing more is parsed.
+    opaque: bool,
+    /// `Sync`s and `Query`s framed so far, this one included once `end_statement` ran.
+    syncs: u64,
+    /// The action waiting for the current statement's end.
+    pending: Option<Action>,
+}
+
+enum Frame {
+    Bytes(Vec<u8>),
+    /// A Parse or Query message; `ends` for a Query, which is answered on its own.
+    Statement {
+        bytes: Vec<u8>,
+        text: String,
+        ends: bool,
+    },
+    Sync(Vec<u8>),
+}
+
+impl PgFramer {
+    fn new() -> Self {
+        Self {
+            untyped_next: true,
+            header: Vec::with_capacity(8),
+            current: None,
+            collecting: Vec::new(),
+            opaque: false,
+            syncs: 0,
+            pending: None,
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8]) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        fn bytes(frames: &mut Vec<Frame>, piece: &[u8]) {
+            match frames.last_mut() {
+                Some(Frame::Bytes(last)) => last.extend_from_slice(piece),
+                _ => frames.push(Frame::Bytes(piece.to_vec())),
+            }
+        }
+        while !data.is_empty() {
+            if self.opaque {
+                bytes(&mut frames, data);
+                break;
+            }
+            if let Some((kind, left)) = self.current {
+                let take = left.min(data.len());
+                if matches!(kind, b'P' | b'Q') {
+                    self.collecting.extend_from_slice(&data[..take]);
+                } else {
+                    bytes(&mut frames, &data[..take]);
+                }
+                data = &data[take..];
+                self.current = Some((kind, left - take));
+                if left == take {
+                    self.finish(&mut frames);
+                }
+                continue;
+            }
+            let need = if self.untyped_next { 8 } else { 5 };
+            let take = (need - self.header.len()).min(data.len());
+            self.header.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.header.len() < need {
+                break;
+            }
+            let header = std::mem::take(&mut self.header);
+            let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().unwrap());
+            if self.untyped_next {
+                self.untyped_next = false;
+                self.opaque = PG_ENCRYPTION_REQUESTS.contains(&word(4));
+                let left = (word(0) as usize).saturating_sub(8);
+                bytes(&mut frames, &header);
+                self.current = Some((0, left));
+            } else {
+                let kind = header[0];
+                let left = (word(1) as usize).saturating_sub(4);
+                if matches!(kind, b'P' | b'Q') {
+                    self.collecting = header.clone();
+                } else if kind == b'S' && left == 0 {
+                    frames.push(Frame::Sync(header.clone()));
+                    continue;
+                } else {
+                    bytes(&mut frames, &header);
+                }
+                self.current = Some((kind, left));
+            }
+            if self.current.is_some_and(|(_, left)| left == 0) {
+                self.finish(&mut frames);
+            }
+            self.header = Vec::with_capacity(8);
+        }
+        frames
+    }
+
+    /// The current message is complete.
+    fn finish(&mut self, frames: &mut Vec<Frame>) {
+        let Some((kind, _)) = self.current.take() else {
+            return;
+        };
+        if !matches!(kind, b'P' | b'Q') {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.collecting);
+        let body = bytes.get(5..).unwrap_or_default();
+        // Parse: statement name, then the text; Query: the text.
+        let text = match kind {
+            b'P' => body.splitn(3, |b| *b == 0).nth(1).unwrap_or_default(),
+            _ => body.split(|b| *b == 0).next().unwrap_or_default(),
+        };
+        frames.push(Frame::Statement {
+            text: String::from_utf8_lossy(text).into_owned(),
+            bytes,
+            ends: kind == b'Q',
+        });
+    }
 }
 
 /// What a direction's bytes are parsed as. Both protocols speak first from the client, so the
@@ -279,8 +760,18 @@ fn observe(shared: &Shared, conn: &Mutex<Conn>, scanner: &mut Scanner, chunk: &[
                         counts.pg_round_trips += 1;
                     }
                     conn.awaiting_ready += 1;
+                    conn.syncs_forwarded += 1;
                 }
-                (false, b'Z') => conn.awaiting_ready = conn.awaiting_ready.saturating_sub(1),
+                (false, b'Z') => {
+                    conn.awaiting_ready = conn.awaiting_ready.saturating_sub(1);
+                    if conn.readies < conn.syncs_forwarded {
+                        conn.readies += 1;
+                    }
+                    if conn.watching == Some(conn.readies) {
+                        conn.watching = None;
+                        counts.faults_holding -= 1;
+                    }
+                }
                 _ => {}
             });
         }
@@ -307,6 +798,7 @@ impl Scanner {
 const PG_ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
 
 /// Splits a Postgres message stream into message types, skipping bodies as they stream.
+#[derive(Clone)]
 struct PgScanner {
     frontend: bool,
     /// The next message is the frontend's untyped startup packet (length, then a code).
@@ -369,9 +861,12 @@ impl PgScanner {
 const MAX_HTTP_HEAD: usize = 64 * 1024;
 
 /// Splits a client's HTTP/1.1 byte stream into requests, naming each one's AWS operation.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct HttpScanner {
     state: HttpState,
+    /// Request heads read, and requests read whole.
+    heads: u64,
+    done: u64,
     /// The head, or the current chunk-size / trailer line, as it accumulates.
     line: Vec<u8>,
     opaque: bool,
@@ -396,6 +891,9 @@ impl HttpScanner {
                 HttpState::Body(left) | HttpState::ChunkData(left) => {
                     let skipped = left.min(data.len() as u64);
                     data = &data[skipped as usize..];
+                    if matches!(self.state, HttpState::Body(_)) && left == skipped {
+                        self.done += 1;
+                    }
                     self.state = match (self.state, left - skipped) {
                         (HttpState::Body(_), 0) => HttpState::Head,
                         (HttpState::Body(_), left) => HttpState::Body(left),
@@ -409,6 +907,10 @@ impl HttpScanner {
                     }
                     match parse_head(&self.line) {
                         Some(head) => {
+                            self.heads += 1;
+                            if matches!(head.body, Body::Length(0)) {
+                                self.done += 1;
+                            }
                             on_request(head.operation);
                             self.state = match head.body {
                                 Body::Chunked => HttpState::ChunkSize,
@@ -440,6 +942,7 @@ impl HttpScanner {
                     // The empty line (just CRLF) ends the trailers and the request.
                     if self.line == b"\r\n" {
                         self.state = HttpState::Head;
+                        self.done += 1;
                     }
                     self.line.clear();
                 }
@@ -719,6 +1222,79 @@ mod tests {
         assert_eq!(exchange(&mut fresh, b"gone", 4).await, b"");
         assert_eq!(proxy.counts().connections, 4);
         assert_eq!(proxy.counts().http_requests(), 0, "not HTTP");
+    }
+
+    /// A client of the real Postgres through `proxy`.
+    async fn pg_client(proxy: &Proxy) -> tokio_postgres::Client {
+        let url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let mut via = tokio_postgres::Config::new();
+        via.host("127.0.0.1")
+            .port(proxy.addr.port())
+            .user(config.get_user().unwrap_or("postgres"))
+            .dbname(config.get_dbname().unwrap_or("postgres"));
+        let (client, connection) = via.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    }
+
+    fn pg_upstream() -> SocketAddr {
+        let url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[tokio::test]
+    async fn statement_faults_act_on_the_matching_statement_only() {
+        let proxy = Proxy::start(pg_upstream()).await;
+        let client = pg_client(&proxy).await;
+        let slow = Duration::from_millis(300);
+        let timed = |sql: &'static str| {
+            let client = &client;
+            async move {
+                let started = std::time::Instant::now();
+                let result =
+                    tokio::time::timeout(Duration::from_secs(2), client.query_typed(sql, &[]))
+                        .await;
+                (result.map(|r| r.is_ok()), started.elapsed())
+            }
+        };
+
+        proxy.set_fault(Fault::delay_answer_to("'target'", slow));
+        let (ok, took) = timed("SELECT 'other'").await;
+        assert!(ok == Ok(true) && took < slow, "others pass at once");
+        let (ok, took) = timed("SELECT 'target'").await;
+        assert!(ok == Ok(true) && took >= slow, "its answer waits");
+        proxy.set_fault(Fault::hold_statement("'target'", slow));
+        let (ok, took) = timed("SELECT 'target'").await;
+        assert!(ok == Ok(true) && took >= slow, "it waits before it is sent");
+        assert_eq!(proxy.counts().faults_applied, 2);
+        assert_eq!(
+            proxy.counts().faults_holding,
+            0,
+            "the held one was answered"
+        );
+
+        for fault in [
+            Fault::swallow_statement("'target'"),
+            Fault::cut_before_statement("'target'"),
+            Fault::cut_after_statement("'target'"),
+            Fault::cut_answer_to("'target'"),
+        ] {
+            proxy.set_fault(fault);
+            let client = pg_client(&proxy).await;
+            assert!(client.query_typed("SELECT 'other'", &[]).await.is_ok());
+            let result =
+                tokio::time::timeout(slow, client.query_typed("SELECT 'target'", &[])).await;
+            match fault {
+                Fault::On(_, Action::Swallow) => assert!(result.is_err(), "never answered"),
+                _ => assert!(matches!(result, Ok(Err(_))), "{fault:?}: connection closed"),
+            }
+        }
+        assert_eq!(proxy.counts().faults_applied, 6);
     }
 
     #[tokio::test]

@@ -334,7 +334,13 @@ pub async fn begin(
     match app.idempotency.claim(&claim, request_hash).await {
         Ok(Ok(())) => Ok(Begin::Run(Some(claim))),
         Ok(Err(held)) => settle(app, claim, request_hash, held).await,
-        Err(error) => Err(unavailable(error)),
+        Err(error) => {
+            // The claim may have been made: free it (a no-op if it was not, or not yet).
+            if error.outcome_unknown() {
+                release(app, &claim).await;
+            }
+            Err(unavailable(error))
+        }
     }
 }
 
@@ -392,13 +398,21 @@ pub async fn release(app: &App, claim: &Claim) {
     }
 }
 
-/// Records a success for the claim's retries. Best effort: a claim left in progress goes stale
+/// Records a success for the claim's retries, trying twice (the statement is idempotent, and
+/// the second try gets a fresh connection). Best effort: a claim left in progress goes stale
 /// and a retry then runs afresh (and meets the duplicate or name checks).
 pub async fn complete(app: &App, claim: &Claim, response: &StoredResponse) {
-    if let Err(error) = app.idempotency.complete(claim, response).await {
-        tracing::warn!(%error, "could not record an idempotent response");
+    for attempt in 1..=COMPLETE_ATTEMPTS {
+        match app.idempotency.complete(claim, response).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(%error, attempt, "could not record an idempotent response")
+            }
+        }
     }
 }
+
+const COMPLETE_ATTEMPTS: u32 = 2;
 
 #[cfg(test)]
 mod tests {

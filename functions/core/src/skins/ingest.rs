@@ -77,8 +77,8 @@ async fn decide(app: &App, key: &str) -> Result<Decision, IngestError> {
     if let Err(error) = check_archive(bytes.clone()).await {
         return refused(format!("not a valid skin: {error}"));
     }
-    match publish(app, &name, bytes).await {
-        Ok(()) => Ok(Decision::Done(IngestOutcome::Published(name))),
+    match publish(app, &name, bytes, None).await {
+        Ok(_) => Ok(Decision::Done(IngestOutcome::Published(name))),
         Err(PublishError::Exists(name)) => {
             refused(format!("a skin named `{}` exists already", name.as_str()))
         }

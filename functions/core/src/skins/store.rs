@@ -18,6 +18,7 @@ use super::presign::{self, PostPolicy, PresignedPost};
 use crate::db::{self, DbError};
 use crate::deadline;
 use crate::domain::SkinName;
+use crate::idempotency::{self, StoredResponse};
 use crate::replays::{storage_error, StorageError};
 
 /// Uploaded skins: `skins/{name}.osk`.
@@ -289,12 +290,27 @@ pub struct Claim {
     token: Uuid,
 }
 
+/// What claiming a name found.
+#[derive(Debug, Clone)]
+pub enum NameClaim {
+    Claimed(Claim),
+    /// A skin of that name is stored (confirmed).
+    Stored,
+    /// Another upload holds the name, unconfirmed: in flight, or one whose outcome was lost.
+    Held,
+}
+
 #[async_trait]
 pub trait SkinRegistry: Send + Sync {
-    /// Claims `name`; `None` when it is stored or held by an upload in flight.
-    async fn claim(&self, name: &SkinName) -> Result<Option<Claim>, DbError>;
-    /// The skin is stored: the name is taken for good.
-    async fn confirm(&self, claim: &Claim) -> Result<(), DbError>;
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, DbError>;
+    /// The skin is stored: the name is taken for good. With `completes`, the upload's
+    /// idempotency claim is completed in the same statement, so a key answers with the skin
+    /// exactly when its name is confirmed.
+    async fn confirm(
+        &self,
+        claim: &Claim,
+        completes: Option<(&idempotency::Claim, &StoredResponse)>,
+    ) -> Result<(), DbError>;
     /// The upload failed: the name is free again.
     async fn release(&self, claim: &Claim) -> Result<(), DbError>;
     /// Whether `name` is stored or held, without claiming it.
@@ -333,15 +349,40 @@ impl PgSkinRegistry {
     }
 }
 
+/// Whether the name was claimed, and else whether it is stored (the outer query's snapshot is
+/// the statement's: it sees the row as it was before the insert).
 const CLAIM_SQL: &str = "\
-INSERT INTO skins (name, claim) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET claim = EXCLUDED.claim, claimed_at = now()
- WHERE skins.stored_at IS NULL
-   AND skins.claimed_at < now() - make_interval(secs => $3)
-RETURNING claim";
+WITH claimed AS (
+    INSERT INTO skins (name, claim) VALUES ($1, $2)
+    ON CONFLICT (name) DO UPDATE SET claim = EXCLUDED.claim, claimed_at = now()
+     WHERE skins.stored_at IS NULL
+       AND skins.claimed_at < now() - make_interval(secs => $3)
+    RETURNING claim
+)
+SELECT EXISTS (SELECT FROM claimed),
+       EXISTS (SELECT FROM skins WHERE name = $1 AND stored_at IS NOT NULL)";
 
-const CONFIRM_SQL: &str =
-    "UPDATE skins SET stored_at = now() WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
+/// `$3`–`$7`: the idempotency claim to complete with the response, or NULLs. With a claim,
+/// the name is confirmed only while the claim is still the upload's (locked first), so an
+/// upload that gave up and released its key can no longer be confirmed by a statement of its
+/// that arrives late: the name stays unconfirmed, and a retry finds its content stored.
+const CONFIRM_SQL: &str = "\
+WITH held AS (
+    SELECT FROM idempotency_keys
+     WHERE client_ip = $3 AND endpoint = $4 AND key = $5 AND token = $6
+       AND status = 'in_progress'
+       FOR UPDATE
+), confirmed AS (
+    UPDATE skins SET stored_at = now()
+     WHERE name = $1 AND claim = $2 AND stored_at IS NULL
+       AND ($6::uuid IS NULL OR EXISTS (SELECT FROM held))
+    RETURNING name
+), completed AS (
+    UPDATE idempotency_keys SET status = 'completed', response = $7
+     WHERE client_ip = $3 AND endpoint = $4 AND key = $5 AND token = $6
+       AND status = 'in_progress' AND EXISTS (SELECT FROM confirmed)
+)
+SELECT count(*) FROM confirmed";
 
 const RELEASE_SQL: &str = "DELETE FROM skins WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
 
@@ -352,7 +393,7 @@ SELECT EXISTS (SELECT 1 FROM skins
 
 #[async_trait]
 impl SkinRegistry for PgSkinRegistry {
-    async fn claim(&self, name: &SkinName) -> Result<Option<Claim>, DbError> {
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, DbError> {
         let token = Uuid::new_v4();
         let params: [(&(dyn ToSql + Sync), Type); 3] = [
             (&name.as_str(), Type::TEXT),
@@ -360,15 +401,48 @@ impl SkinRegistry for PgSkinRegistry {
             (&self.stale_after_secs, Type::FLOAT8),
         ];
         let conn = db::checkout(&self.pool).await?;
-        let rows = conn.query_typed(CLAIM_SQL, &params).await?;
-        Ok((!rows.is_empty()).then(|| Claim {
-            name: name.clone(),
-            token,
-        }))
+        let row = conn
+            .query_typed(CLAIM_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| DbError::unknown("the name claim returned no row"))?;
+        Ok(match (row.get(0), row.get(1)) {
+            (true, _) => NameClaim::Claimed(Claim {
+                name: name.clone(),
+                token,
+            }),
+            (false, true) => NameClaim::Stored,
+            (false, false) => NameClaim::Held,
+        })
     }
 
-    async fn confirm(&self, claim: &Claim) -> Result<(), DbError> {
-        if self.execute_on_claim(CONFIRM_SQL, claim).await? == 1 {
+    async fn confirm(
+        &self,
+        claim: &Claim,
+        completes: Option<(&idempotency::Claim, &StoredResponse)>,
+    ) -> Result<(), DbError> {
+        let (key, response) = completes.unzip();
+        let response = response
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| DbError::new(format!("response: {e}")))?;
+        let params: [(&(dyn ToSql + Sync), Type); 7] = [
+            (&claim.name.as_str(), Type::TEXT),
+            (&claim.token, Type::UUID),
+            (&key.map(|k| k.client.as_str()), Type::TEXT),
+            (&key.map(|k| k.endpoint), Type::TEXT),
+            (&key.map(|k| k.key.as_str()), Type::TEXT),
+            (&key.map(|k| k.token), Type::UUID),
+            (&response, Type::JSONB),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let confirmed: i64 = conn
+            .query_typed(CONFIRM_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| DbError::unknown("the confirmation returned no row"))?
+            .get(0);
+        if confirmed == 1 {
             Ok(())
         } else {
             Err(DbError::new(format!(

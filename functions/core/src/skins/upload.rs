@@ -26,7 +26,7 @@ use serde_json::json;
 
 use super::archive::{self, ArchiveError, ArchiveLimits};
 use super::presign::PresignedPost;
-use super::store::{content_sha256, incoming_key, Claim};
+use super::store::{content_sha256, incoming_key, Claim, NameClaim};
 use crate::admission::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::app::App;
 use crate::config::Config;
@@ -109,37 +109,62 @@ where
         Ok(Begin::Replay(response)) => return Submission::replayed(response),
         Err(rejection) => return Submission::refused(rejection),
     };
-    let (submission, settled) = store_upload(app, client, route, skin, name).await;
+    let (submission, settled) = store_upload(app, client, route, skin, name, &claim).await;
     if let Some(claim) = &claim {
-        match &submission.outcome {
-            Ok(name) => idempotency::complete(app, claim, &uploaded_response(name)).await,
+        match (&submission.outcome, settled) {
+            (_, Settled::KeyCompleted) => {}
+            (Ok(name), Settled::KeyOpen) => {
+                idempotency::complete(app, claim, &uploaded_response(name)).await
+            }
+            // A refusal, or a stored skin whose name (and key) could not be confirmed, frees
+            // the key: a retry runs afresh (and finds its own content stored: 201).
+            (_, Settled::KeyOpen | Settled::Unconfirmed) => idempotency::release(app, claim).await,
             // A skin that may be stored keeps the key: a retry waits for it to go stale, then
             // runs again and finds its own content stored (201).
-            Err(_) if settled => idempotency::release(app, claim).await,
-            Err(_) => {}
+            (_, Settled::Unknown) => {}
         }
     }
     submission.fresh()
 }
 
-/// Steps 4–6, and whether the outcome is settled (false: the skin may be stored).
+/// What became of an upload's idempotency key in steps 4–6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// Completed with the name's confirmation.
+    KeyCompleted,
+    /// Still the request's to complete (a success) or release (a refusal).
+    KeyOpen,
+    /// The skin is stored but its name (and key) could not be confirmed. Releasing the key is
+    /// safe even if the confirmation is still on its way: it confirms only while the key is
+    /// the request's claim.
+    Unconfirmed,
+    /// The skin may be stored: the key is kept.
+    Unknown,
+}
+
+/// Steps 4–6.
 async fn store_upload(
     app: &App,
     client: &ClientKey,
     route: UploadRoute,
     skin: UploadedFile,
     name: SkinName,
-) -> (Submission<SkinName>, bool) {
+    key: &Option<idempotency::Claim>,
+) -> (Submission<SkinName>, Settled) {
     let rate = match check_rate_limit(app, route.endpoint(), route.limit(&app.config), client).await
     {
         Ok(rate) => rate,
-        Err(rejection) => return (Submission::refused(rejection), true),
+        Err(rejection) => return (Submission::refused(rejection), Settled::KeyOpen),
     };
-    let published = publish(app, &name, skin.bytes).await;
-    let settled = !matches!(published, Err(PublishError::Unknown(_)));
-    let outcome = published
-        .map(|()| name)
-        .map_err(PublishError::into_rejection);
+    let response = uploaded_response(&name);
+    let completes = key.as_ref().map(|key| (key, &response));
+    let (outcome, settled) = match publish(app, &name, skin.bytes, completes).await {
+        Ok(Published::Confirmed) if key.is_some() => (Ok(name), Settled::KeyCompleted),
+        Ok(Published::Confirmed | Published::AlreadyStored) => (Ok(name), Settled::KeyOpen),
+        Ok(Published::Unconfirmed) => (Ok(name), Settled::Unconfirmed),
+        Err(error @ PublishError::Unknown(_)) => (Err(error.into_rejection()), Settled::Unknown),
+        Err(error) => (Err(error.into_rejection()), Settled::KeyOpen),
+    };
     (Submission { outcome, rate }, settled)
 }
 
@@ -220,6 +245,18 @@ fn parse_name(name: &str) -> Result<SkinName, Rejection> {
         .map_err(|e| Rejection::InvalidField(FieldError::new(NAME_FIELD, e.reason).to_string()))
 }
 
+/// How a skin came to be published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Published {
+    /// Stored, and its name confirmed (with the key, if one was given).
+    Confirmed,
+    /// Stored, but the confirmation failed (or its answer was lost): the name's claim goes
+    /// stale and whoever takes it over finds the object.
+    Unconfirmed,
+    /// This very content was stored under the name by an earlier attempt.
+    AlreadyStored,
+}
+
 /// Why a skin was not published.
 #[derive(Debug)]
 pub(super) enum PublishError {
@@ -254,7 +291,12 @@ fn exists_detail(name: &SkinName) -> String {
 /// good. A failed write is settled by looking at the object: this very content there is a
 /// success (the answer was lost), none releases the claim, and if it cannot be looked at the
 /// claim is kept, since the object may be there.
-pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<(), PublishError> {
+pub(super) async fn publish(
+    app: &App,
+    name: &SkinName,
+    bytes: Bytes,
+    completes: Option<(&idempotency::Claim, &StoredResponse)>,
+) -> Result<Published, PublishError> {
     if is_default(name) {
         return Err(PublishError::Exists(name.clone()));
     }
@@ -263,8 +305,10 @@ pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<
         PublishError::Database(error)
     })?;
     let sha256 = content_sha256(&bytes);
-    let Some(claim) = claim else {
-        return held_name(app, name, &sha256).await;
+    let claim = match claim {
+        NameClaim::Claimed(claim) => claim,
+        NameClaim::Stored => return Err(PublishError::Exists(name.clone())),
+        NameClaim::Held => return held_name(app, name, &sha256).await,
     };
     let reserve = app.config.aws_timeout.min(app.config.request_deadline / 3);
     let written = match deadline::reserving(reserve, app.skins.put_new(name, bytes)).await {
@@ -284,20 +328,23 @@ pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<
             }
         }
     };
-    confirm(app, &claim).await;
-    if written {
-        Ok(())
-    } else {
-        Err(PublishError::Exists(name.clone()))
+    if !written {
+        // Best effort: an unconfirmed claim goes stale and is confirmed by whoever takes it over.
+        let _ = confirm(app, &claim, None).await;
+        return Err(PublishError::Exists(name.clone()));
     }
+    Ok(match confirm(app, &claim, completes).await {
+        Ok(()) => Published::Confirmed,
+        Err(_) => Published::Unconfirmed,
+    })
 }
 
-/// The name is stored or held by an upload in flight. If that upload is of this very content
-/// and stored (an earlier attempt of this request whose answer was lost, and which kept its
-/// claim), this upload has succeeded; otherwise the name is taken.
-async fn held_name(app: &App, name: &SkinName, sha256: &str) -> Result<(), PublishError> {
+/// The name is held by an upload not confirmed. If that upload is of this very content and
+/// stored (an earlier attempt of this request whose answer was lost, and which kept its claim),
+/// this upload has succeeded; otherwise the name is taken.
+async fn held_name(app: &App, name: &SkinName, sha256: &str) -> Result<Published, PublishError> {
     match app.skins.holds(name, sha256).await {
-        Ok(true) => Ok(()),
+        Ok(true) => Ok(Published::AlreadyStored),
         Ok(false) => Err(PublishError::Exists(name.clone())),
         Err(error) => {
             tracing::error!(%error, skin = name.as_str(), "could not look at a held skin name");
@@ -313,12 +360,19 @@ async fn release(app: &App, claim: &Claim) {
     }
 }
 
-/// The object is in S3 whatever happens here: an unconfirmed claim goes stale, and whoever
-/// takes it over finds the object and confirms it then.
-async fn confirm(app: &App, claim: &Claim) {
-    if let Err(error) = app.skin_names.confirm(claim).await {
+/// Confirms the name (and completes the key in `completes`). The object is in S3 whatever
+/// happens here: an unconfirmed claim goes stale, and whoever takes it over finds the object
+/// and confirms it then.
+async fn confirm(
+    app: &App,
+    claim: &Claim,
+    completes: Option<(&idempotency::Claim, &StoredResponse)>,
+) -> Result<(), DbError> {
+    let confirmed = app.skin_names.confirm(claim, completes).await;
+    if let Err(error) = &confirmed {
         tracing::warn!(%error, skin = claim.name.as_str(), "could not confirm a skin name");
     }
+    confirmed
 }
 
 /// Skin names compare exactly, as S3 keys do, but `default` in any case would be confusing.
