@@ -1,4 +1,4 @@
-//! The Postgres pool, built the RDS-Proxy-safe way, and the embedded migrations.
+//! The Postgres pool, built the RDS-Proxy-safe way (the migrations are in `migrations.rs`).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -8,10 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
-
-mod embedded {
-    refinery::embed_migrations!("../../migrations");
-}
 
 #[derive(Debug, thiserror::Error)]
 #[error("database unavailable: {0}")]
@@ -137,20 +133,4 @@ impl Drop for Conn {
             }
         }
     }
-}
-
-/// Applies `migrations/` (refinery keeps its history table, so this is idempotent) and names
-/// the ones this run applied (`V3__skins`), oldest first.
-pub async fn migrate(pool: &Pool) -> Result<Vec<String>, DbError> {
-    let mut conn = pool.get().await?;
-    let client: &mut tokio_postgres::Client = &mut conn;
-    let report = embedded::migrations::runner()
-        .run_async(client)
-        .await
-        .map_err(|e| DbError(format!("migration failed: {e}")))?;
-    Ok(report
-        .applied_migrations()
-        .iter()
-        .map(ToString::to_string)
-        .collect())
 }

@@ -1,7 +1,9 @@
 //! Running the core as Lambda functions. Each function's `main` is `app()` — configuration,
 //! the database secret, SDK clients and the pool, once per instance before the first event —
 //! then `serve` (the HTTP functions: API Gateway events through the core's axum routes) or
-//! `run_events` with one of the event handlers here (schedules, S3, CloudFormation).
+//! `run_events` with one of the event handlers here (schedules, S3). `migrate` is the
+//! exception: `serve_migrations` starts the runtime first and reads everything per event, so
+//! that CloudFormation always gets its answer.
 
 mod database;
 mod events;
@@ -26,7 +28,10 @@ use crate::{aws, http, telemetry, App, Clients, Config};
 pub use database::{postgres_config, secret_postgres_config, DbEndpoint};
 pub use events::{dispatch_outbox, ingest_skins, object_key, run_janitor};
 pub use lambda_http::Error;
-pub use migrate::{custom_resource_response, migrate, PHYSICAL_RESOURCE_ID};
+pub use migrate::{
+    custom_resource_response, migrate, serve_migrations, CustomResourceRequest,
+    PHYSICAL_RESOURCE_ID,
+};
 
 /// Everything a function needs, built once per instance: logging, configuration, the AWS
 /// clients and the Postgres pool (credentials from the database secret on AWS). Nothing
