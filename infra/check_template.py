@@ -115,6 +115,7 @@ def main(template_path, samconfig_path):
         ingest.get("Timeout", 15) >= 2 * read_seconds + aws_timeout_ms / 1000,
         "SkinIngestFunction: Timeout must cover reading and copying the largest upload",
     )
+    check(ingest.get("MemorySize", 128) <= 512, "SkinIngestFunction: the check streams; <= 512 MB")
 
     # JSON access logs on the API stage.
     api = resources["Api"]["Properties"]

@@ -2,14 +2,17 @@
 //! `incoming/`) and the names in Postgres, claimed before an object is written so that two
 //! uploads of one new name cannot both win.
 
+use std::ops::Range;
+use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 use aws_sdk_s3::config::ProvideCredentials;
 use aws_sdk_s3::primitives::ByteStream;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use deadpool_postgres::Pool;
+use futures_util::Stream;
 use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
 
@@ -51,13 +54,23 @@ pub fn name_of_incoming_key(key: &str) -> Option<SkinName> {
     SkinName::parse(file.strip_suffix(SKIN_SUFFIX)?).ok()
 }
 
-/// An incoming object's content, read within a bound.
-#[derive(Debug)]
-pub enum Fetched {
-    Bytes(Bytes),
-    TooLarge,
-    /// Deleted meanwhile (already ingested by another run, or expired).
-    Gone,
+/// One version of an incoming object: what its check read is what gets published (a presigned
+/// POST may be repeated to the same key while its policy lasts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    pub size: u64,
+    pub etag: String,
+}
+
+/// An object's bytes as they arrive.
+pub type ByteChunks = Pin<Box<dyn Stream<Item = Result<Bytes, StorageError>> + Send>>;
+
+/// What `copy_new` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    Stored,
+    /// An object was already at the destination: left as it was.
+    Exists,
 }
 
 #[async_trait]
@@ -78,7 +91,23 @@ pub trait SkinStore: Send + Sync {
     ) -> Result<PresignedPost, StorageError>;
     /// Keys under `incoming/`, at most `limit`.
     async fn list_incoming(&self, limit: usize) -> Result<Vec<String>, StorageError>;
-    async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError>;
+    /// The object's current version; `None` when it is gone (ingested by another run, expired).
+    async fn head(&self, key: &str) -> Result<Option<ObjectVersion>, StorageError>;
+    /// The bytes `range` of `key`, streamed; fails if the object is no longer `version`.
+    async fn read(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        range: Range<u64>,
+    ) -> Result<ByteChunks, StorageError>;
+    /// Copies `key` (still at `version`, else an error) to `skins/{name}.osk` within S3, unless
+    /// an object is there already (as `put_new`).
+    async fn copy_new(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        name: &SkinName,
+    ) -> Result<Copied, StorageError>;
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
 }
 
@@ -202,35 +231,92 @@ impl SkinStore for S3SkinStore {
         self.list_keys(INCOMING_PREFIX, limit).await
     }
 
-    async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError> {
-        let got = self
+    async fn head(&self, key: &str) -> Result<Option<ObjectVersion>, StorageError> {
+        let head = self
             .client
-            .get_object()
+            .head_object()
             .bucket(&self.bucket)
             .key(key)
             .send()
             .await;
-        let mut object = match got {
-            Ok(object) => object,
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
-                return Ok(Fetched::Gone)
-            }
-            Err(e) => return Err(storage_error(e)),
-        };
-        let declared = object.content_length().unwrap_or_default();
-        if usize::try_from(declared).map_or(true, |len| len > max_bytes) {
-            return Ok(Fetched::TooLarge);
+        match head {
+            Ok(head) => Ok(Some(ObjectVersion {
+                size: head.content_length().unwrap_or_default().max(0) as u64,
+                etag: head.e_tag().unwrap_or_default().to_owned(),
+            })),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
+            Err(e) => Err(storage_error(e)),
         }
-        // The declared length bounds the buffer; the loop bounds what is read all the same.
-        let mut bytes = BytesMut::with_capacity(declared as usize);
-        while let Some(chunk) = object.body.next().await {
-            let chunk = chunk.map_err(storage_error)?;
-            if bytes.len() + chunk.len() > max_bytes {
-                return Ok(Fetched::TooLarge);
-            }
-            bytes.extend_from_slice(&chunk);
+    }
+
+    async fn read(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        range: Range<u64>,
+    ) -> Result<ByteChunks, StorageError> {
+        if range.is_empty() {
+            return Ok(Box::pin(futures_util::stream::empty()));
         }
-        Ok(Fetched::Bytes(bytes.freeze()))
+        let object = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_match(&version.etag)
+            .range(format!("bytes={}-{}", range.start, range.end - 1))
+            .send()
+            .await
+            .map_err(storage_error)?;
+        let expected = range.end - range.start;
+        if object.content_length().unwrap_or_default().max(0) as u64 != expected {
+            return Err(StorageError(format!(
+                "s3://{}/{key}: asked for {expected} bytes, the answer has {:?}",
+                self.bucket,
+                object.content_length()
+            )));
+        }
+        let chunks = futures_util::stream::unfold(object.body, |mut body| async move {
+            let chunk = body.next().await?;
+            Some((chunk.map_err(storage_error), body))
+        });
+        Ok(Box::pin(chunks))
+    }
+
+    async fn copy_new(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        name: &SkinName,
+    ) -> Result<Copied, StorageError> {
+        let destination = skin_key(name);
+        let copied = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(&destination)
+            .copy_source(copy_source(&self.bucket, key))
+            .copy_source_if_match(&version.etag)
+            .if_none_match("*")
+            .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
+            .content_type("application/octet-stream")
+            .send()
+            .await;
+        match copied {
+            Ok(_) => Ok(Copied::Stored),
+            // 412 is either condition: the destination taken, or the source replaced.
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => {
+                if self.exists(name).await? {
+                    Ok(Copied::Exists)
+                } else {
+                    Err(StorageError(format!(
+                        "s3://{}/{key} changed while it was checked",
+                        self.bucket
+                    )))
+                }
+            }
+            Err(e) => Err(storage_error(e)),
+        }
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
@@ -243,6 +329,20 @@ impl SkinStore for S3SkinStore {
             .map(drop)
             .map_err(storage_error)
     }
+}
+
+/// CopyObject's `x-amz-copy-source`: bucket and key, the key URL-encoded (keys hold spaces).
+fn copy_source(bucket: &str, key: &str) -> String {
+    let encoded: String = key
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("{bucket}/{encoded}")
 }
 
 /// A name held for one upload until it is confirmed (stored) or released (failed).

@@ -26,7 +26,7 @@ use serde_json::json;
 
 use super::archive::{self, ArchiveError, ArchiveLimits};
 use super::presign::PresignedPost;
-use super::store::{incoming_key, Claim};
+use super::store::{incoming_key, Claim, Copied, ObjectVersion};
 use crate::admission::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::app::App;
 use crate::config::Config;
@@ -131,7 +131,7 @@ async fn store_upload(
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let outcome = publish(app, &name, skin.bytes)
+    let outcome = publish(app, &name, Content::Bytes(skin.bytes))
         .await
         .map(|()| name)
         .map_err(PublishError::into_rejection);
@@ -171,7 +171,7 @@ where
 }
 
 /// Step 2, off the async threads: inflating can take up to a second of CPU.
-pub(super) async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
+async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
     let checked =
         tokio::task::spawn_blocking(move || archive::inspect(&bytes, &ArchiveLimits::default()))
             .await;
@@ -240,10 +240,25 @@ fn exists_detail(name: &SkinName) -> String {
     )
 }
 
+/// What `publish` stores as `skins/{name}.osk`.
+pub(super) enum Content<'a> {
+    /// A direct upload, in memory.
+    Bytes(Bytes),
+    /// A presigned upload, copied within S3: the version that was checked.
+    Incoming {
+        key: &'a str,
+        version: &'a ObjectVersion,
+    },
+}
+
 /// Steps 5 and 6: claim the name, write the object unless one is there, confirm. A failed
 /// write releases the claim; an object found already there (from before the registry, or
 /// another fleet) keeps the name taken for good.
-pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<(), PublishError> {
+pub(super) async fn publish(
+    app: &App,
+    name: &SkinName,
+    content: Content<'_>,
+) -> Result<(), PublishError> {
     if is_default(name) {
         return Err(PublishError::Exists(name.clone()));
     }
@@ -252,7 +267,15 @@ pub(super) async fn publish(app: &App, name: &SkinName, bytes: Bytes) -> Result<
         PublishError::Database(error)
     })?;
     let claim = claim.ok_or_else(|| PublishError::Exists(name.clone()))?;
-    match app.skins.put_new(name, bytes).await {
+    let stored = match content {
+        Content::Bytes(bytes) => app.skins.put_new(name, bytes).await,
+        Content::Incoming { key, version } => app
+            .skins
+            .copy_new(key, version, name)
+            .await
+            .map(|copied| copied == Copied::Stored),
+    };
+    match stored {
         Ok(true) => {
             confirm(app, &claim).await;
             Ok(())
