@@ -94,6 +94,10 @@ def main(template_path, samconfig_path):
         "Bucket: a CORS rule must allow the browsers' presigned POST",
     )
 
+    # Browser pages: the API's preflights and answers, and the bucket, from one origin.
+    check("AllowOrigin" in resources["Api"]["Properties"].get("Cors", {}), "Api: Cors for browsers")
+    check(ref(globals_env.get("CORS_ALLOW_ORIGIN")) == "BrowserOrigin", "Globals: CORS_ALLOW_ORIGIN")
+
     # skin-ingest: a failure destination, timeouts that fit the largest upload, streaming memory.
     ingest = functions["SkinIngestFunction"]["Properties"]
     on_failure = ingest.get("EventInvokeConfig", {}).get("DestinationConfig", {}).get("OnFailure", {})
