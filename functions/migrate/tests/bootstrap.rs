@@ -7,7 +7,9 @@
 //! that fails; two runners at once.
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default `postgres://postgres@127.0.0.1:5432/postgres`;
-//! each test makes its own database); no AWS stand-in (the secret cases point at a closed port).
+//! each test makes its own database), and for the AWS path (the secret read from Secrets
+//! Manager) the stand-in where `AWS_ENDPOINT_URL` points (default `http://127.0.0.1:4566`), as
+//! `./infra/test` starts them; the failing-secret cases point at a closed port instead.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -302,6 +304,74 @@ async fn a_missing_database_is_created_migrated_and_kept_on_delete() {
     let deleted = function.answer("Delete", "up").await;
     assert_eq!(status(&deleted), "SUCCESS", "{deleted}");
     assert_eq!(history(&db).await.len(), shipped_migrations().len());
+}
+
+/// The path every deploy takes on AWS: no `DATABASE_URL`; the credentials from the secret
+/// `DB_SECRET_ARN` names (Secrets Manager: the stand-in), the server from `DB_HOST`,
+/// `DB_PORT`, `DB_NAME`.
+#[tokio::test]
+async fn the_database_secret_is_read_per_event() {
+    let database = fresh_database("secret_path").await;
+    let server: tokio_postgres::Config = server_url().parse().unwrap();
+    let host = match &server.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("DATABASE_URL needs a TCP host, not {other:?}"),
+    };
+    let port = server
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let secret = serde_json::json!({
+        "username": server.get_user().unwrap_or("postgres"),
+        "password": server.get_password().map(String::from_utf8_lossy).unwrap_or_default(),
+    });
+    let endpoint =
+        std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "bootstrap-test",
+        ))
+        .load()
+        .await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+    let name = format!("osurender/migrate-bootstrap-{}", std::process::id());
+    let arn = secrets
+        .create_secret()
+        .name(&name)
+        .secret_string(secret.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("the AWS stand-in at {endpoint}: {e:?}"))
+        .arn
+        .unwrap();
+    let function = Function::start(
+        "secret-path",
+        &[
+            ("DB_SECRET_ARN", &arn),
+            ("DB_HOST", &host),
+            ("DB_PORT", &port),
+            ("DB_NAME", &database),
+            ("AWS_ENDPOINT_URL", &endpoint),
+        ],
+    )
+    .await;
+    let created = function.answer("Create", "secret-path").await;
+    let _ = secrets
+        .delete_secret()
+        .secret_id(&arn)
+        .force_delete_without_recovery(true)
+        .send()
+        .await;
+    assert_eq!(status(&created), "SUCCESS", "{created}");
+    assert_eq!(created["Data"]["Applied"], shipped_migrations().join(","));
 }
 
 #[tokio::test]
