@@ -113,13 +113,14 @@ fn chain(error: &dyn std::error::Error) -> String {
     let mut source = error.source();
     while let Some(cause) = source {
         // The server's own words ("relation \"jobs\" already exists"), with their SQLSTATE.
-        let cause_text = match cause
+        let server = cause
             .downcast_ref::<tokio_postgres::Error>()
-            .and_then(tokio_postgres::Error::as_db_error)
-        {
-            Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => cause.to_string(),
-        };
+            .and_then(tokio_postgres::Error::as_db_error);
+        if let Some(db) = server {
+            // The last word: what lies below repeats it.
+            return format!("{text}: {}: {}", db.code().code(), db.message());
+        }
+        let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
             text = format!("{text}: {cause_text}");
         }
@@ -135,11 +136,18 @@ fn names_missing_database(error: &deadpool_postgres::PoolError) -> bool {
 
 async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Result<(), DbError> {
     let name = pg.get_dbname().unwrap_or_default().to_owned();
-    let statement = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
+    let quoted = |identifier: &str| format!("\"{}\"", identifier.replace('"', "\"\""));
+    // Created by this user it is theirs; created by someone else for them, it must be made
+    // theirs, since from PostgreSQL 15 only a database's owner may create in its `public`.
+    let statement = format!("CREATE DATABASE {}", quoted(&name));
+    let for_user = match pg.get_user() {
+        Some(user) => format!("{statement} OWNER {}", quoted(user)),
+        None => statement.clone(),
+    };
     let cannot = |error: DbError| {
         DbError(format!(
             "database `{name}` does not exist and could not be created ({}); \
-             run `{statement}` as a user with CREATEDB",
+             run `{for_user}` as a user with CREATEDB",
             error.0
         ))
     };

@@ -396,6 +396,37 @@ async fn delete_answers_at_once_without_the_secret_or_the_database() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// A missing database whose user may not create one: FAILED, saying what to run.
+#[tokio::test]
+async fn a_missing_database_it_may_not_create_names_the_statement() {
+    let database = fresh_database("nocreate").await;
+    let admin = connect(&database_url("postgres")).await;
+    admin
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE migrate_bootstrap_nocreate LOGIN NOCREATEDB; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+        )
+        .await
+        .unwrap();
+    let server: tokio_postgres::Config = server_url().parse().unwrap();
+    let host = match &server.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("DATABASE_URL needs a TCP host, not {other:?}"),
+    };
+    let port = server.get_ports().first().copied().unwrap_or(5432);
+    let url = format!("postgres://migrate_bootstrap_nocreate@{host}:{port}/{database}");
+    let function = Function::start("nocreate", &[("DATABASE_URL", &url)]).await;
+    let created = function.answer("Create", "nocreate").await;
+    assert_eq!(status(&created), "FAILED", "{created}");
+    assert!(
+        reason(&created).contains(&format!(
+            "run `CREATE DATABASE \"{database}\" OWNER \"migrate_bootstrap_nocreate\"`"
+        )),
+        "{}",
+        reason(&created)
+    );
+}
+
 #[tokio::test]
 async fn an_unreachable_database_fails_and_the_function_lives_on() {
     let url = format!("postgres://postgres@127.0.0.1:{}/osurender", closed_port());
