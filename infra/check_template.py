@@ -8,7 +8,6 @@ short tags: !Ref, !Sub, !GetAtt ...). Prints every property that does not hold a
 import json
 import re
 import sys
-import tomllib
 
 from samtranslator.yaml_helper import yaml_parse
 
@@ -180,9 +179,13 @@ def main(template_path, samconfig_path):
                 )
 
     # samconfig's prod names DbSslMode explicitly and says what the first deploy must add.
-    samconfig = tomllib.load(open(samconfig_path, "rb"))
-    prod = samconfig["prod"]["deploy"]["parameters"]["parameter_overrides"]
-    check("DbSslMode=verify-full" in prod, "samconfig prod: DbSslMode=verify-full")
+    # (Text, not tomllib: the deploy venv's Python may predate 3.11.)
+    samconfig = open(samconfig_path).read()
+    prod = re.search(r"^\[prod\.deploy\.parameters\]\n(.*?)(?=^\[|\Z)", samconfig, re.M | re.S)
+    check(
+        prod is not None and '"DbSslMode=verify-full"' in prod.group(1),
+        "samconfig prod: DbSslMode=verify-full",
+    )
 
     for failure in failures:
         print(f"template property: {failure}", file=sys.stderr)
