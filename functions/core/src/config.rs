@@ -67,6 +67,9 @@ pub struct Config {
     /// Dev server only: how often it ingests presigned skin uploads waiting under `incoming/`
     /// (zero: never; on AWS an S3 event invokes the ingest).
     pub skin_ingest_interval: Duration,
+    /// Lambda only: the origin (`https://example.com`, or `*`) whose pages may read the API's
+    /// answers (CORS; API Gateway answers the preflights). `None`: no CORS headers.
+    pub cors_allow_origin: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -165,6 +168,7 @@ impl Config {
             skin_ingest_interval: env
                 .parse::<Seconds>("SKIN_INGEST_INTERVAL", Seconds(5))?
                 .into(),
+            cors_allow_origin: lookup("CORS_ALLOW_ORIGIN").filter(|origin| !origin.is_empty()),
             replay_bucket,
         })
     }

@@ -1,4 +1,4 @@
-//! The Postgres pool, built the RDS-Proxy-safe way, and the embedded migrations.
+//! The Postgres pool, built the RDS-Proxy-safe way (the migrations are in `migrations.rs`).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -10,10 +10,6 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 use crate::deadline;
-
-mod embedded {
-    refinery::embed_migrations!("../../migrations");
-}
 
 /// A store call that failed, and whether what it asked for may still have happened.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +45,11 @@ impl DbError {
             message: message.into(),
             outcome: Outcome::Unknown,
         }
+    }
+
+    /// What failed, without the "database unavailable" prefix.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 
     pub fn outcome(&self) -> Outcome {
@@ -189,20 +190,4 @@ impl Drop for Conn {
             }
         }
     }
-}
-
-/// Applies `migrations/` (refinery keeps its history table, so this is idempotent) and names
-/// the ones this run applied (`V3__skins`), oldest first.
-pub async fn migrate(pool: &Pool) -> Result<Vec<String>, DbError> {
-    let mut conn = pool.get().await?;
-    let client: &mut tokio_postgres::Client = &mut conn;
-    let report = embedded::migrations::runner()
-        .run_async(client)
-        .await
-        .map_err(|e| DbError::new(format!("migration failed: {e}")))?;
-    Ok(report
-        .applied_migrations()
-        .iter()
-        .map(ToString::to_string)
-        .collect())
 }

@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod lambda;
 pub mod limiter;
 pub mod metrics;
+pub mod migrations;
 pub mod outbox;
 pub mod problem;
 pub mod queue;

@@ -44,6 +44,32 @@ pub fn outbox_failed(count: u64) {
     emit(&outbox_failed_line(&function, count, now_millis()));
 }
 
+/// Jobs holding the render capacity (`downloading` + `rendering`, against `MAX_RENDERING`) and
+/// waiting for it (`queued`, against `MAX_QUEUED`), by function: the dashboard's gauge, printed
+/// by outbox-dispatcher once a minute.
+pub fn render_capacity(queued: i64, rendering: i64) {
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    emit(&render_capacity_line(
+        &function,
+        queued,
+        rendering,
+        now_millis(),
+    ));
+}
+
+fn render_capacity_line(function: &str, queued: i64, rendering: i64, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(
+            timestamp,
+            &["FunctionName"],
+            &[("QueuedJobs", "Count"), ("RenderingJobs", "Count")],
+        ),
+        "FunctionName": function,
+        "QueuedJobs": queued,
+        "RenderingJobs": rendering,
+    })
+}
+
 fn admission_line(endpoint: &str, decision: &str, latency: Duration, timestamp: u64) -> Value {
     json!({
         "_aws": metadata(
@@ -136,6 +162,20 @@ mod tests {
         });
         assert_eq!(Reply::Fresh(()).decision(), "admitted");
         assert_eq!(replayed.decision(), "replayed");
+    }
+
+    #[test]
+    fn render_capacity_line_matches_the_dashboard() {
+        let line = render_capacity_line("osurender-dev-OutboxDispatcher", 7, 20, 1);
+        let meta = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(meta["Dimensions"], json!([["FunctionName"]]));
+        assert_eq!(
+            meta["Metrics"],
+            json!([{"Name": "QueuedJobs", "Unit": "Count"}, {"Name": "RenderingJobs", "Unit": "Count"}])
+        );
+        assert_eq!(line["QueuedJobs"], 7);
+        assert_eq!(line["RenderingJobs"], 20);
+        assert_eq!(line["FunctionName"], "osurender-dev-OutboxDispatcher");
     }
 
     #[test]

@@ -23,6 +23,11 @@ impl StorageError {
         }
     }
 
+    /// What failed, without the "object storage failed" prefix.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// S3 did not answer in time, could not be reached, or answered that it is unwell (5xx):
     /// a retry may well succeed, unlike after a refusal (a missing bucket, a denied access).
     pub fn is_transient(&self) -> bool {

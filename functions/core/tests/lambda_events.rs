@@ -340,3 +340,36 @@ async fn every_listed_route_is_served() {
     }
     assert!(limiter.asked().is_empty());
 }
+
+/// CORS_ALLOW_ORIGIN (template.yaml's BrowserOrigin) puts the CORS headers on every answer,
+/// refusals included, so a browser page can read the status, the problem and the rate limit;
+/// without it, none.
+#[tokio::test]
+async fn answers_carry_the_configured_cors_origin() {
+    let vars = [("CORS_ALLOW_ORIGIN", "https://osurender.example")];
+    let router = lambda::router(
+        job_status::routes(),
+        app(&vars, Arc::new(RecordingLimiter::default())),
+    );
+    let (response, body) = serve(router, &event(GET_JOB_EVENT)).await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(
+        header(&response, "access-control-allow-origin"),
+        "https://osurender.example"
+    );
+    assert_eq!(header(&response, "vary"), "Origin");
+    let exposed = header(&response, "access-control-expose-headers");
+    for name in ["Retry-After", "X-RateLimit-Remaining", "Location"] {
+        assert!(exposed.contains(name), "{exposed}");
+    }
+
+    let router = lambda::router(
+        job_status::routes(),
+        app(&[], Arc::new(RecordingLimiter::default())),
+    );
+    let (response, _) = serve(router, &event(GET_JOB_EVENT)).await;
+    assert!(response
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use osurender_core::webhook::Verifier;
-use osurender_core::{db, http, janitor, outbox, skins, App, Clients, Config};
+use osurender_core::{http, janitor, migrations, outbox, skins, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -31,9 +31,10 @@ impl Server {
 /// uploads on timers, and plays the render workers if asked to.
 pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<Server> {
     let clients = Clients::new(&config).await?;
-    db::migrate(&clients.pool)
+    let migrated = migrations::migrate(&clients.pool)
         .await
         .context("applying migrations")?;
+    tracing::info!(outcome = migrated.summary(), "migrations");
     provision::rate_limit_table(&clients.dynamodb, &config.rate_limit_table).await?;
     provision::bucket(&clients.s3, &config.replay_bucket).await?;
     provision::bucket(&clients.s3, &config.artifact_bucket).await?;

@@ -1,18 +1,23 @@
 //! The non-HTTP functions' handlers: the scheduled outbox dispatcher and janitor (whatever the
 //! event: EventBridge's, or `{}` by hand) and the S3 event that ingests presigned skin uploads.
 
+use std::net::IpAddr;
+
 use aws_lambda_events::event::s3::S3Event;
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
 use super::Error;
+use crate::domain::ClientKey;
 use crate::janitor::{self, JanitorReport};
 use crate::outbox::{self, SweepReport};
 use crate::skins::{self, IngestError, IngestOutcome};
 use crate::{metrics, App};
 
 /// `outbox-dispatcher`: one sweep; the events it gave up on become the `OutboxFailed` metric.
-/// A failed sweep is the invocation's error (the dispatcher's errors alarm counts those).
+/// A failed sweep is the invocation's error (the dispatcher's errors alarm counts those). Each
+/// run also prints the render capacity in use (the dashboard's gauge); a failed read of it is
+/// only logged.
 pub async fn dispatch_outbox(app: App, _event: Value) -> Result<SweepReport, Error> {
     let report = outbox::sweep(&app).await?;
     if report.failed > 0 {
@@ -20,6 +25,13 @@ pub async fn dispatch_outbox(app: App, _event: Value) -> Result<SweepReport, Err
     }
     if report.claimed > 0 {
         tracing::info!(?report, "outbox sweep");
+    }
+    // The global counts of the admission's occupancy read, asked for a client that never
+    // submits (an unspecified address) and a hash no replay has.
+    let nobody = ClientKey::new(IpAddr::from([0, 0, 0, 0]), app.config.ipv6_prefix_len);
+    match app.jobs.occupancy(&nobody, &[0; 32], None).await {
+        Ok((occupancy, _)) => metrics::render_capacity(occupancy.queued, occupancy.rendering),
+        Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
     }
     Ok(report)
 }

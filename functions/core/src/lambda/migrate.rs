@@ -1,92 +1,160 @@
-//! `migrate`: the migrations, run by CloudFormation on every deploy (a custom resource) or by
-//! hand (README-deploy.md, "Migrations on deploy").
+//! `migrate`: the migrations, run by CloudFormation on every deploy (the custom resource
+//! `Migration`) or by hand (docs/DEPLOY.md, "Migrations on deploy").
+//!
+//! CloudFormation waits for an answer on the event's `ResponseURL`; one that never comes holds
+//! the stack for the resource's `ServiceTimeout`, and then its rollback's Delete waits as long
+//! again and fails the stack for good. So nothing may stand between an event and its answer:
+//! the runtime loop starts before anything that can fail, configuration, secret and database
+//! are read per event inside a task bounded in time (whose panic, where panics unwind, is an
+//! answer too), every failure is a `FAILED` answer with a short reason, and Delete is answered
+//! at once without touching either (the schema outlives the stack).
 
 use std::time::Duration;
 
-use aws_lambda_events::event::cloudformation::CloudFormationCustomResourceRequest as Request;
+use lambda_http::{service_fn, LambdaEvent};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
-use super::Error;
-use crate::db::{self, DbError};
-use crate::App;
+use super::{postgres_config, Error};
+use crate::migrations::{self, Outcome};
+use crate::{aws, telemetry, Config};
 
 /// Constant: a new one would make CloudFormation send a Delete for the old.
 pub const PHYSICAL_RESOURCE_ID: &str = "osurender-migrations";
 
-/// CloudFormation reads at most 4 KB of the response; the reason is cut well within that.
-const MAX_REASON_CHARS: usize = 1_000;
+/// The whole run (configuration, secret, connecting, waiting for the lock, migrating) is given
+/// up after this; with the answer's at most 3 × 4 s PUTs and 2 s of pauses, CloudFormation
+/// hears back within a minute of the event (the function's timeout in template.yaml).
+const RUN_DEADLINE: Duration = Duration::from_secs(40);
+/// CloudFormation reads at most 4 KB of the response: `Reason` and `Data` are cut within that.
+const MAX_REASON_BYTES: usize = 1_000;
+const MAX_DATA_BYTES: usize = 1_000;
 const RESPONSE_ATTEMPTS: u32 = 3;
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// `migrate`'s whole `main`: logging, then straight into the runtime loop.
+pub async fn serve_migrations() -> Result<(), Error> {
+    telemetry::init();
+    lambda_http::lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
+        let span = tracing::info_span!("event", request_id = %event.context.request_id);
+        migrate(event.payload).instrument(span)
+    }))
+    .await
+}
 
 /// A CloudFormation event (it has `RequestType` and `ResponseURL`) is answered on its
-/// `ResponseURL`, also on failure, else the stack would wait for the service timeout. Any
-/// other event (`{}` by hand) migrates, and a failure is the invocation's error.
-pub async fn migrate(app: App, event: Value) -> Result<Value, Error> {
-    if event.get("RequestType").is_none() || event.get("ResponseURL").is_none() {
-        let applied = db::migrate(&app.clients.pool).await?;
-        tracing::info!(?applied, "migrations applied");
-        return Ok(json!({ "applied": applied }));
-    }
-    let request: Request = serde_json::from_value(event)?;
-    let outcome = match &request {
-        // Never drop the schema: the data outlives the stack.
-        Request::Delete(_) => Ok(Vec::new()),
-        _ => db::migrate(&app.clients.pool).await,
+/// `ResponseURL`, whatever happens. Any other event (`{}` by hand) migrates, and a failure is
+/// the invocation's error.
+pub async fn migrate(event: Value) -> Result<Value, Error> {
+    let Some(request) = CustomResourceRequest::from_event(&event) else {
+        return match run().await {
+            Ok(outcome) => {
+                tracing::info!(outcome = outcome.summary(), "migrations");
+                Ok(json!({ "applied": outcome.applied() }))
+            }
+            Err(reason) => Err(reason.into()),
+        };
     };
-    match &outcome {
-        Ok(applied) => tracing::info!(?applied, "migrations applied"),
-        Err(error) => tracing::error!(%error, "migrations failed"),
+    let answer = match request.request_type.as_str() {
+        "Delete" => Ok(Outcome::Applied(Vec::new())),
+        "Create" | "Update" => run().await,
+        other => Err(format!("unknown RequestType `{other}`")),
+    };
+    match &answer {
+        Ok(outcome) => tracing::info!(outcome = outcome.summary(), "migrations"),
+        Err(reason) => tracing::error!(reason, "migrations failed"),
     }
-    let response = custom_resource_response(&request, &outcome);
-    respond(response_url(&request), &response).await?;
+    let response = custom_resource_response(&request, &answer);
+    respond(&request.response_url, &response).await?;
     Ok(response)
 }
 
-/// The answer to CloudFormation for `request`, given how the migrations went.
-pub fn custom_resource_response(
-    request: &Request,
-    outcome: &Result<Vec<String>, DbError>,
-) -> Value {
-    let (stack_id, request_id, logical_id) = match request {
-        Request::Create(r) => (&r.stack_id, &r.request_id, &r.logical_resource_id),
-        Request::Update(r) => (&r.stack_id, &r.request_id, &r.logical_resource_id),
-        Request::Delete(r) => (&r.stack_id, &r.request_id, &r.logical_resource_id),
-        // The enum is non-exhaustive; nothing else is sent today.
-        _ => unreachable!("CloudFormation sends Create, Update or Delete"),
-    };
-    let (status, reason, applied) = match outcome {
-        Ok(applied) if matches!(request, Request::Delete(_)) => {
-            ("SUCCESS", "the schema is kept".to_owned(), applied)
+/// Configuration, secret, connection and migrations, in a task of its own and bounded by
+/// `RUN_DEADLINE`; every way it can end is an outcome or a short reason.
+async fn run() -> Result<Outcome, String> {
+    let mut task = tokio::spawn(connect_and_migrate());
+    match tokio::time::timeout(RUN_DEADLINE, &mut task).await {
+        Ok(Ok(result)) => result,
+        // Only where panics unwind (tests); the release profile aborts, so none may happen.
+        Ok(Err(error)) => Err(format!("the migration run ended abnormally: {error}")),
+        Err(_) => {
+            // Dropping the connection ends its session: the lock and any open transaction go.
+            task.abort();
+            Err(format!(
+                "no result within {} s (database or secret unreachable?); nothing was committed \
+                 unless the log says so",
+                RUN_DEADLINE.as_secs()
+            ))
         }
-        Ok(applied) => (
-            "SUCCESS",
-            format!("{} migration(s) applied", applied.len()),
-            applied,
-        ),
-        Err(error) => (
-            "FAILED",
-            error.to_string().chars().take(MAX_REASON_CHARS).collect(),
-            &Vec::new(),
-        ),
+    }
+}
+
+async fn connect_and_migrate() -> Result<Outcome, String> {
+    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
+    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let postgres = postgres_config(&config, &sdk)
+        .await
+        .map_err(|e| e.message().to_owned())?;
+    migrations::connect_and_apply(postgres, config.db_timeout)
+        .await
+        .map_err(|e| e.message().to_owned())
+}
+
+/// The fields of a CloudFormation custom resource event that its answer needs. Read leniently:
+/// a missing or odd field is copied back empty rather than left unanswered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomResourceRequest {
+    pub request_type: String,
+    pub response_url: String,
+    pub stack_id: String,
+    pub request_id: String,
+    pub logical_resource_id: String,
+}
+
+impl CustomResourceRequest {
+    /// `None` unless `event` has a string `RequestType` and `ResponseURL`.
+    pub fn from_event(event: &Value) -> Option<Self> {
+        let text = |name: &str| event.get(name).and_then(Value::as_str).map(str::to_owned);
+        Some(Self {
+            request_type: text("RequestType")?,
+            response_url: text("ResponseURL")?,
+            stack_id: text("StackId").unwrap_or_default(),
+            request_id: text("RequestId").unwrap_or_default(),
+            logical_resource_id: text("LogicalResourceId").unwrap_or_default(),
+        })
+    }
+}
+
+/// The answer to CloudFormation for `request`, given how the run went.
+pub fn custom_resource_response(
+    request: &CustomResourceRequest,
+    answer: &Result<Outcome, String>,
+) -> Value {
+    let (status, reason, applied) = match answer {
+        Ok(_) if request.request_type == "Delete" => {
+            ("SUCCESS", "the schema is kept".to_owned(), &[][..])
+        }
+        Ok(outcome) => ("SUCCESS", outcome.summary(), outcome.applied()),
+        Err(reason) => ("FAILED", reason.clone(), &[][..]),
     };
     json!({
         "Status": status,
-        "Reason": reason,
+        "Reason": clip(&reason, MAX_REASON_BYTES),
         "PhysicalResourceId": PHYSICAL_RESOURCE_ID,
-        "StackId": stack_id,
-        "RequestId": request_id,
-        "LogicalResourceId": logical_id,
-        "Data": { "Applied": applied.join(",") },
+        "StackId": request.stack_id,
+        "RequestId": request.request_id,
+        "LogicalResourceId": request.logical_resource_id,
+        "Data": { "Applied": clip(&applied.join(","), MAX_DATA_BYTES) },
     })
 }
 
-fn response_url(request: &Request) -> &str {
-    match request {
-        Request::Create(r) => &r.response_url,
-        Request::Update(r) => &r.response_url,
-        Request::Delete(r) => &r.response_url,
-        _ => unreachable!("CloudFormation sends Create, Update or Delete"),
+/// At most `max` bytes of `text`, cut at a character boundary.
+fn clip(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
+    &text[..end]
 }
 
 /// PUTs the response to the presigned URL: an empty `Content-Type`, as it was signed with.
@@ -112,7 +180,9 @@ async fn respond(url: &str, response: &Value) -> Result<(), Error> {
                 last_error = error.to_string();
             }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if attempt < RESPONSE_ATTEMPTS {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
     Err(format!("could not answer CloudFormation: {last_error}").into())
 }
@@ -121,20 +191,19 @@ async fn respond(url: &str, response: &Value) -> Result<(), Error> {
 mod tests {
     use super::*;
 
-    fn request(kind: &str) -> Request {
+    fn request(kind: &str) -> CustomResourceRequest {
         let mut event: Value =
             serde_json::from_str(include_str!("../../tests/events/cfn_create.json")).unwrap();
         event["RequestType"] = kind.into();
-        if kind != "Create" {
-            event["PhysicalResourceId"] = PHYSICAL_RESOURCE_ID.into();
-            event["OldResourceProperties"] = json!({});
-        }
-        serde_json::from_value(event).unwrap()
+        CustomResourceRequest::from_event(&event).unwrap()
     }
 
     #[test]
     fn success_names_the_applied_migrations() {
-        let applied = Ok(vec!["V3__skins".to_owned(), "V4__more".to_owned()]);
+        let applied = Ok(Outcome::Applied(vec![
+            "V3__skins".to_owned(),
+            "V4__more".to_owned(),
+        ]));
         let response = custom_resource_response(&request("Create"), &applied);
         assert_eq!(response["Status"], "SUCCESS");
         assert_eq!(response["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);
@@ -148,14 +217,23 @@ mod tests {
         );
         assert_eq!(response["LogicalResourceId"], "Migration");
         assert_eq!(response["Data"]["Applied"], "V3__skins,V4__more");
-        let update = custom_resource_response(&request("Update"), &Ok(Vec::new()));
+        let update = custom_resource_response(&request("Update"), &Ok(Outcome::Applied(vec![])));
         assert_eq!(update["Status"], "SUCCESS");
         assert_eq!(update["Data"]["Applied"], "");
     }
 
     #[test]
+    fn a_newer_schema_is_a_success_that_applies_nothing() {
+        let newer = Ok(Outcome::SchemaNewer(vec!["V5__later".to_owned()]));
+        let response = custom_resource_response(&request("Update"), &newer);
+        assert_eq!(response["Status"], "SUCCESS");
+        assert_eq!(response["Data"]["Applied"], "");
+        assert!(response["Reason"].as_str().unwrap().contains("V5__later"));
+    }
+
+    #[test]
     fn failure_gives_a_bounded_reason() {
-        let error = Err(DbError::new("x".repeat(10_000)));
+        let error = Err("é".repeat(10_000));
         let response = custom_resource_response(&request("Update"), &error);
         assert_eq!(response["Status"], "FAILED");
         assert_eq!(response["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);
@@ -163,9 +241,16 @@ mod tests {
     }
 
     #[test]
-    fn delete_succeeds() {
-        let response = custom_resource_response(&request("Delete"), &Ok(Vec::new()));
+    fn odd_events_are_still_answerable() {
+        let event = json!({"RequestType": "Delete", "ResponseURL": "http://x/", "StackId": 5});
+        let request = CustomResourceRequest::from_event(&event).unwrap();
+        assert_eq!(request.stack_id, "");
+        assert_eq!(
+            CustomResourceRequest::from_event(&json!({"RequestType": "Create"})),
+            None
+        );
+        let response = custom_resource_response(&request, &Ok(Outcome::Applied(vec![])));
         assert_eq!(response["Status"], "SUCCESS");
-        assert_eq!(response["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);
+        assert_eq!(response["Reason"], "the schema is kept");
     }
 }

@@ -1,7 +1,9 @@
 //! Running the core as Lambda functions. Each function's `main` is `app()` — configuration,
 //! the database secret, SDK clients and the pool, once per instance before the first event —
 //! then `serve` (the HTTP functions: API Gateway events through the core's axum routes) or
-//! `run_events` with one of the event handlers here (schedules, S3, CloudFormation).
+//! `run_events` with one of the event handlers here (schedules, S3). `migrate` is the
+//! exception: `serve_migrations` starts the runtime first and reads everything per event, so
+//! that CloudFormation always gets its answer.
 
 mod database;
 mod events;
@@ -12,6 +14,7 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::Request;
+use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
@@ -27,7 +30,10 @@ use crate::{aws, http, telemetry, App, Clients, Config};
 pub use database::{postgres_config, secret_postgres_config, DbEndpoint};
 pub use events::{dispatch_outbox, ingest_skins, object_key, run_janitor};
 pub use lambda_http::Error;
-pub use migrate::{custom_resource_response, migrate, PHYSICAL_RESOURCE_ID};
+pub use migrate::{
+    custom_resource_response, migrate, serve_migrations, CustomResourceRequest,
+    PHYSICAL_RESOURCE_ID,
+};
 
 /// Everything a function needs, built once per instance: logging, configuration, the AWS
 /// clients and the Postgres pool (credentials from the database secret on AWS). Nothing
@@ -48,10 +54,41 @@ pub async fn serve(routes: Router<App>, app: App) -> Result<(), Error> {
 }
 
 /// The router a function serves: the core's `http::service`, with API Gateway's source IP as
-/// the peer and Lambda's request id as the request's. Public so the adapter tests drive
-/// exactly what runs on Lambda.
+/// the peer and Lambda's request id as the request's, and the CORS headers of
+/// `CORS_ALLOW_ORIGIN`. Public so the adapter tests drive exactly what runs on Lambda.
 pub fn router(routes: Router<App>, app: App) -> Router {
-    http::service(routes, app).layer(middleware::from_fn(from_request_context))
+    let origin = app
+        .config
+        .cors_allow_origin
+        .as_deref()
+        .and_then(|origin| HeaderValue::from_str(origin).ok());
+    http::service(routes, app)
+        .layer(middleware::from_fn(from_request_context))
+        .layer(middleware::map_response(move |response| {
+            allow_origin(origin.clone(), response)
+        }))
+}
+
+/// Headers a browser script may read besides the CORS-safelisted ones: where a job is, when to
+/// retry, the rate limit, whether an answer was replayed.
+const EXPOSED_HEADERS: &str = "Location, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, \
+                               X-RateLimit-Reset, RateLimit, RateLimit-Policy, Idempotent-Replayed";
+
+/// The CORS headers of an actual request's answer (API Gateway answers the preflight OPTIONS
+/// itself, template.yaml `Cors`).
+async fn allow_origin(origin: Option<HeaderValue>, mut response: Response) -> Response {
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        if origin != "*" {
+            headers.append(header::VARY, HeaderValue::from_static("Origin"));
+        }
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(EXPOSED_HEADERS),
+        );
+    }
+    response
 }
 
 /// Runs `handler` for each event of a non-HTTP function, inside a span with the request id.

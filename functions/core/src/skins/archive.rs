@@ -15,9 +15,17 @@
 //! a single entry is parsed, the declared sizes are summed before anything is inflated, and
 //! inflating never produces more than one byte past an entry's declared size, so a zip bomb
 //! costs at most `max_total_bytes` of inflation, and usually nothing.
+//!
+//! The archive is read through an `ArchiveSource` in two kinds of read: ranges of the end (the
+//! end records, then the central directory, at most `MAX_DIRECTORY_BYTES`), and one pass front
+//! to back over the entries, each inflated as it streams by. So the memory a check takes does
+//! not grow with the archive: a direct upload is a slice already in memory; a presigned upload
+//! of up to 200 MiB is read from S3 with ranged GETs (ingest.rs).
 
 use std::collections::HashSet;
+use std::fmt;
 use std::io::{self, Read, Write};
+use std::ops::Range;
 
 /// The caps of `inspect`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +68,62 @@ pub enum ArchiveError {
     UnsupportedMethod { name: String, method: u16 },
     #[error("corrupt archive: {0}")]
     Corrupt(String),
+    /// The source failed (S3): says nothing about the archive, so the check is to be retried.
+    #[error("the archive could not be read: {0}")]
+    Unreadable(String),
 }
+
+/// Where an archive is read from (module docs): its length, ranges of it, and one front-to-back
+/// stream. Every range asked for lies within `0..size()`.
+pub trait ArchiveSource {
+    fn size(&self) -> u64;
+    /// The bytes of `range` (small: end records, the central directory).
+    fn read_at(&mut self, range: Range<u64>) -> Result<Vec<u8>, SourceError>;
+    /// The bytes of `range`, read once in order; a failure of the source surfaces as an
+    /// `io::Error` carrying a `SourceError`.
+    fn stream(&mut self, range: Range<u64>) -> Result<Box<dyn Read + '_>, SourceError>;
+}
+
+/// A failure of an `ArchiveSource` (not of the archive).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceError(pub String);
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+impl From<SourceError> for ArchiveError {
+    fn from(error: SourceError) -> Self {
+        Self::Unreadable(error.0)
+    }
+}
+
+/// An archive in memory.
+impl ArchiveSource for &[u8] {
+    fn size(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_at(&mut self, range: Range<u64>) -> Result<Vec<u8>, SourceError> {
+        self.get(range.start as usize..range.end as usize)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| SourceError(format!("{range:?} is outside the archive")))
+    }
+
+    fn stream(&mut self, range: Range<u64>) -> Result<Box<dyn Read + '_>, SourceError> {
+        let bytes = self
+            .get(range.start as usize..range.end as usize)
+            .ok_or_else(|| SourceError(format!("{range:?} is outside the archive")))?;
+        Ok(Box::new(bytes))
+    }
+}
+
+/// The central directory is read into memory whole; real skins' take tens of KiB.
+pub const MAX_DIRECTORY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What a valid archive holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,8 +150,16 @@ const DEFLATED: u16 = 8;
 const ENCRYPTION_FLAGS: u16 = 0x0001 | 0x0040 | 0x2000;
 
 /// Checks `bytes` is a valid skin archive within `limits`.
-pub fn inspect(bytes: &[u8], limits: &ArchiveLimits) -> Result<ArchiveSummary, ArchiveError> {
-    let directory = find_directory(bytes)?;
+pub fn inspect(mut bytes: &[u8], limits: &ArchiveLimits) -> Result<ArchiveSummary, ArchiveError> {
+    inspect_source(&mut bytes, limits)
+}
+
+/// Checks the archive `source` reads is a valid skin archive within `limits`.
+pub fn inspect_source(
+    source: &mut dyn ArchiveSource,
+    limits: &ArchiveLimits,
+) -> Result<ArchiveSummary, ArchiveError> {
+    let directory = find_directory(source)?;
     if directory.entries == 0 {
         return Err(ArchiveError::Empty);
     }
@@ -98,12 +169,18 @@ pub fn inspect(bytes: &[u8], limits: &ArchiveLimits) -> Result<ArchiveSummary, A
             limit: limits.max_entries,
         });
     }
-    let mut entries = read_central_directory(bytes, &directory, limits)?;
+    if directory.size > MAX_DIRECTORY_BYTES {
+        return Err(ArchiveError::Corrupt(format!(
+            "the central directory is larger than {MAX_DIRECTORY_BYTES} bytes"
+        )));
+    }
+    let central = source.read_at(directory.offset..directory.offset + directory.size)?;
+    let mut entries = read_central_directory(&central, &directory, limits)?;
     if entries.iter().all(|entry| entry.name.ends_with(b"/")) {
         return Err(ArchiveError::Empty);
     }
     let uncompressed_bytes = entries.iter().map(|e| e.size).sum();
-    check_entry_data(bytes, &directory, &mut entries)?;
+    check_entry_data(source, &directory, &mut entries)?;
     Ok(ArchiveSummary {
         entries: directory.entries,
         uncompressed_bytes,
@@ -122,13 +199,17 @@ struct Directory {
 
 /// The end record is the last 22 bytes but for a comment of up to 64 KiB; the last signature
 /// whose comment fits is the one every reader takes.
-fn find_directory(bytes: &[u8]) -> Result<Directory, ArchiveError> {
-    let last = bytes
-        .len()
-        .checked_sub(END_LEN)
+fn find_directory(source: &mut dyn ArchiveSource) -> Result<Directory, ArchiveError> {
+    let len = source.size();
+    let last = len
+        .checked_sub(END_LEN as u64)
         .ok_or(ArchiveError::NotZip)?;
-    let first = last.saturating_sub(usize::from(u16::MAX));
-    let at = (first..=last)
+    // The last 64 KiB + 22 bytes, which hold the end record; positions below are within them.
+    let tail_start = last.saturating_sub(u64::from(u16::MAX));
+    let bytes = source.read_at(tail_start..len)?;
+    let bytes = bytes.as_slice();
+    let last = (last - tail_start) as usize;
+    let at = (0..=last)
         .rev()
         .find(|&at| {
             let record = Reader::at(bytes, at);
@@ -147,24 +228,31 @@ fn find_directory(bytes: &[u8]) -> Result<Directory, ArchiveError> {
     if disk != 0 || directory_disk != 0 || entries_here != entries {
         return Err(ArchiveError::MultiDisk);
     }
+    let at = tail_start + at as u64;
     if entries == u16::MAX || size == u32::MAX || offset == u32::MAX {
-        return find_zip64_directory(bytes, at);
+        return find_zip64_directory(source, at);
     }
     let directory = Directory {
         entries: entries.into(),
         offset: offset.into(),
         size: size.into(),
-        end: at as u64,
+        end: at,
     };
     check_directory_bounds(directory)
 }
 
 /// Zip64: a locator just before the end record points at the zip64 end record, whose
 /// 64-bit fields replace the saturated 16- and 32-bit ones.
-fn find_zip64_directory(bytes: &[u8], end_at: usize) -> Result<Directory, ArchiveError> {
+fn find_zip64_directory(
+    source: &mut dyn ArchiveSource,
+    end_at: u64,
+) -> Result<Directory, ArchiveError> {
     let corrupt = || ArchiveError::Corrupt("bad zip64 end of central directory".into());
-    let locator_at = end_at.checked_sub(ZIP64_LOCATOR_LEN).ok_or_else(corrupt)?;
-    let locator = Reader::at(bytes, locator_at);
+    let locator_at = end_at
+        .checked_sub(ZIP64_LOCATOR_LEN as u64)
+        .ok_or_else(corrupt)?;
+    let locator = source.read_at(locator_at..end_at)?;
+    let locator = Reader::at(&locator, 0);
     if locator.u32(0) != Some(ZIP64_LOCATOR_SIGNATURE) {
         return Err(corrupt());
     }
@@ -172,10 +260,11 @@ fn find_zip64_directory(bytes: &[u8], end_at: usize) -> Result<Directory, Archiv
         return Err(ArchiveError::MultiDisk);
     }
     let record_at = locator.u64(8).ok_or_else(corrupt)?;
-    if record_at.saturating_add(ZIP64_END_LEN as u64) > locator_at as u64 {
+    if record_at.saturating_add(ZIP64_END_LEN as u64) > locator_at {
         return Err(corrupt());
     }
-    let record = Reader::at(bytes, record_at as usize);
+    let record = source.read_at(record_at..record_at + ZIP64_END_LEN as u64)?;
+    let record = Reader::at(&record, 0);
     if record.u32(0) != Some(ZIP64_END_SIGNATURE) {
         return Err(corrupt());
     }
@@ -231,18 +320,19 @@ fn display_name(name: &[u8]) -> String {
     shown.escape_debug().to_string()
 }
 
-/// Parses every entry of the central directory (at most `limits.max_entries`, checked by the
-/// caller) and checks names, flags, methods and the declared total, before anything inflates.
+/// Parses every entry of the central directory (`bytes`; at most `limits.max_entries`, checked
+/// by the caller) and checks names, flags, methods and the declared total, before anything
+/// inflates.
 fn read_central_directory<'a>(
     bytes: &'a [u8],
     directory: &Directory,
     limits: &ArchiveLimits,
 ) -> Result<Vec<Entry<'a>>, ArchiveError> {
-    let directory_end = directory.offset + directory.size;
+    let directory_end = directory.size;
     let mut entries = Vec::with_capacity(directory.entries as usize);
     let mut names = HashSet::with_capacity(directory.entries as usize);
     let mut total: u64 = 0;
-    let mut at = directory.offset;
+    let mut at = 0u64;
     for index in 0..directory.entries {
         let truncated =
             || ArchiveError::Corrupt(format!("central directory entry {index} is truncated"));
@@ -397,52 +487,93 @@ fn is_safe_component(component: &[u8]) -> bool {
 
 /// Each entry's local header agrees with the central directory, entries do not overlap (one
 /// compressed stream shared by many entries is the cheapest bomb), and the data inflates to
-/// exactly the declared size and CRC.
+/// exactly the declared size and CRC. One pass over the entries in offset order, streamed.
 fn check_entry_data(
-    bytes: &[u8],
+    source: &mut dyn ArchiveSource,
     directory: &Directory,
     entries: &mut [Entry],
 ) -> Result<(), ArchiveError> {
     entries.sort_unstable_by_key(|entry| entry.local_offset);
+    let start = entries
+        .first()
+        .map_or(directory.offset, |entry| entry.local_offset)
+        .min(directory.offset);
+    let mut stream = source.stream(start..directory.offset)?;
+    let mut position = start;
     let mut free_from = 0u64;
     for entry in entries.iter() {
         let corrupt =
             |what: &str| ArchiveError::Corrupt(format!("entry `{}`: {what}", entry.display_name()));
+        let read_failed = |error: io::Error| {
+            unreadable(&error).unwrap_or_else(|| corrupt(&format!("unreadable: {error}")))
+        };
         if entry.local_offset < free_from {
             return Err(corrupt("overlaps another entry"));
         }
-        let local = Reader::at(bytes, entry.local_offset as usize);
-        if entry.local_offset + LOCAL_LEN as u64 > directory.offset
-            || local.u32(0) != Some(LOCAL_SIGNATURE)
-        {
+        if entry.local_offset + LOCAL_LEN as u64 > directory.offset {
+            return Err(corrupt("local header missing"));
+        }
+        skip(&mut stream, entry.local_offset - position).map_err(read_failed)?;
+        let mut header = [0u8; LOCAL_LEN];
+        stream.read_exact(&mut header).map_err(read_failed)?;
+        let local = Reader::at(&header, 0);
+        if local.u32(0) != Some(LOCAL_SIGNATURE) {
             return Err(corrupt("local header missing"));
         }
         let truncated = || corrupt("local header truncated");
         let flags = local.u16(6).ok_or_else(truncated)?;
         let name_len = local.u16(26).ok_or_else(truncated)?;
         let extra_len = local.u16(28).ok_or_else(truncated)?;
+        let data_start =
+            entry.local_offset + LOCAL_LEN as u64 + u64::from(name_len) + u64::from(extra_len);
+        let past_directory = || corrupt("data runs past the central directory");
+        if entry.local_offset + LOCAL_LEN as u64 + u64::from(name_len) > directory.offset {
+            return Err(past_directory());
+        }
         // Streaming extractors read the local name: it must be the one checked above.
-        if local.bytes(LOCAL_LEN, name_len.into()) != Some(entry.name) {
+        let mut local_name = vec![0u8; name_len.into()];
+        stream.read_exact(&mut local_name).map_err(read_failed)?;
+        if local_name != entry.name {
             return Err(corrupt("local header names another file"));
         }
         if flags & ENCRYPTION_FLAGS != 0 {
             return Err(ArchiveError::Encrypted(entry.display_name()));
         }
-        let data_start =
-            entry.local_offset + LOCAL_LEN as u64 + u64::from(name_len) + u64::from(extra_len);
         let data_end = data_start
             .checked_add(entry.compressed_size)
             .filter(|&end| end <= directory.offset)
-            .ok_or_else(|| corrupt("data runs past the central directory"))?;
-        let data = &bytes[data_start as usize..data_end as usize];
-        check_data(entry, data).map_err(|what| corrupt(&what))?;
+            .ok_or_else(past_directory)?;
+        skip(&mut stream, extra_len.into()).map_err(read_failed)?;
+        let mut data = (&mut stream).take(entry.compressed_size);
+        check_data(entry, &mut data)?;
+        // What the inflater left of the entry's compressed bytes (none, for a well-formed one).
+        io::copy(&mut data, &mut io::sink()).map_err(read_failed)?;
+        position = data_end;
         free_from = data_end;
     }
     Ok(())
 }
 
+/// Reads and drops `count` bytes of `stream` (the gaps between entries, extra fields).
+fn skip(stream: &mut dyn Read, count: u64) -> io::Result<()> {
+    let skipped = io::copy(&mut stream.take(count), &mut io::sink())?;
+    if skipped < count {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// The source's failure inside an I/O error, as `Unreadable`; `None` for anything else (an
+/// inflate error, the end of the data: faults of the archive).
+fn unreadable(error: &io::Error) -> Option<ArchiveError> {
+    let source = error.get_ref()?.downcast_ref::<SourceError>()?;
+    Some(ArchiveError::Unreadable(source.0.clone()))
+}
+
 /// Inflates (or reads) `data`, never more than one byte past the declared size.
-fn check_data(entry: &Entry, data: &[u8]) -> Result<(), String> {
+fn check_data(entry: &Entry, data: &mut dyn Read) -> Result<(), ArchiveError> {
+    let corrupt =
+        |what: String| ArchiveError::Corrupt(format!("entry `{}`: {what}", entry.display_name()));
     let mut sink = CrcSink::default();
     let cap = entry.size.saturating_add(1);
     let copied = match entry.method {
@@ -452,21 +583,23 @@ fn check_data(entry: &Entry, data: &[u8]) -> Result<(), String> {
             &mut sink,
         ),
     }
-    .map_err(|e| format!("data does not inflate: {e}"))?;
+    .map_err(|e| {
+        unreadable(&e).unwrap_or_else(|| corrupt(format!("data does not inflate: {e}")))
+    })?;
     if copied > entry.size {
-        return Err(format!(
+        return Err(corrupt(format!(
             "data unpacks to more than the declared {} bytes",
             entry.size
-        ));
+        )));
     }
     if copied < entry.size {
-        return Err(format!(
+        return Err(corrupt(format!(
             "data unpacks to {copied} bytes, not the declared {}",
             entry.size
-        ));
+        )));
     }
     if sink.hasher.finalize() != entry.crc {
-        return Err("CRC-32 mismatch".into());
+        return Err(corrupt("CRC-32 mismatch".into()));
     }
     Ok(())
 }
@@ -839,5 +972,79 @@ mod tests {
         let end = header_at(&bytes, END_SIGNATURE, 0);
         patch(&mut bytes, end + 4, &1u16.to_le_bytes());
         assert_eq!(inspect_default(&bytes), Err(ArchiveError::MultiDisk));
+    }
+
+    /// An archive whose reads fail: at once (`read_at`), or after `stream_ok` streamed bytes.
+    struct Failing {
+        bytes: Vec<u8>,
+        ranges_fail: bool,
+        stream_ok: u64,
+    }
+
+    impl ArchiveSource for Failing {
+        fn size(&self) -> u64 {
+            self.bytes.len() as u64
+        }
+
+        fn read_at(&mut self, range: Range<u64>) -> Result<Vec<u8>, SourceError> {
+            if self.ranges_fail {
+                return Err(SourceError("connection reset".into()));
+            }
+            self.bytes.as_slice().read_at(range)
+        }
+
+        fn stream(&mut self, range: Range<u64>) -> Result<Box<dyn Read + '_>, SourceError> {
+            let bytes = &self.bytes[range.start as usize..range.end as usize];
+            let failure = io::Error::other(SourceError("connection reset".into()));
+            let fails = io::Read::chain(bytes.take(self.stream_ok), FailingRead(Some(failure)));
+            Ok(Box::new(fails))
+        }
+    }
+
+    struct FailingRead(Option<io::Error>);
+
+    impl Read for FailingRead {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Err(self.0.take().unwrap_or_else(|| io::ErrorKind::Other.into()))
+        }
+    }
+
+    /// A source that fails says nothing about the archive: `Unreadable` (the ingest retries),
+    /// never `Corrupt` (which would refuse and delete the upload). The same archive read in
+    /// full is valid.
+    #[test]
+    fn a_failing_source_is_unreadable_not_corrupt() {
+        let bytes = zip_of(&[
+            ("skin.ini", &b"[General]\n".repeat(5000)),
+            ("a.png", b"png"),
+        ]);
+        let limits = ArchiveLimits::default();
+        let mut whole = Failing {
+            bytes: bytes.clone(),
+            ranges_fail: false,
+            stream_ok: u64::MAX,
+        };
+        assert!(inspect_source(&mut whole, &limits).is_ok());
+        for stream_ok in [0, 10, 40, 100] {
+            let mut failing = Failing {
+                bytes: bytes.clone(),
+                ranges_fail: false,
+                stream_ok,
+            };
+            assert_eq!(
+                inspect_source(&mut failing, &limits),
+                Err(ArchiveError::Unreadable("connection reset".into())),
+                "failing after {stream_ok} bytes"
+            );
+        }
+        let mut failing = Failing {
+            bytes,
+            ranges_fail: true,
+            stream_ok: u64::MAX,
+        };
+        assert_eq!(
+            inspect_source(&mut failing, &limits),
+            Err(ArchiveError::Unreadable("connection reset".into()))
+        );
     }
 }

@@ -5,9 +5,24 @@
 //!
 //! On AWS an S3-event function calls `ingest` for each created object (with the event's key
 //! URL-decoded); the dev server polls the prefix with `ingest_pending`.
+//!
+//! The object (up to `MAX_SKIN_UPLOAD_BYTES`, 200 MiB on AWS) is never held in memory: the
+//! archive check reads it through ranged GETs — the end records and the central directory,
+//! then one streamed pass over the entries — pinned to the version (ETag) it first saw, and
+//! publishing copies that same version within S3. The peak memory of an ingest does not grow
+//! with the upload (docs/PERFORMANCE.md, "Skin ingest memory").
 
-use super::store::{name_of_incoming_key, Fetched, INCOMING_PREFIX};
-use super::upload::{check_archive, publish, PublishError};
+use std::io::{self, Read};
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures_util::StreamExt;
+use tokio::runtime::Handle;
+
+use super::archive::{self, ArchiveError, ArchiveLimits, ArchiveSource, SourceError};
+use super::store::{name_of_incoming_key, ByteChunks, ObjectVersion, SkinStore, INCOMING_PREFIX};
+use super::upload::{publish, Content, PublishError};
 use crate::app::App;
 use crate::db::DbError;
 use crate::domain::SkinName;
@@ -68,22 +83,129 @@ async fn decide(app: &App, key: &str) -> Result<Decision, IngestError> {
     let Some(name) = name_of_incoming_key(key) else {
         return refused("the key names no skin upload".into());
     };
-    let max = app.config.max_skin_upload_bytes;
-    let bytes = match app.skins.fetch(key, max).await? {
-        Fetched::Bytes(bytes) => bytes,
-        Fetched::TooLarge => return refused(format!("larger than {max} bytes")),
-        Fetched::Gone => return Ok(Decision::Gone),
+    let Some(version) = app.skins.head(key).await? else {
+        return Ok(Decision::Gone);
     };
-    if let Err(error) = check_archive(bytes.clone()).await {
-        return refused(format!("not a valid skin: {error}"));
+    let max = app.config.max_skin_upload_bytes;
+    if version.size > max as u64 {
+        return refused(format!("larger than {max} bytes"));
     }
-    match publish(app, &name, bytes, None).await {
+    match check_incoming(app, key, &version).await {
+        Ok(()) => {}
+        // S3 failed, not the archive: left for a retry.
+        Err(ArchiveError::Unreadable(reason)) => return Err(StorageError::new(reason).into()),
+        Err(error) => return refused(format!("not a valid skin: {error}")),
+    }
+    let incoming = Content::Incoming {
+        key,
+        version: &version,
+    };
+    match publish(app, &name, incoming, None).await {
         Ok(_) => Ok(Decision::Done(IngestOutcome::Published(name))),
         Err(PublishError::Exists(name)) => {
             refused(format!("a skin named `{}` exists already", name.as_str()))
         }
+        // Held by an upload whose outcome is not settled: kept, and tried again later.
+        Err(PublishError::Held(name)) => Err(StorageError::new(format!(
+            "the name `{}` is held by an unfinished upload",
+            name.as_str()
+        ))
+        .into()),
         Err(PublishError::Database(error)) => Err(error.into()),
         Err(PublishError::Storage(error) | PublishError::Unknown(error)) => Err(error.into()),
+    }
+}
+
+/// The archive check of `version` of `key`, on a blocking thread (inflating is CPU work; the
+/// reads block on the runtime from there).
+async fn check_incoming(app: &App, key: &str, version: &ObjectVersion) -> Result<(), ArchiveError> {
+    let mut object = IncomingObject {
+        store: app.skins.clone(),
+        runtime: Handle::current(),
+        key: key.to_owned(),
+        version: version.clone(),
+    };
+    let checked = tokio::task::spawn_blocking(move || {
+        archive::inspect_source(&mut object, &ArchiveLimits::default())
+    })
+    .await;
+    match checked {
+        Ok(verdict) => verdict.map(drop),
+        Err(error) => Err(ArchiveError::Unreadable(format!(
+            "the archive check did not finish: {error}"
+        ))),
+    }
+}
+
+/// An incoming object as an `ArchiveSource`. Only for blocking threads: each read runs its S3
+/// request to completion on the runtime (`Handle::block_on`, which must not be called from
+/// the runtime's own threads).
+struct IncomingObject {
+    store: Arc<dyn SkinStore>,
+    runtime: Handle,
+    key: String,
+    version: ObjectVersion,
+}
+
+impl ArchiveSource for IncomingObject {
+    fn size(&self) -> u64 {
+        self.version.size
+    }
+
+    fn read_at(&mut self, range: Range<u64>) -> Result<Vec<u8>, SourceError> {
+        let expected = (range.end - range.start) as usize;
+        self.runtime.block_on(async {
+            let mut chunks = self
+                .store
+                .read(&self.key, &self.version, range)
+                .await
+                .map_err(|e| SourceError(e.message().to_owned()))?;
+            let mut bytes = Vec::with_capacity(expected);
+            while let Some(chunk) = chunks.next().await {
+                bytes.extend_from_slice(&chunk.map_err(|e| SourceError(e.message().to_owned()))?);
+                if bytes.len() > expected {
+                    return Err(SourceError("S3 sent more than the range asked for".into()));
+                }
+            }
+            Ok(bytes)
+        })
+    }
+
+    fn stream(&mut self, range: Range<u64>) -> Result<Box<dyn Read + '_>, SourceError> {
+        let chunks = self
+            .runtime
+            .block_on(self.store.read(&self.key, &self.version, range))
+            .map_err(|e| SourceError(e.message().to_owned()))?;
+        Ok(Box::new(ChunkReader {
+            runtime: &self.runtime,
+            chunks,
+            current: Bytes::new(),
+        }))
+    }
+}
+
+/// `Read` over an object's chunks as S3 sends them: one chunk in memory at a time.
+struct ChunkReader<'a> {
+    runtime: &'a Handle,
+    chunks: ByteChunks,
+    current: Bytes,
+}
+
+impl Read for ChunkReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.runtime.block_on(self.chunks.next()) {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(error)) => {
+                    return Err(io::Error::other(SourceError(error.message().to_owned())))
+                }
+                None => return Ok(0),
+            }
+        }
+        let count = buf.len().min(self.current.len());
+        buf[..count].copy_from_slice(&self.current[..count]);
+        self.current.advance(count);
+        Ok(count)
     }
 }
 

@@ -2,14 +2,17 @@
 //! `incoming/`) and the names in Postgres, claimed before an object is written so that two
 //! uploads of one new name cannot both win.
 
+use std::ops::Range;
+use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 use aws_sdk_s3::config::ProvideCredentials;
 use aws_sdk_s3::primitives::ByteStream;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use deadpool_postgres::Pool;
+use futures_util::Stream;
 use sha2::{Digest, Sha256};
 use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
@@ -54,13 +57,23 @@ pub fn name_of_incoming_key(key: &str) -> Option<SkinName> {
     SkinName::parse(file.strip_suffix(SKIN_SUFFIX)?).ok()
 }
 
-/// An incoming object's content, read within a bound.
-#[derive(Debug)]
-pub enum Fetched {
-    Bytes(Bytes),
-    TooLarge,
-    /// Deleted meanwhile (already ingested by another run, or expired).
-    Gone,
+/// One version of an incoming object: what its check read is what gets published (a presigned
+/// POST may be repeated to the same key while its policy lasts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    pub size: u64,
+    pub etag: String,
+}
+
+/// An object's bytes as they arrive.
+pub type ByteChunks = Pin<Box<dyn Stream<Item = Result<Bytes, StorageError>> + Send>>;
+
+/// What `copy_new` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    Stored,
+    /// An object was already at the destination: left as it was.
+    Exists,
 }
 
 #[async_trait]
@@ -73,9 +86,9 @@ pub trait SkinStore: Send + Sync {
     /// object carries its content's SHA-256, so the same content found there (an earlier
     /// attempt whose answer was lost) counts as written (`Ok(true)`).
     async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError>;
-    /// Whether `skins/{name}.osk` holds the content with this SHA-256: how a write whose
-    /// answer never came is settled.
-    async fn holds(&self, name: &SkinName, sha256: &str) -> Result<bool, StorageError>;
+    /// Whether `skins/{name}.osk` holds the content `content` names (`content_id`,
+    /// `incoming_content_id`): how a write whose answer never came is settled.
+    async fn holds(&self, name: &SkinName, content: &str) -> Result<bool, StorageError>;
     /// A presigned POST that lets a client upload exactly `size` bytes to `key` until
     /// `expires_at`.
     async fn presign_post(
@@ -86,16 +99,38 @@ pub trait SkinStore: Send + Sync {
     ) -> Result<PresignedPost, StorageError>;
     /// Keys under `incoming/`, at most `limit`.
     async fn list_incoming(&self, limit: usize) -> Result<Vec<String>, StorageError>;
-    async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError>;
+    /// The object's current version; `None` when it is gone (ingested by another run, expired).
+    async fn head(&self, key: &str) -> Result<Option<ObjectVersion>, StorageError>;
+    /// The bytes `range` of `key`, streamed; fails if the object is no longer `version`.
+    async fn read(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        range: Range<u64>,
+    ) -> Result<ByteChunks, StorageError>;
+    /// Copies `key` (still at `version`, else an error) to `skins/{name}.osk` within S3, unless
+    /// an object is there already (as `put_new`; the same upload there counts as stored).
+    async fn copy_new(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        name: &SkinName,
+    ) -> Result<Copied, StorageError>;
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
 }
 
-/// The user metadata (`x-amz-meta-sha256`) naming a stored skin's content.
-const SHA256_METADATA: &str = "sha256";
+/// The user metadata (`x-amz-meta-content`) naming a stored skin's content.
+const CONTENT_METADATA: &str = "content";
 
-/// A skin's content as `put_new` and `holds` name it: hex SHA-256.
-pub fn content_sha256(body: &[u8]) -> String {
-    hex::encode(Sha256::digest(body))
+/// A directly uploaded skin's content as the object's metadata names it: its SHA-256.
+pub fn content_id(body: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(body)))
+}
+
+/// A presigned upload's content as the copy's metadata names it: the incoming version's ETag
+/// (one upload id names one key, so its ETag names what the client uploaded).
+pub fn incoming_content_id(version: &ObjectVersion) -> String {
+    format!("etag:{}", version.etag)
 }
 
 pub struct S3SkinStore {
@@ -164,27 +199,27 @@ impl SkinStore for S3SkinStore {
     }
 
     async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError> {
-        let sha256 = content_sha256(&body);
+        let content = content_id(&body);
         let put = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(skin_key(name))
             .if_none_match("*")
-            .metadata(SHA256_METADATA, &sha256)
+            .metadata(CONTENT_METADATA, &content)
             .content_type("application/octet-stream")
             .body(ByteStream::from(body))
             .send();
         match deadline::within(put).await? {
             Ok(_) => Ok(true),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => {
-                self.holds(name, &sha256).await
+                self.holds(name, &content).await
             }
             Err(e) => Err(storage_error(e)),
         }
     }
 
-    async fn holds(&self, name: &SkinName, sha256: &str) -> Result<bool, StorageError> {
+    async fn holds(&self, name: &SkinName, content: &str) -> Result<bool, StorageError> {
         let head = self
             .client
             .head_object()
@@ -194,8 +229,8 @@ impl SkinStore for S3SkinStore {
         match deadline::within(head).await? {
             Ok(object) => Ok(object
                 .metadata()
-                .and_then(|metadata| metadata.get(SHA256_METADATA))
-                .is_some_and(|stored| stored == sha256)),
+                .and_then(|metadata| metadata.get(CONTENT_METADATA))
+                .is_some_and(|stored| stored == content)),
             Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
             Err(e) => Err(storage_error(e)),
         }
@@ -238,35 +273,95 @@ impl SkinStore for S3SkinStore {
         self.list_keys(INCOMING_PREFIX, limit).await
     }
 
-    async fn fetch(&self, key: &str, max_bytes: usize) -> Result<Fetched, StorageError> {
-        let got = self
+    async fn head(&self, key: &str) -> Result<Option<ObjectVersion>, StorageError> {
+        let head = self
             .client
-            .get_object()
+            .head_object()
             .bucket(&self.bucket)
             .key(key)
             .send()
             .await;
-        let mut object = match got {
-            Ok(object) => object,
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
-                return Ok(Fetched::Gone)
-            }
-            Err(e) => return Err(storage_error(e)),
-        };
-        let declared = object.content_length().unwrap_or_default();
-        if usize::try_from(declared).map_or(true, |len| len > max_bytes) {
-            return Ok(Fetched::TooLarge);
+        match head {
+            Ok(head) => Ok(Some(ObjectVersion {
+                size: head.content_length().unwrap_or_default().max(0) as u64,
+                etag: head.e_tag().unwrap_or_default().to_owned(),
+            })),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
+            Err(e) => Err(storage_error(e)),
         }
-        // The declared length bounds the buffer; the loop bounds what is read all the same.
-        let mut bytes = BytesMut::with_capacity(declared as usize);
-        while let Some(chunk) = object.body.next().await {
-            let chunk = chunk.map_err(storage_error)?;
-            if bytes.len() + chunk.len() > max_bytes {
-                return Ok(Fetched::TooLarge);
-            }
-            bytes.extend_from_slice(&chunk);
+    }
+
+    async fn read(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        range: Range<u64>,
+    ) -> Result<ByteChunks, StorageError> {
+        if range.is_empty() {
+            return Ok(Box::pin(futures_util::stream::empty()));
         }
-        Ok(Fetched::Bytes(bytes.freeze()))
+        let object = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_match(&version.etag)
+            .range(format!("bytes={}-{}", range.start, range.end - 1))
+            .send()
+            .await
+            .map_err(storage_error)?;
+        let expected = range.end - range.start;
+        if object.content_length().unwrap_or_default().max(0) as u64 != expected {
+            return Err(StorageError::new(format!(
+                "s3://{}/{key}: asked for {expected} bytes, the answer has {:?}",
+                self.bucket,
+                object.content_length()
+            )));
+        }
+        let chunks = futures_util::stream::unfold(object.body, |mut body| async move {
+            let chunk = body.next().await?;
+            Some((chunk.map_err(storage_error), body))
+        });
+        Ok(Box::pin(chunks))
+    }
+
+    async fn copy_new(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        name: &SkinName,
+    ) -> Result<Copied, StorageError> {
+        let destination = skin_key(name);
+        let copied = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(&destination)
+            .copy_source(copy_source(&self.bucket, key))
+            .copy_source_if_match(&version.etag)
+            .if_none_match("*")
+            .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
+            .metadata(CONTENT_METADATA, incoming_content_id(version))
+            .content_type("application/octet-stream")
+            .send()
+            .await;
+        match copied {
+            Ok(_) => Ok(Copied::Stored),
+            // 412 is either condition: the destination taken, or the source replaced.
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 412) => {
+                if self.holds(name, &incoming_content_id(version)).await? {
+                    Ok(Copied::Stored)
+                } else if self.exists(name).await? {
+                    Ok(Copied::Exists)
+                } else {
+                    Err(StorageError::new(format!(
+                        "s3://{}/{key} changed while it was checked",
+                        self.bucket
+                    )))
+                }
+            }
+            Err(e) => Err(storage_error(e)),
+        }
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
@@ -281,6 +376,20 @@ impl SkinStore for S3SkinStore {
             .map(drop)
             .map_err(storage_error)
     }
+}
+
+/// CopyObject's `x-amz-copy-source`: bucket and key, the key URL-encoded (keys hold spaces).
+fn copy_source(bucket: &str, key: &str) -> String {
+    let encoded: String = key
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("{bucket}/{encoded}")
 }
 
 /// A name held for one upload until it is confirmed (stored) or released (failed).

@@ -26,7 +26,9 @@ use serde_json::json;
 
 use super::archive::{self, ArchiveError, ArchiveLimits};
 use super::presign::PresignedPost;
-use super::store::{content_sha256, incoming_key, Claim, NameClaim};
+use super::store::{
+    content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, ObjectVersion,
+};
 use crate::admission::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::app::App;
 use crate::config::Config;
@@ -158,7 +160,8 @@ async fn store_upload(
     };
     let response = uploaded_response(&name);
     let completes = key.as_ref().map(|key| (key, &response));
-    let (outcome, settled) = match publish(app, &name, skin.bytes, completes).await {
+    let content = Content::Bytes(skin.bytes);
+    let (outcome, settled) = match publish(app, &name, content, completes).await {
         Ok(Published::Confirmed) if key.is_some() => (Ok(name), Settled::KeyCompleted),
         Ok(Published::Confirmed | Published::AlreadyStored) => (Ok(name), Settled::KeyOpen),
         Ok(Published::Unconfirmed) => (Ok(name), Settled::Unconfirmed),
@@ -201,7 +204,7 @@ where
 }
 
 /// Step 2, off the async threads: inflating can take up to a second of CPU.
-pub(super) async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
+async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
     let checked =
         tokio::task::spawn_blocking(move || archive::inspect(&bytes, &ArchiveLimits::default()))
             .await;
@@ -245,6 +248,27 @@ fn parse_name(name: &str) -> Result<SkinName, Rejection> {
         .map_err(|e| Rejection::InvalidField(FieldError::new(NAME_FIELD, e.reason).to_string()))
 }
 
+/// What `publish` stores as `skins/{name}.osk`.
+pub(super) enum Content<'a> {
+    /// A direct upload, in memory.
+    Bytes(Bytes),
+    /// A presigned upload, copied within S3: the version that was checked.
+    Incoming {
+        key: &'a str,
+        version: &'a ObjectVersion,
+    },
+}
+
+impl Content<'_> {
+    /// What the stored object's metadata names this content by.
+    fn id(&self) -> String {
+        match self {
+            Self::Bytes(bytes) => content_id(bytes),
+            Self::Incoming { version, .. } => incoming_content_id(version),
+        }
+    }
+}
+
 /// How a skin came to be published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Published {
@@ -261,6 +285,9 @@ pub(super) enum Published {
 #[derive(Debug)]
 pub(super) enum PublishError {
     Exists(SkinName),
+    /// Another upload holds the name, unconfirmed, with other content (or none stored yet):
+    /// taken for now; it is free again if that upload never stores.
+    Held(SkinName),
     Database(DbError),
     /// The skin is not stored.
     Storage(StorageError),
@@ -272,7 +299,7 @@ pub(super) enum PublishError {
 impl PublishError {
     pub(super) fn into_rejection(self) -> Rejection {
         match self {
-            Self::Exists(name) => Rejection::SkinExists(exists_detail(&name)),
+            Self::Exists(name) | Self::Held(name) => Rejection::SkinExists(exists_detail(&name)),
             Self::Database(_) => Rejection::DatabaseUnavailable,
             Self::Storage(_) | Self::Unknown(_) => Rejection::SkinStorageUnavailable,
         }
@@ -294,7 +321,7 @@ fn exists_detail(name: &SkinName) -> String {
 pub(super) async fn publish(
     app: &App,
     name: &SkinName,
-    bytes: Bytes,
+    content: Content<'_>,
     completes: Option<(&idempotency::Claim, &StoredResponse)>,
 ) -> Result<Published, PublishError> {
     if is_default(name) {
@@ -304,18 +331,28 @@ pub(super) async fn publish(
         tracing::error!(%error, "skin name claim failed");
         PublishError::Database(error)
     })?;
-    let sha256 = content_sha256(&bytes);
+    let content_id = content.id();
     let claim = match claim {
         NameClaim::Claimed(claim) => claim,
         NameClaim::Stored => return Err(PublishError::Exists(name.clone())),
-        NameClaim::Held => return held_name(app, name, &sha256).await,
+        NameClaim::Held => return held_name(app, name, &content_id).await,
     };
     let reserve = app.config.aws_timeout.min(app.config.request_deadline / 3);
-    let written = match deadline::reserving(reserve, app.skins.put_new(name, bytes)).await {
+    let write = async {
+        match content {
+            Content::Bytes(bytes) => app.skins.put_new(name, bytes).await,
+            Content::Incoming { key, version } => app
+                .skins
+                .copy_new(key, version, name)
+                .await
+                .map(|copied| copied == Copied::Stored),
+        }
+    };
+    let written = match deadline::reserving(reserve, write).await {
         Ok(written) => written,
         Err(error) => {
             tracing::error!(%error, skin = name.as_str(), "skin upload failed; looking for it");
-            match app.skins.holds(name, &sha256).await {
+            match app.skins.holds(name, &content_id).await {
                 Ok(true) => true,
                 Ok(false) => {
                     release(app, &claim).await;
@@ -342,10 +379,10 @@ pub(super) async fn publish(
 /// The name is held by an upload not confirmed. If that upload is of this very content and
 /// stored (an earlier attempt of this request whose answer was lost, and which kept its claim),
 /// this upload has succeeded; otherwise the name is taken.
-async fn held_name(app: &App, name: &SkinName, sha256: &str) -> Result<Published, PublishError> {
-    match app.skins.holds(name, sha256).await {
+async fn held_name(app: &App, name: &SkinName, content: &str) -> Result<Published, PublishError> {
+    match app.skins.holds(name, content).await {
         Ok(true) => Ok(Published::AlreadyStored),
-        Ok(false) => Err(PublishError::Exists(name.clone())),
+        Ok(false) => Err(PublishError::Held(name.clone())),
         Err(error) => {
             tracing::error!(%error, skin = name.as_str(), "could not look at a held skin name");
             Err(PublishError::Storage(error))

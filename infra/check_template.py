@@ -1,0 +1,198 @@
+"""The operational properties template.yaml must keep (docs/DEPLOY.md), asserted one by one.
+
+    python infra/check_template.py template.yaml samconfig.toml
+
+Run by infra/lint-template with the deploy venv's Python (samtranslator reads CloudFormation's
+short tags: !Ref, !Sub, !GetAtt ...). Prints every property that does not hold and exits 1.
+"""
+import json
+import re
+import sys
+
+from samtranslator.yaml_helper import yaml_parse
+
+# Per function instance, at most DB_POOL_SIZE connections; across every Postgres function, at
+# most this many (docs/DEPLOY.md, "Concurrency and connections": the proxy's budget for the
+# functions on the smallest instance class it recommends).
+PROXY_CONNECTION_BUDGET = 100
+# S3 read speed the skin-ingest timeouts are sized for, bytes per second (a conservative
+# figure for one GET inside a region) and the copy within S3 after it.
+S3_BYTES_PER_SECOND = 10 * 1024 * 1024
+SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction"]
+
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+
+
+def ref(value):
+    """The name a `!Ref` points at, else None."""
+    return value.get("Ref") if isinstance(value, dict) else None
+
+
+def default_of(template, value):
+    """A literal, or the default of the parameter it references."""
+    name = ref(value)
+    if name is None:
+        return value
+    return template["Parameters"].get(name, {}).get("Default")
+
+
+def main(template_path, samconfig_path):
+    template = yaml_parse(open(template_path).read())
+    resources = template["Resources"]
+    params = template["Parameters"]
+    globals_env = template["Globals"]["Function"]["Environment"]["Variables"]
+    functions = {
+        name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"
+    }
+    check(len(functions) == 10, f"10 functions expected, found {sorted(functions)}")
+
+    # Reserved concurrency: one instance of the singletons; every Postgres function bounded,
+    # and together under the proxy's connection budget.
+    for name in SINGLETONS:
+        check(
+            functions[name]["Properties"].get("ReservedConcurrentExecutions") == 1,
+            f"{name}: ReservedConcurrentExecutions must be 1",
+        )
+    pool = int(default_of(template, globals_env.get("DB_POOL_SIZE")) or 0)
+    check(pool >= 1, "Globals: DB_POOL_SIZE must be set (from DbPoolSize)")
+    connections = 0
+    for name, fn in functions.items():
+        props = fn["Properties"]
+        if "VpcConfig" not in props:
+            continue
+        reserved = props.get("ReservedConcurrentExecutions")
+        check(reserved is not None, f"{name}: a Postgres function needs ReservedConcurrentExecutions")
+        connections += int(default_of(template, reserved) or 0) * pool
+    check(
+        0 < connections <= PROXY_CONNECTION_BUDGET,
+        f"Postgres functions may open {connections} connections by default; "
+        f"the budget is {PROXY_CONNECTION_BUDGET}",
+    )
+
+    # migrate answers within a minute: its timeout; CloudFormation's wait is bounded too.
+    migrate = functions["MigrateFunction"]["Properties"]
+    check(migrate.get("Timeout", 15) <= 60, "MigrateFunction: Timeout must be <= 60 s")
+    service_timeout = int(resources["Migration"]["Properties"].get("ServiceTimeout", 3600))
+    check(service_timeout <= 600, "Migration: ServiceTimeout must be set, <= 600 s")
+
+    # The bucket cannot be stranded by a failed first create.
+    bucket = resources["Bucket"]
+    check(
+        bucket.get("DeletionPolicy") in ("RetainExceptOnCreate", "Delete")
+        or "BucketName" not in bucket["Properties"],
+        "Bucket: a fixed name needs DeletionPolicy RetainExceptOnCreate (or Delete)",
+    )
+    cors = bucket["Properties"].get("CorsConfiguration", {}).get("CorsRules", [])
+    check(
+        any("POST" in rule.get("AllowedMethods", []) for rule in cors),
+        "Bucket: a CORS rule must allow the browsers' presigned POST",
+    )
+
+    # Browser pages: the API's preflights and answers, and the bucket, from one origin.
+    check("AllowOrigin" in resources["Api"]["Properties"].get("Cors", {}), "Api: Cors for browsers")
+    check(ref(globals_env.get("CORS_ALLOW_ORIGIN")) == "BrowserOrigin", "Globals: CORS_ALLOW_ORIGIN")
+
+    # skin-ingest: a failure destination, timeouts that fit the largest upload, streaming memory.
+    ingest = functions["SkinIngestFunction"]["Properties"]
+    on_failure = ingest.get("EventInvokeConfig", {}).get("DestinationConfig", {}).get("OnFailure", {})
+    check(on_failure.get("Type") == "SQS", "SkinIngestFunction: OnFailure destination must be SQS")
+    destination = on_failure.get("Destination", {})
+    target = destination.get("Fn::GetAtt", [None])[0] if isinstance(destination, dict) else None
+    check(
+        resources.get(target, {}).get("Type") == "AWS::SQS::Queue",
+        "SkinIngestFunction: OnFailure must name a queue of this template",
+    )
+    max_upload = int(params["MaxSkinUploadBytes"]["Default"])
+    read_seconds = max_upload / S3_BYTES_PER_SECOND
+    aws_timeout_ms = int(ingest["Environment"]["Variables"].get("AWS_TIMEOUT_MS", 5000))
+    check(
+        aws_timeout_ms / 1000 >= 2 * read_seconds,
+        f"SkinIngestFunction: AWS_TIMEOUT_MS {aws_timeout_ms} is short for {max_upload} bytes",
+    )
+    check(
+        ingest.get("Timeout", 15) >= 2 * read_seconds + aws_timeout_ms / 1000,
+        "SkinIngestFunction: Timeout must cover reading and copying the largest upload",
+    )
+    check(ingest.get("MemorySize", 128) <= 512, "SkinIngestFunction: the check streams; <= 512 MB")
+
+    # JSON access logs on the API stage.
+    api = resources["Api"]["Properties"]
+    access = api.get("AccessLogSetting", {})
+    check("DestinationArn" in access, "Api: AccessLogSetting.DestinationArn missing")
+    try:
+        fields = json.loads(re.sub(r"\$context\.[A-Za-z.]+", "x", access.get("Format", "")))
+        check("requestId" in fields and "status" in fields, "Api: access log lacks requestId/status")
+    except ValueError:
+        failures.append("Api: AccessLogSetting.Format is not a JSON line")
+
+    # An errors and a throttles alarm for every function.
+    alarmed = {}
+    for r in resources.values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::CloudWatch::Alarm" and p.get("Namespace") == "AWS/Lambda":
+            for d in p.get("Dimensions", []):
+                if d.get("Name") == "FunctionName" and ref(d.get("Value")):
+                    alarmed.setdefault(ref(d["Value"]), set()).add(p.get("MetricName"))
+    for name in functions:
+        missing = {"Errors", "Throttles"} - alarmed.get(name, set())
+        check(not missing, f"{name}: no alarm on {sorted(missing)}")
+
+    # DB_SSLMODE reaches every function; verify-full unless told otherwise.
+    check(ref(globals_env.get("DB_SSLMODE")) == "DbSslMode", "Globals: DB_SSLMODE from DbSslMode")
+    check(params.get("DbSslMode", {}).get("Default") == "verify-full", "DbSslMode defaults to verify-full")
+
+    # The dashboard: valid JSON, built from the metrics the functions emit.
+    dashboard = [r for r in resources.values() if r["Type"] == "AWS::CloudWatch::Dashboard"]
+    check(len(dashboard) == 1, "one CloudWatch dashboard")
+    if dashboard:
+        body = dashboard[0]["Properties"]["DashboardBody"]
+        body = body.get("Fn::Sub", body) if isinstance(body, dict) else body
+        try:
+            widgets = json.loads(re.sub(r"\$\{[^}]+\}", "1", body))["widgets"]
+        except (ValueError, KeyError, TypeError):
+            widgets = []
+            failures.append("Dashboard: DashboardBody is not dashboard JSON")
+        text = json.dumps(widgets)
+        for needle, what in [
+            ('MetricName=\\"Admissions\\"', "admissions per decision"),
+            ('"AdmissionLatency"', "admission latency"),
+            ('"p50"', "latency p50"),
+            ('"p99"', "latency p99"),
+            ('"ApproximateNumberOfMessagesVisible"', "queue depth"),
+            ('"ApproximateAgeOfOldestMessage"', "oldest message age"),
+            ("RenderDeadLetterQueue.QueueName", "the DLQ"),
+            ('"RenderingJobs"', "render capacity in use"),
+            ('"Errors"', "errors"),
+            ('"Throttles"', "throttles"),
+        ]:
+            check(needle in text or needle in body, f"Dashboard: no {what} ({needle})")
+        for name in functions:
+            for metric in ("Errors", "Throttles"):
+                check(
+                    re.search(r'"%s",\s*"FunctionName",\s*"\$\{%s\}"' % (metric, name), body),
+                    f"Dashboard: no {metric} of {name}",
+                )
+
+    # samconfig's prod names DbSslMode explicitly and says what the first deploy must add.
+    # (Text, not tomllib: the deploy venv's Python may predate 3.11.)
+    samconfig = open(samconfig_path).read()
+    prod = re.search(r"^\[prod\.deploy\.parameters\]\n(.*?)(?=^\[|\Z)", samconfig, re.M | re.S)
+    check(
+        prod is not None and '"DbSslMode=verify-full"' in prod.group(1),
+        "samconfig prod: DbSslMode=verify-full",
+    )
+
+    for failure in failures:
+        print(f"template property: {failure}", file=sys.stderr)
+    if failures:
+        sys.exit(1)
+    print(f"template properties hold ({len(functions)} functions, {connections} connections by default)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
