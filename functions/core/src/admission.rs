@@ -11,7 +11,6 @@
 //!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
 //!   both under its locks.
 
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
@@ -23,12 +22,12 @@ use crate::app::App;
 use crate::deadline;
 use crate::domain::{ClientKey, FieldError, JobId, RenderOptions};
 use crate::estimate::Defaults;
-use crate::form::{self, Form, FormError, FormSpec, TextValue, UploadedFile};
+use crate::form::{FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin, Claim, IdempotencyKey, Reply, StoredResponse};
 use crate::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
-use crate::limiter::{RateDecision, RateLimit};
 use crate::outbox::{self, OutboxEvent};
 use crate::problem::Rejection;
+use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::replay::{self, GameMode, ReplayLimits};
 
 /// The rate-limited endpoint name: the limiter counts each endpoint separately.
@@ -39,31 +38,6 @@ pub const RENDER_ENDPOINT: &str = "render";
 pub struct ReplayFile {
     bytes: Bytes,
     sha256: [u8; 32],
-}
-
-/// What a submission came to: what it made (the job, for a render), or the step that refused
-/// it, plus the rate-limit state once the limit step has run (reported on every later response).
-#[derive(Debug)]
-pub struct Submission<T = JobId> {
-    pub outcome: Result<T, Rejection>,
-    pub rate: Option<RateDecision>,
-}
-
-impl<T> Submission<T> {
-    /// Refused before the rate limit counted it.
-    pub fn refused(rejection: Rejection) -> Self {
-        Self {
-            outcome: Err(rejection),
-            rate: None,
-        }
-    }
-}
-
-/// A form body as it arrives, with the headers that describe it.
-pub struct FormUpload<S> {
-    pub content_type: Option<String>,
-    pub content_length: Option<u64>,
-    pub body: S,
 }
 
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
@@ -173,26 +147,6 @@ async fn admit(
     Submission { outcome, rate }
 }
 
-impl<T> Submission<Reply<T>> {
-    /// Answered with a first request's stored response: before the rate limit counted it.
-    pub fn replayed(response: StoredResponse) -> Self {
-        Self {
-            outcome: Ok(Reply::Replayed(response)),
-            rate: None,
-        }
-    }
-}
-
-impl<T> Submission<T> {
-    /// A submission that ran, as opposed to a replayed one.
-    pub fn fresh(self) -> Submission<Reply<T>> {
-        Submission {
-            outcome: self.outcome.map(Reply::Fresh),
-            rate: self.rate,
-        }
-    }
-}
-
 /// The response to an admitted render, and to every retry with its idempotency key.
 pub fn admitted_response(job_id: JobId) -> StoredResponse {
     let location = job_id.status_path();
@@ -241,48 +195,6 @@ fn render_form_spec(app: &App) -> FormSpec {
     }
 }
 
-/// Reads the form within `spec`'s bounds: 413 past the size, 400 for anything malformed.
-pub(crate) async fn read_form<S, O, E>(
-    spec: FormSpec,
-    upload: FormUpload<S>,
-) -> Result<Form, Rejection>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
-    let form = async {
-        spec.check_declared_length(upload.content_length)?;
-        form::read_form(spec, upload.content_type.as_deref(), upload.body).await
-    };
-    form.await.map_err(|error| match error {
-        FormError::FileTooLarge { .. } => Rejection::FileTooLarge(error.to_string()),
-        other => Rejection::InvalidFile(other.to_string()),
-    })
-}
-
-/// Step 1: the spec's file field, named `*{extension}` (any case), with 1..=`max_file_bytes`
-/// bytes (the upper bound was enforced while reading): `*.osr` up to `MAX_REPLAY_BYTES` here.
-pub(crate) fn check_file(
-    file: Option<UploadedFile>,
-    spec: &FormSpec,
-    extension: &str,
-) -> Result<UploadedFile, Rejection> {
-    let field = spec.file_field;
-    let file = file
-        .ok_or_else(|| Rejection::InvalidFile(format!("the form has no `{field}` file field")))?;
-    if !file.file_name.to_ascii_lowercase().ends_with(extension) {
-        return Err(Rejection::InvalidFile(format!(
-            "the {field} file name must end in {extension}"
-        )));
-    }
-    if file.bytes.is_empty() {
-        return Err(Rejection::InvalidFile(format!("the {field} file is empty")));
-    }
-    debug_assert!(file.bytes.len() <= spec.max_file_bytes);
-    Ok(file)
-}
-
 /// Step 2: a replay osrparse would read, of a standard-mode play.
 fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
     let summary = replay::inspect(&file.bytes, &ReplayLimits::default())
@@ -328,29 +240,6 @@ fn truncate(name: &str) -> &str {
         .nth(64)
         .unwrap_or(name.len());
     &name[..end]
-}
-
-/// Step 4: the endpoint's fixed window for this client. An outage refuses (503) unless
-/// `RATE_LIMIT_FAIL_OPEN` lets requests through. Every rate-limited endpoint checks this way,
-/// each under its own `endpoint` name.
-pub(crate) async fn check_rate_limit(
-    app: &App,
-    endpoint: &'static str,
-    limit: RateLimit,
-    client: &ClientKey,
-) -> Result<Option<RateDecision>, Rejection> {
-    match app.limiter.hit(endpoint, client, limit, epoch_secs()).await {
-        Ok(rate) if rate.allowed => Ok(Some(rate)),
-        Ok(rate) => Err(Rejection::RateLimited(rate)),
-        Err(error) if app.config.rate_limit_fail_open => {
-            tracing::warn!(%error, "rate limiter unavailable; failing open");
-            Ok(None)
-        }
-        Err(error) => {
-            tracing::error!(%error, "rate limiter unavailable");
-            Err(Rejection::LimiterUnavailable)
-        }
-    }
 }
 
 /// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
@@ -507,11 +396,4 @@ async fn discard_replay(app: &App, job: &NewJob) {
     if let Err(error) = app.replays.delete(&job.replay_key).await {
         tracing::warn!(%error, job_id = %job.id, "could not delete the replay of a refused job");
     }
-}
-
-pub(crate) fn epoch_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }

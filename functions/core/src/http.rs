@@ -13,7 +13,8 @@ use axum::routing::{get, post};
 use axum::Router;
 use tracing::Instrument;
 
-use crate::admission::{admitted_response, submit_render, FormUpload, Submission, RENDER_ENDPOINT};
+use crate::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
+use crate::request::{FormUpload, Submission};
 use crate::app::App;
 use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey, JobId};
 use crate::idempotency::{Reply, KEY_HEADER};

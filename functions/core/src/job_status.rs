@@ -17,7 +17,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{check_rate_limit, Submission};
+use crate::request::{check_rate_limit, Submission};
 use crate::app::App;
 use crate::domain::{JobId, JobStatus};
 use crate::estimate::{Defaults, Recent};

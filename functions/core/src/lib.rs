@@ -30,6 +30,7 @@ pub mod problem;
 pub mod queue;
 pub mod replay;
 pub mod replays;
+pub mod request;
 pub mod skins;
 pub mod telemetry;
 pub mod webhook;

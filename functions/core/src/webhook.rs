@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::Sha256;
 
-use crate::admission::epoch_secs;
+use crate::request::epoch_secs;
 use crate::app::App;
 use crate::config::Config;
 use crate::domain::{JobId, JobStatus};

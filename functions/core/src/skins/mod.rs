@@ -21,7 +21,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::admission::{check_rate_limit, Submission};
+use crate::request::{check_rate_limit, Submission};
 use crate::app::App;
 use crate::domain::{ClientKey, SkinName};
 use crate::http::{form_upload, PeerAddr};

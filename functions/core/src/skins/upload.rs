@@ -29,7 +29,7 @@ use super::presign::PresignedPost;
 use super::store::{
     content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, ObjectVersion,
 };
-use crate::admission::{check_file, check_rate_limit, read_form, FormUpload, Submission};
+use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::app::App;
 use crate::config::Config;
 use crate::db::DbError;
