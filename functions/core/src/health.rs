@@ -6,24 +6,18 @@
 
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use futures_util::future::{join_all, BoxFuture};
 use futures_util::FutureExt;
-use serde_json::{json, Map, Value};
 
 use crate::app::App;
-use crate::problem::RETRY_UNAVAILABLE_SECS;
 
 /// Well below a load balancer's or API Gateway's patience, well above a healthy round trip.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-type Check<'a> = (&'static str, BoxFuture<'a, Result<(), String>>);
-
-pub async fn handler(State(app): State<App>) -> Response {
-    let results = join_all(checks(&app).into_iter().map(|(name, check)| async move {
+/// Every dependency's check, at once, each within `CHECK_TIMEOUT`: its name and whether it
+/// answered. Why one failed is logged, never returned.
+pub async fn probe(app: &App) -> Vec<(&'static str, bool)> {
+    join_all(checks(app).into_iter().map(|(name, check)| async move {
         let outcome = match tokio::time::timeout(CHECK_TIMEOUT, check).await {
             Ok(outcome) => outcome,
             Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
@@ -33,32 +27,10 @@ pub async fn handler(State(app): State<App>) -> Response {
         }
         (name, outcome.is_ok())
     }))
-    .await;
-    let healthy = results.iter().all(|(_, ok)| *ok);
-    let checks: Map<String, Value> = results
-        .into_iter()
-        .map(|(name, ok)| {
-            (
-                name.to_owned(),
-                json!(if ok { "ok" } else { "unavailable" }),
-            )
-        })
-        .collect();
-    let (status, word) = if healthy {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-    };
-    let mut response = (status, Json(json!({ "status": word, "checks": checks }))).into_response();
-    if !healthy {
-        // Every 503 says when to look again; an outage hint, as for the API's own 503s.
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(RETRY_UNAVAILABLE_SECS),
-        );
-    }
-    response
+    .await
 }
+
+type Check<'a> = (&'static str, BoxFuture<'a, Result<(), String>>);
 
 fn checks(app: &App) -> Vec<Check<'_>> {
     vec![

@@ -1,26 +1,21 @@
-//! HTTP mapping: the routes, shared by the dev server and every Lambda function.
+//! The HTTP service: the routes (routes/) with the middleware every request passes through
+//! (log span, deadline, no-store) and the 404/405 answers; shared by the dev server and every
+//! Lambda function.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
-use axum::body::{Body, BodyDataStream};
-use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
-use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use tracing::Instrument;
 
-use crate::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
-use crate::request::{FormUpload, Submission};
 use crate::app::App;
-use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey, JobId};
-use crate::idempotency::{Reply, KEY_HEADER};
-use crate::problem::{rate_limit_headers, Rejection};
-use crate::webhook::Verifier;
-use crate::{deadline, health, job_status, metrics, skins, webhook};
+use crate::lifecycle::Verifier;
+use crate::problem::Rejection;
+use crate::{deadline, routes};
 
 /// Every public route as (method, path): what `openapi.yaml` describes and `all_routes`
 /// serves; a test holds all three to the same list.
@@ -34,37 +29,6 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/skins/upload"),
     ("GET", "/health"),
 ];
-
-/// The TCP peer of the request: the socket's remote address locally, API Gateway's
-/// `sourceIp` on Lambda (inserted by the Lambda adapter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerAddr(pub IpAddr);
-
-impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        if let Some(peer) = parts.extensions.get::<PeerAddr>() {
-            return Ok(*peer);
-        }
-        if let Some(ConnectInfo(addr)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
-            return Ok(PeerAddr(addr.ip()));
-        }
-        tracing::error!("request without a peer address");
-        Err(StatusCode::INTERNAL_SERVER_ERROR.into_response())
-    }
-}
-
-impl App {
-    /// The key this request's client is limited by (DESIGN.md §3).
-    pub fn client_key(&self, peer: IpAddr, headers: &HeaderMap) -> ClientKey {
-        let forwarded = headers
-            .get(CF_CONNECTING_IP)
-            .and_then(|value| value.to_str().ok());
-        let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
-        ClientKey::new(ip, self.config.ipv6_prefix_len)
-    }
-}
 
 /// The id a request's log lines carry: Lambda's request id when the Lambda adapter supplied
 /// one, else one made up per request.
@@ -81,7 +45,7 @@ pub struct AnswerBy(pub tokio::time::Instant);
 /// its deadline, and never stored by a cache.
 pub fn service(routes: Router<App>, app: App) -> Router {
     routes
-        .route("/health", get(health::handler))
+        .route("/health", get(routes::health::handler))
         .fallback(not_found)
         // After every route: it applies to the routes registered before it.
         .method_not_allowed_fallback(method_not_allowed)
@@ -126,10 +90,10 @@ async fn no_store(request: Request, next: Next) -> Response {
 
 /// Every route on one router: the dev server's (on AWS each function serves its own part).
 pub fn all_routes(verifier: Verifier) -> Router<App> {
-    render_routes()
-        .merge(job_status::routes())
-        .merge(webhook::routes(verifier))
-        .merge(skins::routes())
+    routes::render::routes()
+        .merge(routes::jobs::routes())
+        .merge(routes::webhook::routes(verifier))
+        .merge(routes::skins::routes())
 }
 
 /// Runs the request inside a span naming it (request id, method, matched route) and logs its
@@ -163,82 +127,6 @@ async fn trace_request(request: Request, next: Next) -> Response {
     }
     .instrument(span)
     .await
-}
-
-/// `POST /v1/render`.
-pub fn render_routes() -> Router<App> {
-    Router::new().route("/v1/render", post(render))
-}
-
-async fn render(
-    State(app): State<App>,
-    PeerAddr(peer): PeerAddr,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let started = Instant::now();
-    let client = app.client_key(peer, &headers);
-    let key = headers.get(KEY_HEADER);
-    let submission = submit_render(&app, &client, key, form_upload(&headers, body)).await;
-    log_decision(&client, &submission);
-    metrics::admission(RENDER_ENDPOINT, &submission.outcome, started.elapsed());
-    submission_response(submission)
-}
-
-/// A multipart form body, streamed, with the headers that describe it.
-pub(crate) fn form_upload(headers: &HeaderMap, body: Body) -> FormUpload<BodyDataStream> {
-    let header_str = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    FormUpload {
-        content_type: header_str(header::CONTENT_TYPE).map(str::to_owned),
-        content_length: header_str(header::CONTENT_LENGTH).and_then(|v| v.parse().ok()),
-        body: body.into_data_stream(),
-    }
-}
-
-fn log_decision(client: &ClientKey, submission: &Submission<Reply<JobId>>) {
-    match &submission.outcome {
-        Ok(Reply::Fresh(job_id)) => {
-            tracing::info!(decision = "admitted", %job_id, "render admitted")
-        }
-        Ok(Reply::Replayed(_)) => tracing::info!(decision = "replayed", "render retry replayed"),
-        Err(rejection) => tracing::info!(
-            decision = "rejected",
-            reason = rejection.code(),
-            // The key is counted by, never logged in full: the /64 or address's lock id is enough
-            // to correlate one client's requests.
-            client_lock = client.lock_id(),
-            "render rejected"
-        ),
-    }
-}
-
-fn submission_response(submission: Submission<Reply<JobId>>) -> Response {
-    submission.respond_replayable(|job_id| admitted_response(job_id).respond(false))
-}
-
-impl<T> Submission<T> {
-    /// `accepted`'s response for what the submission made, or the rejection's problem; with the
-    /// `X-RateLimit-*` headers once the limit has counted the request.
-    pub(crate) fn respond(self, accepted: impl FnOnce(T) -> Response) -> Response {
-        let mut response = match self.outcome {
-            Ok(made) => accepted(made),
-            Err(rejection) => rejection.into_response(),
-        };
-        if let Some(rate) = &self.rate {
-            rate_limit_headers(rate, response.headers_mut());
-        }
-        response
-    }
-}
-
-impl<T> Submission<Reply<T>> {
-    /// As `respond`, but a retry of an idempotent request gets the first one's response.
-    pub(crate) fn respond_replayable(self, accepted: impl FnOnce(T) -> Response) -> Response {
-        self.respond(|reply| match reply {
-            Reply::Fresh(made) => accepted(made),
-            Reply::Replayed(response) => response.respond(true),
-        })
-    }
 }
 
 async fn not_found() -> Response {

@@ -18,10 +18,10 @@ pub mod health;
 pub mod http;
 pub mod idempotency;
 pub mod janitor;
-pub mod job_status;
 pub mod jobs;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod lifecycle;
 pub mod limiter;
 pub mod metrics;
 pub mod migrations;
@@ -31,9 +31,9 @@ pub mod queue;
 pub mod replay;
 pub mod replays;
 pub mod request;
+pub mod routes;
 pub mod skins;
 pub mod telemetry;
-pub mod webhook;
 
 pub use app::{App, Clients};
 pub use config::Config;

@@ -19,15 +19,16 @@ use axum::Router;
 use base64::Engine;
 use osurender_core::db::{self, DbError};
 use osurender_core::domain::{ClientKey, JobId};
-use osurender_core::http::{self, PeerAddr, ROUTES};
+use osurender_core::http::{self, ROUTES};
+use osurender_core::routes::{self, PeerAddr};
 use osurender_core::idempotency::Claim;
 use osurender_core::jobs::{
     Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, Nonce, Occupancy,
     Resolved, Transition, TransitionOutcome,
 };
 use osurender_core::limiter::{LimiterUnavailable, RateDecision, RateLimit, RateLimiter};
-use osurender_core::webhook::Verifier;
-use osurender_core::{job_status, lambda, App, Clients, Config};
+use osurender_core::lifecycle::Verifier;
+use osurender_core::{lambda, App, Clients, Config};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -213,7 +214,7 @@ fn assert_rate_limited(response: &Response, body: &Value) {
 #[tokio::test]
 async fn render_from_a_direct_client_is_keyed_by_its_source_ip() {
     let limiter = Arc::new(RecordingLimiter::default());
-    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    let router = lambda::router(routes::render::routes(), app(&[], limiter.clone()));
 
     let (response, body) = serve(router, &event(RENDER_EVENT)).await;
 
@@ -225,7 +226,7 @@ async fn render_from_a_direct_client_is_keyed_by_its_source_ip() {
 async fn render_through_a_trusted_proxy_is_keyed_by_cf_connecting_ip() {
     let limiter = Arc::new(RecordingLimiter::default());
     let vars = [("TRUSTED_PROXY_CIDRS", "203.0.113.0/24")];
-    let router = lambda::router(http::render_routes(), app(&vars, limiter.clone()));
+    let router = lambda::router(routes::render::routes(), app(&vars, limiter.clone()));
     let event = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
 
     let (response, body) = serve(router, &event).await;
@@ -238,7 +239,7 @@ async fn render_through_a_trusted_proxy_is_keyed_by_cf_connecting_ip() {
 async fn cf_connecting_ip_from_an_untrusted_peer_is_ignored() {
     let limiter = Arc::new(RecordingLimiter::default());
     // The default: Cloudflare's ranges, which the fixture's source IP is not in.
-    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    let router = lambda::router(routes::render::routes(), app(&[], limiter.clone()));
     let event = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
 
     let (response, body) = serve(router, &event).await;
@@ -250,7 +251,7 @@ async fn cf_connecting_ip_from_an_untrusted_peer_is_ignored() {
 #[tokio::test]
 async fn an_ipv6_source_is_keyed_by_its_prefix() {
     let limiter = Arc::new(RecordingLimiter::default());
-    let router = lambda::router(job_status::routes(), app(&[], limiter.clone()));
+    let router = lambda::router(routes::jobs::routes(), app(&[], limiter.clone()));
     let event = with_source_ip(event(GET_JOB_EVENT), "2001:db8:aa:bb:1:2:3:4");
 
     let (response, body) = serve(router, &event).await;
@@ -264,7 +265,7 @@ async fn an_ipv6_source_is_keyed_by_its_prefix() {
 #[tokio::test]
 async fn a_bad_form_field_is_refused_before_the_limit() {
     let limiter = Arc::new(RecordingLimiter::default());
-    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    let router = lambda::router(routes::render::routes(), app(&[], limiter.clone()));
     let mut event = event(RENDER_EVENT);
     let base64 = base64::engine::general_purpose::STANDARD;
     let form = base64.decode(event["body"].as_str().unwrap()).unwrap();
@@ -291,7 +292,7 @@ async fn a_bad_form_field_is_refused_before_the_limit() {
 #[tokio::test]
 async fn the_stage_is_not_part_of_the_path_and_other_paths_are_404() {
     let limiter = Arc::new(RecordingLimiter::default());
-    let router = lambda::router(http::render_routes(), app(&[], limiter.clone()));
+    let router = lambda::router(routes::render::routes(), app(&[], limiter.clone()));
     // A function answers only its own routes (API Gateway sends it nothing else).
     let (response, body) = serve(router, &event(GET_JOB_EVENT)).await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
@@ -348,7 +349,7 @@ async fn every_listed_route_is_served() {
 async fn answers_carry_the_configured_cors_origin() {
     let vars = [("CORS_ALLOW_ORIGIN", "https://osurender.example")];
     let router = lambda::router(
-        job_status::routes(),
+        routes::jobs::routes(),
         app(&vars, Arc::new(RecordingLimiter::default())),
     );
     let (response, body) = serve(router, &event(GET_JOB_EVENT)).await;
@@ -364,7 +365,7 @@ async fn answers_carry_the_configured_cors_origin() {
     }
 
     let router = lambda::router(
-        job_status::routes(),
+        routes::jobs::routes(),
         app(&[], Arc::new(RecordingLimiter::default())),
     );
     let (response, _) = serve(router, &event(GET_JOB_EVENT)).await;

@@ -2,11 +2,12 @@
 //! start without `WEBHOOK_SECRET`.
 
 use osurender_core::lambda;
-use osurender_core::webhook::{self, Verifier};
+use osurender_core::lifecycle::Verifier;
+use osurender_core::routes;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
     let app = lambda::app().await?;
     let verifier = Verifier::from_config(&app.config)?;
-    lambda::serve(webhook::routes(verifier), app).await
+    lambda::serve(routes::webhook::routes(verifier), app).await
 }

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::Context;
-use osurender_core::webhook::Verifier;
+use osurender_core::lifecycle::Verifier;
 use osurender_core::{http, janitor, migrations, outbox, skins, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;

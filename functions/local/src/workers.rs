@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use osurender_core::webhook::{sign, SIGNATURE_HEADER};
+use osurender_core::lifecycle::{sign, SIGNATURE_HEADER};
 use osurender_core::App;
 use serde_json::{json, Value};
 

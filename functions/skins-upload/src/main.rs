@@ -1,9 +1,9 @@
 //! `POST /v1/skins/upload` on Lambda: skin uploads, direct or presigned.
 
-use osurender_core::{lambda, skins};
+use osurender_core::{lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
     let app = lambda::app().await?;
-    lambda::serve(skins::upload_routes(), app).await
+    lambda::serve(routes::skins::upload_routes(), app).await
 }

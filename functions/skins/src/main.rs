@@ -1,9 +1,9 @@
 //! `GET /v1/skins` on Lambda: the skins a render may name.
 
-use osurender_core::{lambda, skins};
+use osurender_core::{lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
     let app = lambda::app().await?;
-    lambda::serve(skins::list_routes(), app).await
+    lambda::serve(routes::skins::list_routes(), app).await
 }

@@ -24,7 +24,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::Instrument;
 
-use crate::http::{AnswerBy, PeerAddr, RequestId};
+use crate::http::{AnswerBy, RequestId};
+use crate::routes::PeerAddr;
 use crate::{aws, http, telemetry, App, Clients, Config};
 
 pub use database::{postgres_config, secret_postgres_config, DbEndpoint};

@@ -9,23 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
-use serde_json::json;
 use sha2::Sha256;
 
 use crate::request::epoch_secs;
 use crate::app::App;
 use crate::config::Config;
 use crate::domain::{JobId, JobStatus};
-use crate::job_status::JobPath;
 use crate::jobs::{Nonce, Transition, TransitionOutcome};
 use crate::problem::Rejection;
 
@@ -95,13 +87,6 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// `POST /v1/jobs/{id}/webhook`.
-pub fn routes(verifier: Verifier) -> Router<App> {
-    Router::new()
-        .route("/v1/jobs/{id}/webhook", post(webhook))
-        .layer(Extension(verifier))
-}
-
 /// A worker's report as sent. Unknown fields are ignored, so workers can send more.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Report {
@@ -117,37 +102,17 @@ pub struct Report {
     pub job_id: Option<JobId>,
 }
 
-async fn webhook(
-    State(app): State<App>,
-    Extension(verifier): Extension<Verifier>,
-    JobPath(id): JobPath,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    match receive(&app, &verifier, id, &headers, body).await {
-        Ok((status, progress)) => Json(json!({
-            "job_id": id,
-            "status": status,
-            "progress": progress,
-        }))
-        .into_response(),
-        Err(rejection) => {
-            tracing::info!(%id, reason = rejection.code(), "webhook report refused");
-            rejection.into_response()
-        }
-    }
-}
-
-async fn receive(
+/// A report for job `id`: its signature (the `X-Signature` header), then its fields, freshness
+/// and nonce, then the transition, in one statement. The new state and progress.
+pub async fn receive(
     app: &App,
     verifier: &Verifier,
     id: JobId,
-    headers: &HeaderMap,
-    body: Body,
+    signature: Option<&str>,
+    body: &[u8],
 ) -> Result<(JobStatus, f32), Rejection> {
-    let body = read_body(headers, body).await?;
-    check_signature(verifier, headers, &body)?;
-    let report = parse_report(&body)?;
+    check_signature(verifier, signature, body)?;
+    let report = parse_report(body)?;
     let transition = check_report(&report, id, app.config.render_stall_timeout)?;
     let nonce = check_freshness(&report, epoch_secs() as i64)?;
     let outcome = app
@@ -172,27 +137,12 @@ async fn receive(
     }
 }
 
-/// At most `MAX_BODY_BYTES`, refused from the declared length when there is one.
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, Rejection> {
-    let too_large =
-        || Rejection::PayloadTooLarge(format!("a report is at most {MAX_BODY_BYTES} bytes"));
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return Err(too_large());
-    }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| too_large())
-}
-
-fn check_signature(verifier: &Verifier, headers: &HeaderMap, body: &[u8]) -> Result<(), Rejection> {
-    let signature = headers
-        .get(SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .ok_or(Rejection::InvalidSignature)?;
+fn check_signature(
+    verifier: &Verifier,
+    signature: Option<&str>,
+    body: &[u8],
+) -> Result<(), Rejection> {
+    let signature = signature.ok_or(Rejection::InvalidSignature)?;
     if verifier.verify(body, signature) {
         Ok(())
     } else {
@@ -298,6 +248,8 @@ pub fn check_freshness(report: &Report, now: i64) -> Result<Nonce, Rejection> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     const SECRET: &str = "a-secret-of-enough-length";

@@ -21,7 +21,7 @@ use crate::request::{check_rate_limit, Submission};
 use crate::app::App;
 use crate::domain::{JobId, JobStatus};
 use crate::estimate::{Defaults, Recent};
-use crate::http::PeerAddr;
+use super::PeerAddr;
 use crate::jobs::{JobQuery, JobRecord};
 use crate::limiter::RateDecision;
 use crate::problem::Rejection;

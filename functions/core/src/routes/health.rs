@@ -1,0 +1,40 @@
+//! `GET /health`: whether this function can reach what it depends on. The body names each
+//! dependency with `ok` or `unavailable`; a 503 says when to look again.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::app::App;
+use crate::health;
+use crate::problem::RETRY_UNAVAILABLE_SECS;
+
+pub async fn handler(State(app): State<App>) -> Response {
+    let results = health::probe(&app).await;
+    let healthy = results.iter().all(|(_, ok)| *ok);
+    let checks: Map<String, Value> = results
+        .into_iter()
+        .map(|(name, ok)| {
+            (
+                name.to_owned(),
+                json!(if ok { "ok" } else { "unavailable" }),
+            )
+        })
+        .collect();
+    let (status, word) = if healthy {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+    };
+    let mut response = (status, Json(json!({ "status": word, "checks": checks }))).into_response();
+    if !healthy {
+        // Every 503 says when to look again; an outage hint, as for the API's own 503s.
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(RETRY_UNAVAILABLE_SECS),
+        );
+    }
+    response
+}

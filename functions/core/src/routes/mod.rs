@@ -1,0 +1,89 @@
+//! HTTP mapping: each route's handlers, turning requests into use-case calls and their
+//! outcomes into responses (problem+json for refusals). `http` serves them with the middleware.
+
+pub mod health;
+pub mod jobs;
+pub mod render;
+pub mod skins;
+pub mod webhook;
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::body::{Body, BodyDataStream};
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::app::App;
+use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey};
+use crate::idempotency::Reply;
+use crate::problem::rate_limit_headers;
+use crate::request::{FormUpload, Submission};
+
+/// The TCP peer of the request: the socket's remote address locally, API Gateway's
+/// `sourceIp` on Lambda (inserted by the Lambda adapter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        if let Some(peer) = parts.extensions.get::<PeerAddr>() {
+            return Ok(*peer);
+        }
+        if let Some(ConnectInfo(addr)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+            return Ok(PeerAddr(addr.ip()));
+        }
+        tracing::error!("request without a peer address");
+        Err(StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    }
+}
+
+impl App {
+    /// The key this request's client is limited by (DESIGN.md §3).
+    pub fn client_key(&self, peer: IpAddr, headers: &HeaderMap) -> ClientKey {
+        let forwarded = headers
+            .get(CF_CONNECTING_IP)
+            .and_then(|value| value.to_str().ok());
+        let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
+        ClientKey::new(ip, self.config.ipv6_prefix_len)
+    }
+}
+
+
+/// A multipart form body, streamed, with the headers that describe it.
+pub fn form_upload(headers: &HeaderMap, body: Body) -> FormUpload<BodyDataStream> {
+    let header_str = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    FormUpload {
+        content_type: header_str(header::CONTENT_TYPE).map(str::to_owned),
+        content_length: header_str(header::CONTENT_LENGTH).and_then(|v| v.parse().ok()),
+        body: body.into_data_stream(),
+    }
+}
+
+impl<T> Submission<T> {
+    /// `accepted`'s response for what the submission made, or the rejection's problem; with the
+    /// `X-RateLimit-*` headers once the limit has counted the request.
+    pub(crate) fn respond(self, accepted: impl FnOnce(T) -> Response) -> Response {
+        let mut response = match self.outcome {
+            Ok(made) => accepted(made),
+            Err(rejection) => rejection.into_response(),
+        };
+        if let Some(rate) = &self.rate {
+            rate_limit_headers(rate, response.headers_mut());
+        }
+        response
+    }
+}
+
+impl<T> Submission<Reply<T>> {
+    /// As `respond`, but a retry of an idempotent request gets the first one's response.
+    pub(crate) fn respond_replayable(self, accepted: impl FnOnce(T) -> Response) -> Response {
+        self.respond(|reply| match reply {
+            Reply::Fresh(made) => accepted(made),
+            Reply::Replayed(response) => response.respond(true),
+        })
+    }
+}
