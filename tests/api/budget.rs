@@ -18,8 +18,9 @@ use osurender_core::domain::ClientKey;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
 
-use crate::helpers::{fixture, problem, render_form, valid_form, Proxies, TestApp};
-use crate::proxy::{Counts, Fault};
+use crate::support::app::{problem, Proxies, TestApp};
+use crate::support::proxy::{Counts, Fault};
+use crate::support::replays::{fixture, multipart, render_form, valid_form};
 
 /// What one request may cost: Postgres round trips at most, and exactly these AWS calls.
 struct Budget {
@@ -121,19 +122,6 @@ async fn an_admitted_request_stays_within_budget() {
     }
     let dispatched = "SELECT count(*) FROM outbox_events WHERE status = 'dispatched'";
     assert_eq!(app.count(dispatched).await, 3, "the fast path marked each");
-}
-
-/// A multipart body with `replay` as the `replay` file, and its content type.
-fn multipart(replay: &[u8]) -> (String, Vec<u8>) {
-    let boundary = "budget-test-boundary";
-    let mut body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"replay\"; \
-         filename=\"play.osr\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-    )
-    .into_bytes();
-    body.extend_from_slice(replay);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
 /// The first request of a new instance (as a Lambda cold start: clients built, nothing

@@ -1,20 +1,21 @@
 //! Fault injection (issue 5): the server reaches Postgres and the AWS stand-in through proxies
-//! the tests control (proxy.rs), which refuse, cut, slow down or swallow its traffic. For each
-//! fault: the answer (503 with `Retry-After`, never a hang past a bound) and the state after it
-//! (no active job without its replay, no outbox event without its job, no advisory lock left
-//! held, and every event delivered once the service is back).
+//! the tests control (support/proxy.rs), which refuse, cut, slow down or swallow its traffic.
+//! For each fault: the answer (503 with `Retry-After`, never a hang past a bound) and the state
+//! after it (no active job without its replay, no outbox event without its job, no advisory
+//! lock left held, and every event delivered once the service is back).
 //!
 //! The resource-level outages (bucket, limiter table, render queue deleted) are in render.rs
-//! and lifecycle.rs; here the faults are on the wire. The checks are in invariants.rs; faults
-//! on one statement or request at each step, with unknown outcomes, are in outcomes.rs.
+//! and lifecycle.rs; here the faults are on the wire. The checks are in support/invariants.rs;
+//! faults on one statement or request at each step, with unknown outcomes, are in outcomes.rs.
 
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use reqwest::{Response, StatusCode};
 
-use crate::helpers::{header, problem, valid_form, Proxies, TestApp};
-use crate::proxy::Fault;
+use crate::support::app::{header, problem, Proxies, TestApp};
+use crate::support::proxy::Fault;
+use crate::support::replays::valid_form;
 
 /// Bounded waits well under the function timeout, so a fault shows within a test's patience.
 const TIMEOUTS: &[(&str, &str)] = &[

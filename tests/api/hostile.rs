@@ -13,8 +13,9 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{fixture, problem, render_form, valid_form, TestApp, LOGS, WEBHOOK_SECRET};
-use crate::skins::{skin, upload_form, V1};
+use crate::support::app::{problem, TestApp, LOGS, WEBHOOK_SECRET};
+use crate::support::replays::{fixture, render_form, valid_form};
+use crate::support::skins::{skin, upload_form, V1};
 
 /// Sends `head` (and `body`) over a raw connection and returns the status line's code and the
 /// whole answer, read until the server closes or `patience` passes.
@@ -236,8 +237,8 @@ async fn spoofed_forwarding_headers_do_not_choose_the_client() {
 #[tokio::test]
 async fn forged_and_replayed_webhooks_change_nothing() {
     let app = TestApp::spawn(&[]).await;
-    let job = submit(&app, "203.0.113.7").await;
-    let other = submit(&app, "203.0.113.8").await;
+    let job = app.submit("203.0.113.7").await;
+    let other = app.submit("203.0.113.8").await;
     let now = chrono::Utc::now().timestamp();
     let body = json!({ "status": "downloading", "timestamp": now, "nonce": "n-0123456789abcdef", "job_id": job }).to_string();
     let good = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
@@ -252,18 +253,18 @@ async fn forged_and_replayed_webhooks_change_nothing() {
         ("empty signature", &body, Some(String::new())),
     ];
     for (what, body, signature) in &cases {
-        let response = post_webhook(&app, &job, body, signature.as_deref()).await;
+        let response = app.post_webhook(&job, body, signature.as_deref()).await;
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{what}");
     }
     // Signed for `job`, sent to `other`: the body names its job.
-    let retargeted = post_webhook(&app, &other, &body, Some(&good)).await;
+    let retargeted = app.post_webhook(&other, &body, Some(&good)).await;
     assert!(retargeted.status().is_client_error());
     // The genuine report once, then its replay.
     assert_eq!(
-        post_webhook(&app, &job, &body, Some(&good)).await.status(),
+        app.post_webhook(&job, &body, Some(&good)).await.status(),
         StatusCode::OK
     );
-    let replayed = post_webhook(&app, &job, &body, Some(&good)).await;
+    let replayed = app.post_webhook(&job, &body, Some(&good)).await;
     assert_eq!(replayed.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(
         app.count("SELECT count(*) FROM jobs WHERE status = 'queued'")
@@ -273,33 +274,9 @@ async fn forged_and_replayed_webhooks_change_nothing() {
     );
 }
 
-async fn submit(app: &TestApp, client_ip: &str) -> String {
-    let response = app.render(client_ip, valid_form()).await;
-    assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let body: serde_json::Value = response.json().await.unwrap();
-    body["job_id"].as_str().unwrap().to_owned()
-}
-
-async fn post_webhook(
-    app: &TestApp,
-    job: &str,
-    body: &str,
-    signature: Option<&str>,
-) -> reqwest::Response {
-    let mut request = app
-        .http
-        .post(app.url(&format!("/v1/jobs/{job}/webhook")))
-        .header("content-type", "application/json")
-        .body(body.to_owned());
-    if let Some(signature) = signature {
-        request = request.header("X-Signature", signature);
-    }
-    request.send().await.unwrap()
-}
-
 /// Every kind of request, the hostile ones too, logged as production logs them but with our
-/// own crates at their most verbose (helpers.rs `LOGS`, which holds every test server's lines):
-/// no log line and no public answer carries the webhook secret, a signature or a client
+/// own crates at their most verbose (support/app.rs `LOGS`, which holds every test server's
+/// lines): no log line and no public answer carries the webhook secret, a signature or a client
 /// address. (The AWS SDK's own TRACE level prints request and response bodies, limiter keys
 /// included, so it must stay off in production: RELIABILITY.md.)
 #[tokio::test]
@@ -315,13 +292,13 @@ async fn no_secret_signature_or_client_ip_in_logs_or_answers() {
             answers.push_str(&response.text().await.unwrap());
         }
     }
-    let job = submit(&app, "198.51.100.172").await;
+    let job = app.submit("198.51.100.172").await;
     for status in ["downloading", "bogus"] {
         let body = json!({ "status": status, "timestamp": chrono::Utc::now().timestamp(), "nonce": uuid::Uuid::new_v4().to_string() }).to_string();
         let good = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
         let forged = sign(b"forged-secret-forged-secret-forged", body.as_bytes());
         for signature in [&good, &forged] {
-            let response = post_webhook(&app, &job, &body, Some(signature)).await;
+            let response = app.post_webhook(&job, &body, Some(signature)).await;
             answers.push_str(&format!("{:?}", response.headers()));
             answers.push_str(&response.text().await.unwrap());
         }

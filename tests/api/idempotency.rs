@@ -9,8 +9,9 @@ use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use crate::helpers::{fixture, header, problem, render_form, unique_replay, valid_form, TestApp};
-use crate::skins::{skin, upload_form, V1};
+use crate::support::app::{header, problem, TestApp};
+use crate::support::replays::{fixture, render_form, unique_replay, valid_form};
+use crate::support::skins::{skin, upload_form, V1};
 
 /// Long windows keep counting tests clear of a window boundary.
 const ROOMY: &[(&str, &str)] = &[("RATE_LIMIT_RENDER", "1000/hour")];

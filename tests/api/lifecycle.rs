@@ -1,85 +1,22 @@
 //! The job lifecycle: signed worker reports, status reads, the outbox's delivery to the render
 //! queue, the janitor, and `/health`.
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_util::future::join_all;
 use osurender_core::webhook::sign;
-use osurender_core::{janitor, outbox, App, Clients};
-use reqwest::{Response, StatusCode};
+use osurender_core::{janitor, outbox};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::helpers::{header, problem, valid_form, TestApp, WEBHOOK_SECRET};
+use crate::support::app::{header, problem, TestApp, WEBHOOK_SECRET};
+use crate::support::jobs::{fresh_nonce, now, signed_body};
+use crate::support::queue::{counts, exactly_once};
+use crate::support::replays::valid_form;
 
 const ROOMY: (&str, &str) = ("RATE_LIMIT_RENDER", "1000/hour");
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn fresh_nonce() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// A message taken off the render queue.
-pub(crate) struct Delivered {
-    event_id: i64,
-    attribute_event_id: i64,
-    pub(crate) body: Value,
-}
-
 impl TestApp {
-    /// Submits a valid replay for `client_ip`; the new job's id.
-    async fn submit(&self, client_ip: &str) -> String {
-        let response = self.render(client_ip, valid_form()).await;
-        assert_eq!(response.status(), StatusCode::ACCEPTED);
-        let body: Value = response.json().await.unwrap();
-        body["job_id"].as_str().unwrap().to_owned()
-    }
-
-    async fn post_webhook(&self, job_id: &str, body: &str, signature: Option<&str>) -> Response {
-        let mut request = self
-            .http
-            .post(self.url(&format!("/v1/jobs/{job_id}/webhook")))
-            .header("content-type", "application/json")
-            .body(body.to_owned());
-        if let Some(signature) = signature {
-            request = request.header("X-Signature", signature);
-        }
-        request.send().await.unwrap()
-    }
-
-    /// A report as a worker sends it: `fields` stamped now, with a fresh nonce, signed.
-    async fn report(&self, job_id: &str, fields: Value) -> Response {
-        let body = signed_body(fields);
-        let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
-        self.post_webhook(job_id, &body, Some(&signature)).await
-    }
-
-    async fn report_ok(&self, job_id: &str, fields: Value) {
-        let response = self.report(job_id, fields.clone()).await;
-        assert_eq!(response.status(), StatusCode::OK, "{fields}");
-    }
-
-    async fn get(&self, path: &str) -> Response {
-        self.http
-            .get(self.url(path))
-            .header("CF-Connecting-IP", "198.51.100.200")
-            .send()
-            .await
-            .unwrap()
-    }
-
-    pub(crate) async fn job(&self, job_id: &str) -> Value {
-        let response = self.get(&format!("/v1/jobs/{job_id}")).await;
-        assert_eq!(response.status(), StatusCode::OK);
-        response.json().await.unwrap()
-    }
-
     async fn queue_positions(&self, jobs: &[String]) -> Vec<Option<i64>> {
         let mut positions = Vec::new();
         for job in jobs {
@@ -110,125 +47,6 @@ impl TestApp {
             .unwrap()
             .get(0)
     }
-
-    /// Another instance of the core on this server's database, queue and buckets, as another
-    /// Lambda instance would be.
-    pub(crate) async fn instance(&self) -> App {
-        let clients = Clients::new(&self.config).await.unwrap();
-        App::new(self.config.clone(), &clients)
-    }
-
-    async fn queue_url(&self) -> String {
-        self.sqs
-            .get_queue_url()
-            .queue_name(&self.queue)
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap()
-    }
-
-    async fn delete_queue(&self) {
-        let url = self.queue_url().await;
-        self.sqs.delete_queue().queue_url(url).send().await.unwrap();
-    }
-
-    async fn create_queue(&self) {
-        self.sqs
-            .create_queue()
-            .queue_name(&self.queue)
-            .send()
-            .await
-            .unwrap();
-    }
-
-    /// Everything on the queue, received and deleted until two polls come back empty.
-    pub(crate) async fn drain_queue(&self) -> Vec<Delivered> {
-        let url = self.queue_url().await;
-        let mut delivered = Vec::new();
-        let mut empty_polls = 0;
-        while empty_polls < 2 {
-            let received = self
-                .sqs
-                .receive_message()
-                .queue_url(&url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .unwrap();
-            if received.messages().is_empty() {
-                empty_polls += 1;
-            }
-            for message in received.messages() {
-                let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
-                if let Some(job) = body["job_id"].as_str() {
-                    self.delivered_jobs.lock().unwrap().insert(job.to_owned());
-                }
-                let attribute = message.message_attributes().unwrap()["event_id"]
-                    .string_value()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-                delivered.push(Delivered {
-                    event_id: body["event_id"].as_i64().unwrap(),
-                    attribute_event_id: attribute,
-                    body,
-                });
-                self.sqs
-                    .delete_message()
-                    .queue_url(&url)
-                    .receipt_handle(message.receipt_handle().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-            }
-        }
-        delivered
-    }
-
-    /// Makes every pending event due now, as if its lease or backoff had run out.
-    pub(crate) async fn age_outbox(&self) {
-        self.db
-            .batch_execute("UPDATE outbox_events SET available_at = now() WHERE status = 'pending'")
-            .await
-            .unwrap();
-    }
-
-    pub(crate) async fn event_ids(&self) -> Vec<i64> {
-        self.db
-            .query("SELECT id FROM outbox_events ORDER BY id", &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
-    }
-}
-
-fn signed_body(mut fields: Value) -> String {
-    fields["timestamp"] = json!(now());
-    if fields.get("nonce").is_none() {
-        fields["nonce"] = json!(fresh_nonce());
-    }
-    fields.to_string()
-}
-
-/// How often each event id was delivered; every delivery's attribute matches its body.
-pub(crate) fn counts(delivered: &[Delivered]) -> HashMap<i64, usize> {
-    let mut counts = HashMap::new();
-    for message in delivered {
-        assert_eq!(message.event_id, message.attribute_event_id);
-        assert_eq!(message.body["event_type"], "render_job_created");
-        *counts.entry(message.event_id).or_default() += 1;
-    }
-    counts
-}
-
-pub(crate) fn exactly_once(ids: &[i64]) -> HashMap<i64, usize> {
-    ids.iter().map(|id| (*id, 1)).collect()
 }
 
 #[tokio::test]
@@ -509,12 +327,7 @@ async fn queue_positions_count_queued_jobs_oldest_first() {
 
 #[tokio::test]
 async fn the_janitor_frees_capacity_held_by_a_stalled_job() {
-    let app = TestApp::spawn(&[
-        ("MAX_ACTIVE_JOBS_PER_IP", "1"),
-        ("RENDER_STALL_TIMEOUT", "2"),
-        ROOMY,
-    ])
-    .await;
+    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "1"), ROOMY]).await;
     let ip = "203.0.113.130";
     let job = app.submit(ip).await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 30 }))
@@ -532,7 +345,14 @@ async fn the_janitor_frees_capacity_held_by_a_stalled_job() {
     )
     .await;
 
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // The stall timeout runs out: the job's deadline (set by its last report) is now past.
+    app.db
+        .execute(
+            "UPDATE jobs SET deadline_at = now() - interval '1 second' WHERE id = $1::text::uuid",
+            &[&job],
+        )
+        .await
+        .unwrap();
     let report = janitor::run(&core).await.unwrap();
     assert_eq!(report.timed_out, 1);
     let failed = app.job(&job).await;

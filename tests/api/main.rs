@@ -1,16 +1,18 @@
 //! Black-box tests of the API over HTTP: each test starts the dev server on its own port with
 //! its own database, limiter table, bucket and render queue, against real Postgres and the AWS
 //! stand-in.
+//!
+//! Each test file is a topic; what several of them share (the app, the proxies, the
+//! invariants, the replay and skin builders) is in `support`, and no test file uses another.
+
+mod support;
 
 mod budget;
 mod faults;
-mod helpers;
 mod hostile;
 mod idempotency;
-mod invariants;
 mod lifecycle;
 mod outcomes;
-mod proxy;
 mod render;
 mod skins;
 mod storms;

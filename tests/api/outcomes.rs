@@ -1,12 +1,12 @@
 //! Issue 10: unknown outcomes at every step boundary, and the request deadline.
 //!
 //! Each step of a render admission and of a skin upload meets each fault on its own statement
-//! or request only (proxy.rs `Fault::On`): cut before it is sent, swallowed (a timeout before
-//! send), held past its caller's timeout and then sent (it runs after the caller gave up), cut
-//! right after it was sent (it may or may not commit), answered late after it committed, and
-//! its answer lost after it committed; admit_job also meets a server-side error. After each
-//! case the invariants of invariants.rs hold and a retry with the same `Idempotency-Key` tells
-//! the truth.
+//! or request only (support/proxy.rs `Fault::On`): cut before it is sent, swallowed (a timeout
+//! before send), held past its caller's timeout and then sent (it runs after the caller gave
+//! up), cut right after it was sent (it may or may not commit), answered late after it
+//! committed, and its answer lost after it committed; admit_job also meets a server-side
+//! error. After each case the invariants of support/invariants.rs hold and a retry with the
+//! same `Idempotency-Key` tells the truth.
 //!
 //! Then the deadline: with each backing service slowed in turn (Postgres, or one AWS
 //! operation), every answer comes within `REQUEST_DEADLINE_MS` (plus a little slack), and is
@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use crate::helpers::{header, python_lock_id, unique_replay, Proxies, TestApp};
-use crate::proxy::{Action, Fault, Proxy, Target};
-use crate::skins::{skin, upload_form, V1};
+use crate::support::app::{header, python_lock_id, Proxies, TestApp};
+use crate::support::proxy::{Action, Fault, Proxy, Target};
+use crate::support::replays::unique_replay;
+use crate::support::skins::{skin, upload_form, V1};
 
 /// Short bounds, so each case takes a second or two.
 const ENV: &[(&str, &str)] = &[

@@ -1,11 +1,12 @@
 //! `POST /v1/render`: every admission step, its precedence, and the invariants under load.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
 use reqwest::StatusCode;
 
-use crate::helpers::{fixture, header, problem, python_lock_id, render_form, valid_form, TestApp};
+use crate::support::app::{header, problem, python_lock_id, TestApp};
+use crate::support::replays::{fixture, render_form, valid_form};
 
 /// Long windows keep counting tests clear of a window boundary.
 const ROOMY: &[(&str, &str)] = &[("RATE_LIMIT_RENDER", "1000/hour")];
@@ -317,7 +318,18 @@ async fn a_held_client_lock_blocks_that_client_and_no_other() {
     .await
     .expect("another client is not held up");
     assert_eq!(other.status(), StatusCode::ACCEPTED);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The locked client's request has reached the lock and waits in its queue.
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                   WHERE l.locktype = 'advisory' AND NOT l.granted \
+                   AND d.datname = current_database()";
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while app.count(waiting).await == 0 {
+        assert!(
+            Instant::now() < give_up,
+            "the locked client's request never reached the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         !blocked.is_finished(),
         "the locked client waits for the lock"

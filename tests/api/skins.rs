@@ -1,19 +1,19 @@
 //! Skins: `GET /v1/skins`, the direct uploads (v1 and legacy), the presigned upload of large
 //! skins and its ingest, against real Postgres and the AWS stand-in.
 
-use std::io::{Cursor, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
 use osurender_core::domain::SkinName;
 use osurender_core::skins::{self, IngestOutcome};
-use reqwest::multipart::{Form, Part};
+use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
-use zip::write::SimpleFileOptions;
-use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
-use crate::helpers::{header, problem, TestApp};
+use crate::support::app::{header, problem, TestApp};
+use crate::support::skins::{
+    compressed_bomb, declare_size, noise, osk, post_to_s3, skin, upload_form, LEGACY, V1,
+};
 
 /// Long windows keep counting tests clear of a window boundary.
 const ROOMY: &[(&str, &str)] = &[
@@ -21,101 +21,7 @@ const ROOMY: &[(&str, &str)] = &[
     ("RATE_LIMIT_LEGACY_SKINS_UPLOAD", "1000/hour"),
 ];
 
-pub(crate) const V1: &str = "/v1/skins/upload";
-const LEGACY: &str = "/skins/upload";
-
-/// An `.osk`: the `(name, content)` files, deflated.
-fn osk(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let options = SimpleFileOptions::default().compression_method(CompressionMethod::Deflated);
-    let mut writer = ZipWriter::new(Cursor::new(Vec::new()));
-    for (name, content) in files {
-        writer.start_file(*name, options).unwrap();
-        writer.write_all(content).unwrap();
-    }
-    writer.finish().unwrap().into_inner()
-}
-
-/// A small skin, made distinct by `marker`.
-pub(crate) fn skin(marker: &str) -> Vec<u8> {
-    osk(&[
-        (
-            "skin.ini",
-            format!("[General]\nName: {marker}\n").as_bytes(),
-        ),
-        ("hitcircle.png", &[0x89, b'P', b'N', b'G', 0, 1, 2, 3]),
-    ])
-}
-
-/// An honest bomb: 1 MiB of zeros deflated once and its compressed stream copied into 300
-/// entries: 300 MiB declared, a few hundred KiB on the wire.
-fn compressed_bomb() -> Vec<u8> {
-    let seed = osk(&[("0.wav", &vec![0; 1 << 20])]);
-    let mut seed = ZipArchive::new(Cursor::new(seed)).unwrap();
-    let mut writer = ZipWriter::new(Cursor::new(Vec::new()));
-    for i in 0..300 {
-        let entry = seed.by_index(0).unwrap();
-        writer
-            .raw_copy_file_rename(entry, format!("{i}.wav"))
-            .unwrap();
-    }
-    writer.finish().unwrap().into_inner()
-}
-
-/// Incompressible bytes (a xorshift stream), so a zip of them is as large as they are.
-fn noise(len: usize) -> Vec<u8> {
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
-/// Offset of the first header with `signature` (the test data never contains one).
-fn header_at(bytes: &[u8], signature: u32) -> usize {
-    bytes
-        .windows(4)
-        .position(|w| w == signature.to_le_bytes())
-        .expect("header present")
-}
-
-const CENTRAL: u32 = 0x0201_4b50;
-const LOCAL: u32 = 0x0403_4b50;
-
-/// Sets the single entry's declared uncompressed size, in the central directory and, unless
-/// only there, in its local header.
-fn declare_size(mut bytes: Vec<u8>, size: u32, local_too: bool) -> Vec<u8> {
-    let central = header_at(&bytes, CENTRAL) + 24;
-    bytes[central..central + 4].copy_from_slice(&size.to_le_bytes());
-    if local_too {
-        let local = header_at(&bytes, LOCAL) + 22;
-        bytes[local..local + 4].copy_from_slice(&size.to_le_bytes());
-    }
-    bytes
-}
-
-pub(crate) fn upload_form(bytes: Vec<u8>, file_name: &str, name: Option<&str>) -> Form {
-    let form = Form::new().part("skin", Part::bytes(bytes).file_name(file_name.to_owned()));
-    match name {
-        Some(name) => form.text("name", name.to_owned()),
-        None => form,
-    }
-}
-
 impl TestApp {
-    pub(crate) async fn upload_skin(&self, path: &str, client_ip: &str, form: Form) -> Response {
-        self.http
-            .post(self.url(path))
-            .header("CF-Connecting-IP", client_ip)
-            .multipart(form)
-            .send()
-            .await
-            .expect("request completes")
-    }
-
     async fn request_upload(&self, client_ip: &str, body: Value) -> Response {
         self.http
             .post(self.url(V1))
@@ -159,12 +65,6 @@ impl TestApp {
             .await
             .unwrap();
         object.body.collect().await.unwrap().into_bytes().to_vec()
-    }
-
-    /// The core against this server's resources, to run the ingest as the S3 event would.
-    async fn core(&self) -> osurender_core::App {
-        let clients = osurender_core::Clients::new(&self.config).await.unwrap();
-        osurender_core::App::new(self.config.clone(), &clients)
     }
 }
 
@@ -467,20 +367,6 @@ async fn v1_and_legacy_uploads_count_separately() {
     assert_eq!(app.skin_names().await.len(), 1 + 2 + 5 + 1);
 }
 
-/// Posts `file` to a presigned upload as a browser form would: the fields, then the file.
-async fn post_to_s3(http: &reqwest::Client, upload: &Value, file: Vec<u8>) -> Response {
-    let fields = upload["fields"].as_object().unwrap();
-    let form = fields.iter().fold(Form::new(), |form, (name, value)| {
-        form.text(name.clone(), value.as_str().unwrap().to_owned())
-    });
-    let form = form.part("file", Part::bytes(file).file_name("skin.osk"));
-    http.post(upload["url"].as_str().unwrap())
-        .multipart(form)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn presigned_upload_end_to_end() {
     let app = TestApp::spawn(&[]).await;
@@ -528,7 +414,8 @@ async fn presigned_upload_end_to_end() {
     assert_eq!(app.objects("incoming/").await, [key.as_str()]);
     assert!(!app.skin_names().await.contains(&"Big Skin".to_owned()));
 
-    let core = app.core().await;
+    // The core against this server's resources, to run the ingest as the S3 event would.
+    let core = app.instance().await;
     let outcome = skins::ingest(&core, &app.bucket, &key).await.unwrap();
     assert_eq!(
         outcome,
@@ -557,7 +444,7 @@ async fn presigned_bad_uploads_are_deleted_and_never_listed() {
     ])
     .await;
     let ip = "198.51.100.26";
-    let core = app.core().await;
+    let core = app.instance().await;
     let bomb = compressed_bomb();
     let traversal = osk(&[("../../evil.png", b"x")]);
     let garbage = b"this is not a zip archive at all".to_vec();

@@ -10,8 +10,9 @@ use futures_util::future::join_all;
 use osurender_core::Config;
 use reqwest::StatusCode;
 
-use crate::helpers::{render_form, unique_replay, valid_form, TestApp};
-use crate::skins::{skin, upload_form, V1};
+use crate::support::app::{TestApp, WEBHOOK_SECRET};
+use crate::support::replays::{render_form, unique_replay, valid_form};
+use crate::support::skins::{skin, upload_form, V1};
 
 /// Long windows keep the counting clear of a window boundary.
 const ROOMY: (&str, &str) = ("RATE_LIMIT_RENDER", "1000/hour");
@@ -342,7 +343,7 @@ impl ChildServer {
             .env("RATE_LIMIT_TABLE", &app.table)
             .env("RENDER_QUEUE_NAME", &app.queue)
             .env("TRUSTED_PROXY_CIDRS", "127.0.0.0/8, ::1/128")
-            .env("WEBHOOK_SECRET", crate::helpers::WEBHOOK_SECRET)
+            .env("WEBHOOK_SECRET", WEBHOOK_SECRET)
             .env("DB_POOL_SIZE", "8")
             .env("OUTBOX_SWEEP_INTERVAL", "0")
             .env("JANITOR_INTERVAL", "0")

@@ -1,15 +1,16 @@
-//! Test harness: an isolated dev server per test, and ways to look behind it.
+//! The app under test: an isolated dev server per test (on its own database, limiter table,
+//! bucket and queue, optionally behind proxies), and ways to look behind it.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Mutex, Once};
 
-use reqwest::multipart::{Form, Part};
+use osurender_core::{App, Clients};
+use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use tokio_postgres::NoTls;
 
-use crate::proxy::Proxy;
+use crate::support::proxy::Proxy;
 
 /// Where the local stack listens unless the environment says otherwise (see `infra/lib.sh`).
 const DEFAULT_ENV: [(&str, &str); 5] = [
@@ -82,7 +83,7 @@ pub struct TestApp {
     pub bucket: String,
     pub table: String,
     pub queue: String,
-    /// Every job id the tests drained from the render queue so far (invariants.rs).
+    /// Every job id the tests drained from the render queue so far (support/invariants.rs).
     pub delivered_jobs: Mutex<HashSet<String>>,
 }
 
@@ -209,6 +210,13 @@ impl TestApp {
             .filter_map(|o| o.key().map(str::to_owned))
             .collect()
     }
+
+    /// Another instance of the core on this server's database, queue and buckets, as another
+    /// Lambda instance would be.
+    pub async fn instance(&self) -> App {
+        let clients = Clients::new(&self.config).await.unwrap();
+        App::new(self.config.clone(), &clients)
+    }
 }
 
 /// The proxies a `spawn_via_proxies` server reaches its backing services through.
@@ -279,38 +287,6 @@ async fn create_database(name: &str) -> String {
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let user = config.get_user().unwrap_or("postgres");
     format!("postgres://{user}@{host}:{port}/{name}")
-}
-
-pub fn fixture(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/replays")
-        .join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// A render form with `replay` as `file_name` and the given text fields.
-pub fn render_form(replay: Vec<u8>, file_name: &str, fields: &[(&str, &str)]) -> Form {
-    fields.iter().fold(
-        Form::new().part(
-            "replay",
-            Part::bytes(replay).file_name(file_name.to_owned()),
-        ),
-        |form, (name, value)| form.text(name.to_string(), value.to_string()),
-    )
-}
-
-/// A valid replay no other call returns: `valid_0.osr` with a unique trailer (trailing bytes
-/// are tolerated, as osrparse tolerates them). A client's second submission of one replay is a
-/// `duplicate_replay` while the first is active, so independent submissions need their own.
-pub fn unique_replay() -> Vec<u8> {
-    let mut replay = fixture("valid_0.osr");
-    replay.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    replay
-}
-
-/// A render form of a `unique_replay`.
-pub fn valid_form() -> Form {
-    render_form(unique_replay(), "play.osr", &[])
 }
 
 pub async fn problem(response: Response, status: StatusCode, code: &str) -> serde_json::Value {

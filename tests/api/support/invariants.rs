@@ -18,9 +18,10 @@ use reqwest::{Response, StatusCode};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::helpers::{header, render_form, TestApp};
-use crate::lifecycle::{counts, exactly_once};
-use crate::skins::{upload_form, V1};
+use crate::support::app::{header, TestApp};
+use crate::support::queue::{counts, exactly_once};
+use crate::support::replays::render_form;
+use crate::support::skins::{upload_form, V1};
 
 /// How long a backend whose client vanished may take to finish its statement and let go.
 const SETTLE: Duration = Duration::from_secs(5);

@@ -1,0 +1,408 @@
+-- The schema as migrations/V*.sql leave it (refinery's own history table left out): a snapshot
+-- for readers, checked by functions/migrate/tests/schema.rs. Do not edit: change a migration,
+-- then run infra/schema-snapshot (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
+
+--
+-- Name: job_status; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.job_status AS ENUM (
+    'queued',
+    'downloading',
+    'rendering',
+    'completed',
+    'failed',
+    'expired'
+);
+
+--
+-- Name: admit_job(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.admit_job(p jsonb, OUT verdict text, OUT event_id bigint, OUT existing_job uuid) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_id uuid := (p ->> 'id')::uuid;
+    v_client text := p ->> 'client_ip';
+    v_hash bytea := decode(p ->> 'replay_sha256', 'hex');
+    v_idem_token uuid := (p ->> 'idem_token')::uuid;
+    v_queued bigint;
+    v_rendering bigint;
+    v_active bigint;
+BEGIN
+    -- Lock order, snapshots and the capacity checks are as in V1: see there.
+    PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
+    PERFORM pg_advisory_xact_lock((p ->> 'client_lock')::bigint);
+
+    IF EXISTS (SELECT FROM admission_fences WHERE job_id = v_id) THEN
+        verdict := 'abandoned';
+        RETURN;
+    END IF;
+
+    SELECT id INTO existing_job
+      FROM jobs
+     WHERE client_ip = v_client AND replay_sha256 = v_hash
+       AND status IN ('queued', 'downloading', 'rendering')
+     LIMIT 1;
+    IF existing_job IS NOT NULL THEN
+        verdict := 'duplicate';
+        RETURN;
+    END IF;
+
+    PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
+
+    SELECT count(*) FILTER (WHERE status = 'queued'),
+           count(*) FILTER (WHERE status IN ('downloading', 'rendering'))
+      INTO v_queued, v_rendering
+      FROM jobs
+     WHERE status IN ('queued', 'downloading', 'rendering');
+    IF v_queued >= (p ->> 'max_queued')::bigint THEN
+        verdict := 'queue_full';
+        RETURN;
+    END IF;
+    IF v_rendering >= (p ->> 'max_rendering')::bigint THEN
+        verdict := 'render_capacity';
+        RETURN;
+    END IF;
+
+    SELECT count(*) INTO v_active
+      FROM jobs
+     WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
+    IF v_active >= (p ->> 'max_active_per_client')::bigint THEN
+        verdict := 'too_many_active_jobs';
+        RETURN;
+    END IF;
+
+    IF v_idem_token IS NOT NULL THEN
+        UPDATE idempotency_keys
+           SET status = 'completed', response = p -> 'idem_response', job_id = v_id
+         WHERE client_ip = v_client AND endpoint = p ->> 'idem_endpoint'
+           AND key = p ->> 'idem_key' AND token = v_idem_token AND status = 'in_progress';
+        IF NOT FOUND THEN
+            verdict := 'claim_lost';
+            RETURN;
+        END IF;
+    END IF;
+
+    INSERT INTO jobs (id, client_ip, skin, config, replay_key, replay_sha256)
+    VALUES (v_id, v_client, p ->> 'skin', p -> 'config', p ->> 'replay_key', v_hash);
+    INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
+    VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
+            now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
+    RETURNING id INTO event_id;
+    verdict := 'admitted';
+END
+$$;
+
+--
+-- Name: admit_job(uuid, text, bigint, bigint, text, jsonb, text, bigint, bigint, bigint, bigint, jsonb, bigint, bytea, text, text, uuid, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.admit_job(p_id uuid, p_client_ip text, p_client_lock bigint, p_global_lock bigint, p_skin text, p_config jsonb, p_replay_key text, p_max_queued bigint, p_max_rendering bigint, p_max_active_per_client bigint, p_lock_timeout_ms bigint, p_event_payload jsonb, p_event_lease_ms bigint, p_replay_sha256 bytea, p_idem_endpoint text, p_idem_key text, p_idem_token uuid, p_idem_response jsonb, OUT verdict text, OUT event_id bigint, OUT existing_job uuid) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_queued bigint;
+    v_rendering bigint;
+    v_active bigint;
+BEGIN
+    -- Lock order, snapshots and the capacity checks are as in V1: see there.
+    PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+    PERFORM pg_advisory_xact_lock(p_client_lock);
+
+    SELECT id INTO existing_job
+      FROM jobs
+     WHERE client_ip = p_client_ip AND replay_sha256 = p_replay_sha256
+       AND status IN ('queued', 'downloading', 'rendering')
+     LIMIT 1;
+    IF existing_job IS NOT NULL THEN
+        verdict := 'duplicate';
+        RETURN;
+    END IF;
+
+    PERFORM pg_advisory_xact_lock(p_global_lock);
+
+    SELECT count(*) FILTER (WHERE status = 'queued'),
+           count(*) FILTER (WHERE status IN ('downloading', 'rendering'))
+      INTO v_queued, v_rendering
+      FROM jobs
+     WHERE status IN ('queued', 'downloading', 'rendering');
+    IF v_queued >= p_max_queued THEN
+        verdict := 'queue_full';
+        RETURN;
+    END IF;
+    IF v_rendering >= p_max_rendering THEN
+        verdict := 'render_capacity';
+        RETURN;
+    END IF;
+
+    SELECT count(*) INTO v_active
+      FROM jobs
+     WHERE client_ip = p_client_ip AND status IN ('queued', 'downloading', 'rendering');
+    IF v_active >= p_max_active_per_client THEN
+        verdict := 'too_many_active_jobs';
+        RETURN;
+    END IF;
+
+    INSERT INTO jobs (id, client_ip, skin, config, replay_key, replay_sha256)
+    VALUES (p_id, p_client_ip, p_skin, p_config, p_replay_key, p_replay_sha256);
+    INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
+    VALUES (p_id, 'render_job_created', p_event_payload, 1,
+            now() + p_event_lease_ms * interval '1 millisecond')
+    RETURNING id INTO event_id;
+    IF p_idem_token IS NOT NULL THEN
+        UPDATE idempotency_keys
+           SET status = 'completed', response = p_idem_response, job_id = p_id
+         WHERE client_ip = p_client_ip AND endpoint = p_idem_endpoint AND key = p_idem_key
+           AND token = p_idem_token;
+    END IF;
+    verdict := 'admitted';
+END
+$$;
+
+--
+-- Name: resolve_admission(uuid, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resolve_admission(p_id uuid, p_client_lock bigint, p_lock_timeout_ms bigint) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+    -- Waits for an admit_job of this client that is running; one that has not started yet
+    -- will see the fence (each statement of a VOLATILE function takes a fresh snapshot).
+    PERFORM pg_advisory_xact_lock(p_client_lock);
+    IF EXISTS (SELECT FROM jobs WHERE id = p_id) THEN
+        RETURN 'admitted';
+    END IF;
+    INSERT INTO admission_fences (job_id) VALUES (p_id) ON CONFLICT DO NOTHING;
+    RETURN 'abandoned';
+END
+$$;
+
+--
+-- Name: admission_fences; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.admission_fences (
+    job_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.idempotency_keys (
+    client_ip text NOT NULL,
+    endpoint text NOT NULL,
+    key text NOT NULL,
+    request_hash bytea NOT NULL,
+    token uuid NOT NULL,
+    status text DEFAULT 'in_progress'::text NOT NULL,
+    response jsonb,
+    job_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT idempotency_keys_status_check CHECK ((status = ANY (ARRAY['in_progress'::text, 'completed'::text])))
+);
+
+--
+-- Name: jobs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs (
+    id uuid NOT NULL,
+    status public.job_status DEFAULT 'queued'::public.job_status NOT NULL,
+    client_ip text NOT NULL,
+    skin text NOT NULL,
+    config jsonb NOT NULL,
+    replay_key text NOT NULL,
+    progress real DEFAULT 0 NOT NULL,
+    error text,
+    video_key text,
+    thumb_key text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deadline_at timestamp with time zone,
+    replay_sha256 bytea,
+    CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
+);
+
+--
+-- Name: outbox_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outbox_events (
+    id bigint NOT NULL,
+    job_id uuid NOT NULL,
+    event_type text NOT NULL,
+    payload jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    available_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    dispatched_at timestamp with time zone,
+    last_error text,
+    CONSTRAINT outbox_events_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'failed'::text])))
+);
+
+--
+-- Name: outbox_events_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.outbox_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: outbox_events_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.outbox_events_id_seq OWNED BY public.outbox_events.id;
+
+--
+-- Name: skins; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.skins (
+    name text NOT NULL,
+    claim uuid NOT NULL,
+    claimed_at timestamp with time zone DEFAULT now() NOT NULL,
+    stored_at timestamp with time zone,
+    CONSTRAINT skins_name_check CHECK ((name ~ '^[A-Za-z0-9_ -]{1,128}$'::text))
+);
+
+--
+-- Name: webhook_nonces; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_nonces (
+    nonce text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: outbox_events id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox_events ALTER COLUMN id SET DEFAULT nextval('public.outbox_events_id_seq'::regclass);
+
+--
+-- Name: admission_fences admission_fences_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.admission_fences
+    ADD CONSTRAINT admission_fences_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (client_ip, endpoint, key);
+
+--
+-- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+--
+-- Name: outbox_events outbox_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox_events
+    ADD CONSTRAINT outbox_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: skins skins_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.skins
+    ADD CONSTRAINT skins_pkey PRIMARY KEY (name);
+
+--
+-- Name: webhook_nonces webhook_nonces_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_nonces
+    ADD CONSTRAINT webhook_nonces_pkey PRIMARY KEY (nonce);
+
+--
+-- Name: admission_fences_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX admission_fences_by_age ON public.admission_fences USING btree (created_at);
+
+--
+-- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idempotency_keys_by_expiry ON public.idempotency_keys USING btree (expires_at);
+
+--
+-- Name: jobs_active_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_active_by_client ON public.jobs USING btree (client_ip) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status]));
+
+--
+-- Name: jobs_active_by_status; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_active_by_status ON public.jobs USING btree (status) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status]));
+
+--
+-- Name: jobs_active_replay; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX jobs_active_replay ON public.jobs USING btree (client_ip, replay_sha256) WHERE ((status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status])) AND (replay_sha256 IS NOT NULL));
+
+--
+-- Name: jobs_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_by_age ON public.jobs USING btree (created_at DESC);
+
+--
+-- Name: jobs_completed_by_update; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_by_update ON public.jobs USING btree (updated_at) WHERE (status = 'completed'::public.job_status);
+
+--
+-- Name: jobs_queued_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_queued_by_age ON public.jobs USING btree (created_at) WHERE (status = 'queued'::public.job_status);
+
+--
+-- Name: outbox_events_by_job; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_events_by_job ON public.outbox_events USING btree (job_id);
+
+--
+-- Name: outbox_events_pending; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_events_pending ON public.outbox_events USING btree (available_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: webhook_nonces_by_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_nonces_by_expiry ON public.webhook_nonces USING btree (expires_at);
+
+--
+-- Name: outbox_events outbox_events_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox_events
+    ADD CONSTRAINT outbox_events_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;

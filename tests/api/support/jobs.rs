@@ -1,0 +1,89 @@
+//! Jobs as clients and workers see them: submissions, status reads, and the signed reports a
+//! render worker sends.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use osurender_core::webhook::sign;
+use reqwest::{Response, StatusCode};
+use serde_json::{json, Value};
+
+use crate::support::app::{TestApp, WEBHOOK_SECRET};
+use crate::support::replays::valid_form;
+
+/// Epoch seconds, as a report's `timestamp`.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A nonce no report has used.
+pub fn fresh_nonce() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A report's body as a worker signs it: `fields` stamped now, with a fresh nonce unless they
+/// carry one.
+pub fn signed_body(mut fields: Value) -> String {
+    fields["timestamp"] = json!(now());
+    if fields.get("nonce").is_none() {
+        fields["nonce"] = json!(fresh_nonce());
+    }
+    fields.to_string()
+}
+
+impl TestApp {
+    /// Submits a valid replay for `client_ip`; the new job's id.
+    pub async fn submit(&self, client_ip: &str) -> String {
+        let response = self.render(client_ip, valid_form()).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        let body: Value = response.json().await.unwrap();
+        body["job_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `GET path` from a client of its own (its read quota is the tests' to spend).
+    pub async fn get(&self, path: &str) -> Response {
+        self.http
+            .get(self.url(path))
+            .header("CF-Connecting-IP", "198.51.100.200")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn job(&self, job_id: &str) -> Value {
+        let response = self.get(&format!("/v1/jobs/{job_id}")).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.unwrap()
+    }
+
+    pub async fn post_webhook(
+        &self,
+        job_id: &str,
+        body: &str,
+        signature: Option<&str>,
+    ) -> Response {
+        let mut request = self
+            .http
+            .post(self.url(&format!("/v1/jobs/{job_id}/webhook")))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        if let Some(signature) = signature {
+            request = request.header("X-Signature", signature);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// A report as a worker sends it: `fields` stamped now, with a fresh nonce, signed.
+    pub async fn report(&self, job_id: &str, fields: Value) -> Response {
+        let body = signed_body(fields);
+        let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
+        self.post_webhook(job_id, &body, Some(&signature)).await
+    }
+
+    pub async fn report_ok(&self, job_id: &str, fields: Value) {
+        let response = self.report(job_id, fields.clone()).await;
+        assert_eq!(response.status(), StatusCode::OK, "{fields}");
+    }
+}

@@ -1,0 +1,17 @@
+//! What the test files share; they import from here and never from one another.
+//!
+//! - `app`: the dev server under test, spawned per test on fresh resources (optionally behind
+//!   the proxies), its HTTP answers, and ways to look behind it;
+//! - `proxy`: the counting, fault-injecting TCP proxy between the server and its services;
+//! - `invariants`: the state every fault, crash and storm must leave intact;
+//! - `replays` and `skins`: the builders of what clients upload, and the forms that carry it;
+//! - `jobs`: submissions, status reads and signed worker reports;
+//! - `queue`: the render queue and the outbox that feeds it.
+
+pub mod app;
+pub mod invariants;
+pub mod jobs;
+pub mod proxy;
+pub mod queue;
+pub mod replays;
+pub mod skins;
