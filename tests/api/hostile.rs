@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use osurender_core::webhook::sign;
+use osurender_core::lifecycle::sign;
 use reqwest::StatusCode;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

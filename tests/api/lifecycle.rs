@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use osurender_core::webhook::sign;
+use osurender_core::lifecycle::sign;
 use osurender_core::{janitor, outbox};
 use reqwest::StatusCode;
 use serde_json::{json, Value};

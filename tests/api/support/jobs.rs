@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use osurender_core::webhook::sign;
+use osurender_core::lifecycle::sign;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
