@@ -9,11 +9,13 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use osurender_core::domain::{resolve_client_ip, ClientKey, JobId, SkinName, TrustedProxies};
+use osurender_core::domain::client::{resolve_client_ip, ClientKey, TrustedProxies};
+use osurender_core::domain::job::JobId;
+use osurender_core::domain::render::SkinName;
 use osurender_core::form::{read_form, FormSpec, TextValue, MAX_TEXT_FIELD_BYTES};
+use osurender_core::lifecycle::{check_freshness, check_report, sign, Report, Verifier};
 use osurender_core::replay::{inspect, ReplayLimits};
 use osurender_core::skins::archive::{self, ArchiveLimits};
-use osurender_core::lifecycle::{check_freshness, check_report, sign, Report, Verifier};
 
 /// Small caps, so that inputs reach them.
 fn replay_limits() -> ReplayLimits {

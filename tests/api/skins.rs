@@ -4,8 +4,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
-use osurender_core::domain::SkinName;
-use osurender_core::skins::{self, IngestOutcome};
+use osurender_core::domain::render::SkinName;
+use osurender_core::skins;
+use osurender_core::skins::ingest::IngestOutcome;
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};

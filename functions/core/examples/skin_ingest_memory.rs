@@ -15,8 +15,10 @@ use std::io::Write;
 use std::time::Instant;
 
 use aws_sdk_s3::primitives::ByteStream;
-use osurender_core::skins::{self, IngestOutcome};
-use osurender_core::{migrations, App, Clients, Config};
+use osurender_core::skins;
+use osurender_core::skins::ingest::IngestOutcome;
+use osurender_core::store::postgres::migrations;
+use osurender_core::{App, Clients, Config};
 use zip::write::SimpleFileOptions;
 use zip::CompressionMethod;
 

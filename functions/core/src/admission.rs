@@ -11,7 +11,6 @@
 //!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
 //!   both under its locks.
 
-
 use axum::http::HeaderValue;
 use bytes::Bytes;
 use futures_util::Stream;
@@ -20,15 +19,19 @@ use sha2::{Digest, Sha256};
 
 use crate::app::App;
 use crate::deadline;
-use crate::domain::{ClientKey, FieldError, JobId, RenderOptions};
+use crate::domain::client::ClientKey;
+use crate::domain::job::JobId;
+use crate::domain::render::{FieldError, RenderOptions};
 use crate::estimate::Defaults;
 use crate::form::{FormSpec, TextValue, UploadedFile};
-use crate::idempotency::{self, Begin, Claim, IdempotencyKey, Reply, StoredResponse};
-use crate::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
-use crate::outbox::{self, OutboxEvent};
+use crate::idempotency::{self, Begin};
+use crate::outbox;
+use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
+use crate::ports::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
+use crate::ports::outbox::OutboxEvent;
 use crate::problem::Rejection;
-use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::replay::{self, GameMode, ReplayLimits};
+use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 
 /// The rate-limited endpoint name: the limiter counts each endpoint separately.
 pub const RENDER_ENDPOINT: &str = "render";

@@ -3,17 +3,24 @@
 
 use std::sync::Arc;
 
+use crate::aws;
 use crate::config::Config;
-use crate::idempotency::{IdempotencyStore, PgIdempotencyStore};
-use crate::jobs::{JobStore, PgJobStore};
-use crate::limiter::{DynamoRateLimiter, RateLimiter};
-use crate::outbox::{self, OutboxStore, PgOutboxStore};
-use crate::queue::{EventPublisher, SqsRenderQueue};
-use crate::replays::{ReplayStore, S3ReplayStore};
-use crate::skins::store::{
-    PgSkinRegistry, S3SkinStore, SkinRegistry, SkinStore, CLAIM_STALE_AFTER,
-};
-use crate::{aws, db};
+use crate::ports::idempotency::IdempotencyStore;
+use crate::ports::jobs::JobStore;
+use crate::ports::limiter::RateLimiter;
+use crate::ports::outbox::OutboxStore;
+use crate::ports::queue::EventPublisher;
+use crate::ports::replays::ReplayStore;
+use crate::ports::skins::{SkinRegistry, SkinStore, CLAIM_STALE_AFTER};
+use crate::store::dynamo::DynamoRateLimiter;
+use crate::store::postgres as db;
+use crate::store::postgres::idempotency::PgIdempotencyStore;
+use crate::store::postgres::jobs::PgJobStore;
+use crate::store::postgres::outbox::PgOutboxStore;
+use crate::store::postgres::skins::PgSkinRegistry;
+use crate::store::s3::S3ReplayStore;
+use crate::store::s3::S3SkinStore;
+use crate::store::sqs::SqsRenderQueue;
 
 #[derive(Clone)]
 pub struct App {
@@ -43,7 +50,7 @@ pub struct Clients {
 
 impl Clients {
     /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
-    pub async fn new(config: &Config) -> Result<Self, db::DbError> {
+    pub async fn new(config: &Config) -> Result<Self, crate::ports::DbError> {
         let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
         Self::from_parts(config, sdk, db::parse_url(&config.database_url)?)
     }
@@ -54,7 +61,7 @@ impl Clients {
         config: &Config,
         sdk: aws_config::SdkConfig,
         postgres: tokio_postgres::Config,
-    ) -> Result<Self, db::DbError> {
+    ) -> Result<Self, crate::ports::DbError> {
         Ok(Self {
             pool: db::pool(postgres, config.db_pool_size, config.db_timeout)?,
             dynamodb: aws::dynamodb(&sdk),
@@ -76,7 +83,7 @@ impl App {
             jobs: Arc::new(PgJobStore::new(
                 clients.pool.clone(),
                 config.db_timeout,
-                outbox::lease(&config),
+                config.event_lease(),
             )),
             replays: Arc::new(S3ReplayStore::new(
                 clients.s3.clone(),

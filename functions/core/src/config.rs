@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::domain::TrustedProxies;
-use crate::limiter::RateLimit;
+use crate::domain::client::TrustedProxies;
+use crate::domain::rate::RateLimit;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -171,6 +171,18 @@ impl Config {
             cors_allow_origin: lookup("CORS_ALLOW_ORIGIN").filter(|origin| !origin.is_empty()),
             replay_bucket,
         })
+    }
+}
+
+/// Shortest outbox lease: ample for one concurrent round of SQS calls and the marking statement.
+pub const MIN_LEASE: Duration = Duration::from_secs(30);
+
+impl Config {
+    /// How long a publisher owns an event it took: longer than its slowest SQS call (each bounded
+    /// by `AWS_TIMEOUT_MS`) plus the statement that marks it, so a live publisher never loses an
+    /// event to a second one.
+    pub fn event_lease(&self) -> Duration {
+        (3 * self.aws_timeout.max(self.db_timeout)).max(MIN_LEASE)
     }
 }
 

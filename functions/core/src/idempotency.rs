@@ -12,30 +12,17 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use deadpool_postgres::Pool;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio_postgres::types::{ToSql, Type};
 
 use crate::app::App;
-use crate::db::{self, DbError};
 use crate::deadline;
-use crate::domain::ClientKey;
+use crate::domain::client::ClientKey;
+use crate::ports::idempotency::Claim;
+use crate::ports::idempotency::Held;
+use crate::ports::idempotency::IdempotencyKey;
+use crate::ports::idempotency::StoredResponse;
+use crate::ports::DbError;
 use crate::problem::Rejection;
-
-pub const KEY_HEADER: &str = "idempotency-key";
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
-
-/// How long a key answers with its first response.
-pub const KEY_TTL: Duration = Duration::from_secs(24 * 3600);
-/// A claim whose request never finished (its process died) may be taken over once it is this
-/// many request deadlines old: its request has been answered or abandoned long before. Taking
-/// it over is safe even if its statement is still in flight: admit_job completes only a claim
-/// that is still its own (`claim_lost`).
-const CLAIM_STALE_AFTER_DEADLINES: u32 = 2;
 /// How long a concurrent retry waits for the first request's outcome: an admission takes well
 /// under a second; past this (or close to the retry's own deadline) the retry is told to come
 /// back (409, `Retry-After: 1`).
@@ -43,33 +30,6 @@ const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
 /// Kept of the retry's deadline after its wait, for the last look and the answer.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-const MAX_KEY_LEN: usize = 255;
-
-/// A valid key: 1..=255 printable ASCII characters (a UUID is the usual choice).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyKey(String);
-
-impl IdempotencyKey {
-    /// The `Idempotency-Key` header's value; a malformed one is a 400.
-    pub fn parse(value: &HeaderValue) -> Result<Self, Rejection> {
-        let bytes = value.as_bytes();
-        if (1..=MAX_KEY_LEN).contains(&bytes.len())
-            && bytes.iter().all(|b| (0x20..0x7f).contains(b))
-        {
-            // Printable ASCII is valid UTF-8.
-            Ok(Self(String::from_utf8_lossy(bytes).into_owned()))
-        } else {
-            Err(Rejection::InvalidIdempotencyKey(format!(
-                "Idempotency-Key must be 1 to {MAX_KEY_LEN} printable ASCII characters"
-            )))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
 /// SHA-256 over the request's parts, each length-prefixed so no two splits hash alike. Callers
 /// pass the file's bytes and the parsed (normalized) fields, so the multipart framing — the
 /// boundary, the part order, the file name — does not make two equal requests differ.
@@ -82,215 +42,6 @@ pub fn request_hash(parts: &[&[u8]]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// A success as it was answered, to answer a retry with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredResponse {
-    pub status: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
-    pub body: serde_json::Value,
-}
-
-impl StoredResponse {
-    /// The response; `replayed` marks an answer to a retry.
-    pub fn respond(self, replayed: bool) -> Response {
-        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK);
-        let mut response = (status, axum::Json(self.body)).into_response();
-        let headers = response.headers_mut();
-        if let Some(location) = self.location.and_then(|l| HeaderValue::try_from(l).ok()) {
-            headers.insert(header::LOCATION, location);
-        }
-        if replayed {
-            headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
-        }
-        response
-    }
-}
-
-/// What a request made, or the first response to its key.
-#[derive(Debug)]
-pub enum Reply<T> {
-    Fresh(T),
-    Replayed(StoredResponse),
-}
-
-/// This request's hold on its key: the owner completes or releases it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
-    pub client: ClientKey,
-    pub endpoint: &'static str,
-    pub key: IdempotencyKey,
-    pub token: uuid::Uuid,
-    /// When another request may take the claim over if it is still in progress.
-    pub stale_after: Duration,
-}
-
-/// The state of a key someone else holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Held {
-    InProgress {
-        request_hash: Vec<u8>,
-    },
-    Completed {
-        request_hash: Vec<u8>,
-        response: StoredResponse,
-    },
-}
-
-#[async_trait]
-pub trait IdempotencyStore: Send + Sync {
-    /// Claims the key for `request_hash`, or reports who holds it (`None`: nobody any more —
-    /// it was released between the attempts; claim again).
-    async fn claim(
-        &self,
-        claim: &Claim,
-        request_hash: &[u8; 32],
-    ) -> Result<Result<(), Option<Held>>, DbError>;
-
-    /// The current holder of the key, if any (and not expired).
-    async fn held(&self, claim: &Claim) -> Result<Option<Held>, DbError>;
-
-    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), DbError>;
-
-    async fn release(&self, claim: &Claim) -> Result<(), DbError>;
-
-    /// Deletes expired keys. Returns how many.
-    async fn prune(&self) -> Result<u64, DbError>;
-}
-
-pub struct PgIdempotencyStore {
-    pool: Pool,
-}
-
-impl PgIdempotencyStore {
-    pub fn new(pool: Pool) -> Self {
-        Self { pool }
-    }
-}
-
-/// A free key is inserted; an expired row, or a claim whose owner died, is taken over. Postgres
-/// serializes the conflicting inserts on the key: a second one waits for the first to commit and
-/// then sees its row, so exactly one request owns a key.
-const CLAIM_SQL: &str = "\
-INSERT INTO idempotency_keys (client_ip, endpoint, key, request_hash, token, expires_at)
-VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond')
-ON CONFLICT (client_ip, endpoint, key) DO UPDATE
-   SET request_hash = EXCLUDED.request_hash, token = EXCLUDED.token, status = 'in_progress',
-       response = NULL, job_id = NULL, created_at = now(), expires_at = EXCLUDED.expires_at
- WHERE idempotency_keys.expires_at <= now()
-    OR (idempotency_keys.status = 'in_progress'
-        AND idempotency_keys.created_at < now() - $7 * interval '1 millisecond')
-RETURNING true";
-
-const HELD_SQL: &str = "\
-SELECT status, request_hash, response FROM idempotency_keys
- WHERE client_ip = $1 AND endpoint = $2 AND key = $3 AND expires_at > now()";
-
-const COMPLETE_SQL: &str = "\
-UPDATE idempotency_keys SET status = 'completed', response = $5
- WHERE client_ip = $1 AND endpoint = $2 AND key = $3 AND token = $4";
-
-const RELEASE_SQL: &str = "\
-DELETE FROM idempotency_keys
- WHERE client_ip = $1 AND endpoint = $2 AND key = $3 AND token = $4 AND status = 'in_progress'";
-
-const PRUNE_SQL: &str = "DELETE FROM idempotency_keys WHERE expires_at <= now()";
-
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().try_into().unwrap_or(i64::MAX)
-}
-
-/// Tries to claim the key on `conn`: whether it did. Shared with the job store, which sends it
-/// pipelined with its occupancy read so a keyed render pays no extra round trip for it.
-pub(crate) async fn try_claim(
-    conn: &db::Conn,
-    claim: &Claim,
-    request_hash: &[u8; 32],
-) -> Result<bool, DbError> {
-    let hash = request_hash.as_slice();
-    let params: [(&(dyn ToSql + Sync), Type); 7] = [
-        (&claim.client.as_str(), Type::TEXT),
-        (&claim.endpoint, Type::TEXT),
-        (&claim.key.as_str(), Type::TEXT),
-        (&hash, Type::BYTEA),
-        (&claim.token, Type::UUID),
-        (&millis(KEY_TTL), Type::INT8),
-        (&millis(claim.stale_after), Type::INT8),
-    ];
-    Ok(!conn.query_typed(CLAIM_SQL, &params).await?.is_empty())
-}
-
-#[async_trait]
-impl IdempotencyStore for PgIdempotencyStore {
-    async fn claim(
-        &self,
-        claim: &Claim,
-        request_hash: &[u8; 32],
-    ) -> Result<Result<(), Option<Held>>, DbError> {
-        let conn = db::checkout(&self.pool).await?;
-        if try_claim(&conn, claim, request_hash).await? {
-            Ok(Ok(()))
-        } else {
-            drop(conn);
-            Ok(Err(self.held(claim).await?))
-        }
-    }
-
-    async fn held(&self, claim: &Claim) -> Result<Option<Held>, DbError> {
-        let params: [(&(dyn ToSql + Sync), Type); 3] = [
-            (&claim.client.as_str(), Type::TEXT),
-            (&claim.endpoint, Type::TEXT),
-            (&claim.key.as_str(), Type::TEXT),
-        ];
-        let conn = db::checkout(&self.pool).await?;
-        let Some(row) = conn.query_typed(HELD_SQL, &params).await?.pop() else {
-            return Ok(None);
-        };
-        let status: &str = row.get(0);
-        let request_hash: Vec<u8> = row.get(1);
-        let response: Option<serde_json::Value> = row.get(2);
-        Ok(Some(match (status, response) {
-            ("completed", Some(response)) => Held::Completed {
-                request_hash,
-                response: serde_json::from_value(response)
-                    .map_err(|e| DbError::new(format!("stored response: {e}")))?,
-            },
-            _ => Held::InProgress { request_hash },
-        }))
-    }
-
-    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), DbError> {
-        let response = serde_json::to_value(response).expect("responses serialize");
-        let params: [(&(dyn ToSql + Sync), Type); 5] = [
-            (&claim.client.as_str(), Type::TEXT),
-            (&claim.endpoint, Type::TEXT),
-            (&claim.key.as_str(), Type::TEXT),
-            (&claim.token, Type::UUID),
-            (&response, Type::JSONB),
-        ];
-        let conn = db::checkout(&self.pool).await?;
-        conn.execute_typed(COMPLETE_SQL, &params).await?;
-        Ok(())
-    }
-
-    async fn release(&self, claim: &Claim) -> Result<(), DbError> {
-        let params: [(&(dyn ToSql + Sync), Type); 4] = [
-            (&claim.client.as_str(), Type::TEXT),
-            (&claim.endpoint, Type::TEXT),
-            (&claim.key.as_str(), Type::TEXT),
-            (&claim.token, Type::UUID),
-        ];
-        let conn = db::checkout(&self.pool).await?;
-        conn.execute_typed(RELEASE_SQL, &params).await?;
-        Ok(())
-    }
-
-    async fn prune(&self) -> Result<u64, DbError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn.execute_typed(PRUNE_SQL, &[]).await?)
-    }
-}
-
 /// How a keyed request goes on.
 #[derive(Debug)]
 pub enum Begin {
@@ -298,24 +49,6 @@ pub enum Begin {
     Run(Option<Claim>),
     /// Answer with the first request's response.
     Replay(StoredResponse),
-}
-
-impl Claim {
-    /// A fresh claim on `key`, not yet made, by a request answered within `request_deadline`.
-    pub fn new(
-        client: &ClientKey,
-        endpoint: &'static str,
-        key: IdempotencyKey,
-        request_deadline: Duration,
-    ) -> Self {
-        Self {
-            client: client.clone(),
-            endpoint,
-            key,
-            token: uuid::Uuid::new_v4(),
-            stale_after: request_deadline * CLAIM_STALE_AFTER_DEADLINES,
-        }
-    }
 }
 
 /// The idempotency step: claims `key` for this request, or waits (bounded) for the request
@@ -417,6 +150,7 @@ const COMPLETE_ATTEMPTS: u32 = 2;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     fn key(value: &[u8]) -> Result<IdempotencyKey, Rejection> {
         IdempotencyKey::parse(&HeaderValue::from_bytes(value).unwrap())

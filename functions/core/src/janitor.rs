@@ -13,7 +13,7 @@
 use serde::Serialize;
 
 use crate::app::App;
-use crate::db::DbError;
+use crate::ports::DbError;
 
 /// What one run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -14,12 +14,12 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
-use crate::request::epoch_secs;
 use crate::app::App;
 use crate::config::Config;
-use crate::domain::{JobId, JobStatus};
-use crate::jobs::{Nonce, Transition, TransitionOutcome};
+use crate::domain::job::{JobId, JobStatus};
+use crate::ports::jobs::{Nonce, Transition, TransitionOutcome};
 use crate::problem::Rejection;
+use crate::request::epoch_secs;
 
 /// Reports are a few hundred bytes; this leaves room for long keys and error texts.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::idempotency::Reply;
+use crate::ports::idempotency::Reply;
 use crate::problem::Rejection;
 
 pub const NAMESPACE: &str = "osurender";
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_replayed_retry_is_not_counted_as_admitted() {
-        let replayed = Reply::<()>::Replayed(crate::idempotency::StoredResponse {
+        let replayed = Reply::<()>::Replayed(crate::ports::idempotency::StoredResponse {
             status: 202,
             location: None,
             body: json!({}),

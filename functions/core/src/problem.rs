@@ -5,8 +5,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::domain::JobId;
-use crate::limiter::RateDecision;
+use crate::domain::job::JobId;
+use crate::domain::rate::RateDecision;
 
 /// How long to wait before retrying when a dependency is down: long enough for a failover or a
 /// cold pool, short enough that clients do not give up.

@@ -8,10 +8,11 @@ use bytes::Bytes;
 use futures_util::Stream;
 
 use crate::app::App;
-use crate::domain::{ClientKey, JobId};
+use crate::domain::client::ClientKey;
+use crate::domain::job::JobId;
+use crate::domain::rate::{RateDecision, RateLimit};
 use crate::form::{self, Form, FormError, FormSpec, UploadedFile};
-use crate::idempotency::{Reply, StoredResponse};
-use crate::limiter::{RateDecision, RateLimit};
+use crate::ports::idempotency::{Reply, StoredResponse};
 use crate::problem::Rejection;
 
 /// What a submission came to: what it made (the job, for a render), or the step that refused
@@ -60,10 +61,7 @@ impl<T> Submission<T> {
 }
 
 /// Reads the form within `spec`'s bounds: 413 past the size, 400 for anything malformed.
-pub async fn read_form<S, O, E>(
-    spec: FormSpec,
-    upload: FormUpload<S>,
-) -> Result<Form, Rejection>
+pub async fn read_form<S, O, E>(spec: FormSpec, upload: FormUpload<S>) -> Result<Form, Rejection>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
@@ -130,4 +128,3 @@ pub fn epoch_secs() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or_default()
 }
-

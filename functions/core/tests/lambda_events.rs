@@ -17,17 +17,20 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use base64::Engine;
-use osurender_core::db::{self, DbError};
-use osurender_core::domain::{ClientKey, JobId};
+use osurender_core::domain::client::ClientKey;
+use osurender_core::domain::job::JobId;
+use osurender_core::domain::rate::{RateDecision, RateLimit};
 use osurender_core::http::{self, ROUTES};
-use osurender_core::routes::{self, PeerAddr};
-use osurender_core::idempotency::Claim;
-use osurender_core::jobs::{
+use osurender_core::lifecycle::Verifier;
+use osurender_core::ports::idempotency::Claim;
+use osurender_core::ports::jobs::{
     Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, Nonce, Occupancy,
     Resolved, Transition, TransitionOutcome,
 };
-use osurender_core::limiter::{LimiterUnavailable, RateDecision, RateLimit, RateLimiter};
-use osurender_core::lifecycle::Verifier;
+use osurender_core::ports::limiter::{LimiterUnavailable, RateLimiter};
+use osurender_core::ports::DbError;
+use osurender_core::routes::{self, PeerAddr};
+use osurender_core::store::postgres as db;
 use osurender_core::{lambda, App, Clients, Config};
 use serde_json::Value;
 use tower::ServiceExt;

@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::HashMap;
 
-use osurender_core::limiter::RateLimit;
+use osurender_core::domain::rate::RateLimit;
 use osurender_core::replay::{inspect, ReplayError, ReplayLimits};
 use proptest::prelude::*;
 

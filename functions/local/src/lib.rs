@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use osurender_core::lifecycle::Verifier;
-use osurender_core::{http, janitor, migrations, outbox, skins, App, Clients, Config};
+use osurender_core::store::postgres::migrations;
+use osurender_core::{http, janitor, outbox, skins, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;

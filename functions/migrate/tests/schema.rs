@@ -117,7 +117,7 @@ async fn regenerate(database: &str) -> Result<String, String> {
         .map_err(|e| format!("CREATE DATABASE {database}: {e}"))?;
     let url = database_url(database);
     let mut db = connect(&url).await;
-    osurender_core::migrations::apply(&mut db)
+    osurender_core::store::postgres::migrations::apply(&mut db)
         .await
         .map_err(|e| format!("applying the migrations: {}", e.message()))?;
     // refinery embeds the migrations when core is compiled, and a migration file added since

@@ -2,8 +2,10 @@
 
 pub mod client;
 pub mod job;
+pub mod rate;
 pub mod render;
 
 pub use client::{resolve_client_ip, ClientKey, TrustedProxies};
 pub use job::{JobId, JobStatus};
+pub use rate::{RateDecision, RateLimit};
 pub use render::{FieldError, RenderOptions, Resolution, SkinName};

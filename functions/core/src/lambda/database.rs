@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::db::{self, DbError};
+use crate::ports::DbError;
+use crate::store::postgres::{self as db};
 
 const DEFAULT_PORT: u16 = 5432;
 const DEFAULT_DATABASE: &str = "osurender";

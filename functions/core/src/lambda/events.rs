@@ -8,10 +8,11 @@ use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
 use super::Error;
-use crate::domain::ClientKey;
+use crate::domain::client::ClientKey;
 use crate::janitor::{self, JanitorReport};
 use crate::outbox::{self, SweepReport};
-use crate::skins::{self, IngestError, IngestOutcome};
+use crate::skins;
+use crate::skins::ingest::{IngestError, IngestOutcome};
 use crate::{metrics, App};
 
 /// `outbox-dispatcher`: one sweep; the events it gave up on become the `OutboxFailed` metric.

@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 use tracing::Instrument;
 
 use super::{postgres_config, Error};
-use crate::migrations::{self, Outcome};
+use crate::store::postgres::migrations;
+use crate::store::postgres::migrations::Outcome;
 use crate::{aws, telemetry, Config};
 
 /// Constant: a new one would make CloudFormation send a Delete for the old.

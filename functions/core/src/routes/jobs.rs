@@ -17,14 +17,14 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::request::{check_rate_limit, Submission};
-use crate::app::App;
-use crate::domain::{JobId, JobStatus};
-use crate::estimate::{Defaults, Recent};
 use super::PeerAddr;
-use crate::jobs::{JobQuery, JobRecord};
-use crate::limiter::RateDecision;
+use crate::app::App;
+use crate::domain::job::{JobId, JobStatus};
+use crate::domain::rate::RateDecision;
+use crate::estimate::{Defaults, Recent};
+use crate::ports::jobs::{JobQuery, JobRecord};
 use crate::problem::Rejection;
+use crate::request::{check_rate_limit, Submission};
 
 /// The rate-limited endpoint name both reads count against.
 pub const JOBS_ENDPOINT: &str = "jobs";
@@ -159,7 +159,7 @@ async fn limit_reads(
     check_rate_limit(app, JOBS_ENDPOINT, app.config.rate_limits.read, &client).await
 }
 
-fn unavailable(error: crate::db::DbError) -> Rejection {
+fn unavailable(error: crate::ports::DbError) -> Rejection {
     tracing::error!(%error, "job read failed");
     Rejection::DatabaseUnavailable
 }

@@ -16,8 +16,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
-use crate::domain::{client::CF_CONNECTING_IP, resolve_client_ip, ClientKey};
-use crate::idempotency::Reply;
+use crate::domain::client::CF_CONNECTING_IP;
+use crate::domain::client::{resolve_client_ip, ClientKey};
+use crate::ports::idempotency::Reply;
 use crate::problem::rate_limit_headers;
 use crate::request::{FormUpload, Submission};
 
@@ -51,7 +52,6 @@ impl App {
         ClientKey::new(ip, self.config.ipv6_prefix_len)
     }
 }
-
 
 /// A multipart form body, streamed, with the headers that describe it.
 pub fn form_upload(headers: &HeaderMap, body: Body) -> FormUpload<BodyDataStream> {

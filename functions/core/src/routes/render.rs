@@ -12,9 +12,10 @@ use axum::Router;
 use super::{form_upload, PeerAddr};
 use crate::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
 use crate::app::App;
-use crate::domain::{ClientKey, JobId};
-use crate::idempotency::{Reply, KEY_HEADER};
+use crate::domain::client::ClientKey;
+use crate::domain::job::JobId;
 use crate::metrics;
+use crate::ports::idempotency::{Reply, KEY_HEADER};
 use crate::request::Submission;
 
 /// `POST /v1/render`.
@@ -37,7 +38,6 @@ async fn render(
     submission_response(submission)
 }
 
-
 fn log_decision(client: &ClientKey, submission: &Submission<Reply<JobId>>) {
     match &submission.outcome {
         Ok(Reply::Fresh(job_id)) => {
@@ -58,5 +58,3 @@ fn log_decision(client: &ClientKey, submission: &Submission<Reply<JobId>>) {
 fn submission_response(submission: Submission<Reply<JobId>>) -> Response {
     submission.respond_replayable(|job_id| admitted_response(job_id).respond(false))
 }
-
-

@@ -13,12 +13,14 @@ use serde_json::json;
 
 use super::{form_upload, PeerAddr};
 use crate::app::App;
-use crate::domain::{ClientKey, SkinName};
-use crate::idempotency::{Reply, KEY_HEADER};
+use crate::domain::client::ClientKey;
+use crate::domain::render::SkinName;
 use crate::metrics;
+use crate::ports::idempotency::{Reply, KEY_HEADER};
 use crate::problem::Rejection;
 use crate::request::Submission;
-use crate::skins::{list_skins, upload, UploadRoute};
+use crate::skins::upload::UploadRoute;
+use crate::skins::{list_skins, upload};
 
 /// A presigned-upload request is a small JSON object.
 const MAX_REQUEST_BYTES: usize = 4 * 1024;

@@ -61,4 +61,3 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, Reje
         .await
         .map_err(|_| too_large())
 }
-

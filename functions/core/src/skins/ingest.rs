@@ -21,12 +21,14 @@ use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
 use super::archive::{self, ArchiveError, ArchiveLimits, ArchiveSource, SourceError};
-use super::store::{name_of_incoming_key, ByteChunks, ObjectVersion, SkinStore, INCOMING_PREFIX};
 use super::upload::{publish, Content, PublishError};
 use crate::app::App;
-use crate::db::DbError;
-use crate::domain::SkinName;
-use crate::replays::StorageError;
+use crate::domain::render::SkinName;
+use crate::ports::replays::StorageError;
+use crate::ports::skins::{
+    name_of_incoming_key, ByteChunks, ObjectVersion, SkinStore, INCOMING_PREFIX,
+};
+use crate::ports::DbError;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum IngestOutcome {

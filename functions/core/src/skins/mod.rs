@@ -7,16 +7,13 @@
 
 pub mod archive;
 pub mod ingest;
-pub mod presign;
-pub mod store;
 pub mod upload;
 
-
-
-use crate::request::{check_rate_limit, Submission};
 use crate::app::App;
-use crate::domain::{ClientKey, SkinName};
+use crate::domain::client::ClientKey;
+use crate::domain::render::SkinName;
 use crate::problem::Rejection;
+use crate::request::{check_rate_limit, Submission};
 
 pub use ingest::{ingest, ingest_pending, IngestError, IngestOutcome};
 pub use upload::{UploadRoute, DEFAULT_SKIN};
@@ -26,7 +23,6 @@ pub const LIST_ENDPOINT: &str = "skins";
 
 /// Most skins a listing reads (ten S3 pages): a bound on the work of one request.
 const MAX_LISTED: usize = 10_000;
-
 
 /// The skins a render may name: `Default` and every uploaded one, sorted.
 pub async fn list_skins(app: &App, client: &ClientKey) -> Submission<Vec<SkinName>> {

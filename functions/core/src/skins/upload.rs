@@ -25,23 +25,24 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::archive::{self, ArchiveError, ArchiveLimits};
-use super::presign::PresignedPost;
-use super::store::{
-    content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, ObjectVersion,
-};
-use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 use crate::app::App;
 use crate::config::Config;
-use crate::db::DbError;
 use crate::deadline;
-use crate::domain::{ClientKey, FieldError, SkinName};
+use crate::domain::client::ClientKey;
+use crate::domain::rate::RateLimit;
+use crate::domain::render::{FieldError, SkinName};
 use crate::form::{FormSpec, TextValue, UploadedFile};
-use crate::idempotency::{self, Begin, IdempotencyKey, Reply, StoredResponse};
-use crate::limiter::RateLimit;
+use crate::idempotency::{self, Begin};
 use crate::metrics;
+use crate::ports::idempotency::{Claim as KeyClaim, IdempotencyKey, Reply, StoredResponse};
+use crate::ports::replays::StorageError;
+use crate::ports::skins::PresignedPost;
+use crate::ports::skins::{
+    content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, ObjectVersion,
+};
+use crate::ports::DbError;
 use crate::problem::Rejection;
-use crate::replays::StorageError;
-
+use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 /// The two upload routes: one behaviour, separate rate-limit counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadRoute {
@@ -151,7 +152,7 @@ async fn store_upload(
     route: UploadRoute,
     skin: UploadedFile,
     name: SkinName,
-    key: &Option<idempotency::Claim>,
+    key: &Option<KeyClaim>,
 ) -> (Submission<SkinName>, Settled) {
     let rate = match check_rate_limit(app, route.endpoint(), route.limit(&app.config), client).await
     {
@@ -322,7 +323,7 @@ pub(super) async fn publish(
     app: &App,
     name: &SkinName,
     content: Content<'_>,
-    completes: Option<(&idempotency::Claim, &StoredResponse)>,
+    completes: Option<(&KeyClaim, &StoredResponse)>,
 ) -> Result<Published, PublishError> {
     if is_default(name) {
         return Err(PublishError::Exists(name.clone()));
@@ -403,7 +404,7 @@ async fn release(app: &App, claim: &Claim) {
 async fn confirm(
     app: &App,
     claim: &Claim,
-    completes: Option<(&idempotency::Claim, &StoredResponse)>,
+    completes: Option<(&KeyClaim, &StoredResponse)>,
 ) -> Result<(), DbError> {
     let confirmed = app.skin_names.confirm(claim, completes).await;
     if let Err(error) = &confirmed {

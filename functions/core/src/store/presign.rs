@@ -8,21 +8,12 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use crate::ports::skins::PresignedPost;
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::json;
-
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 const SERVICE: &str = "s3";
-
-/// What a client needs to upload: POST a multipart form to `url` with every field of `fields`
-/// and the file last (S3 ignores fields after the file).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PresignedPost {
-    pub url: String,
-    pub fields: BTreeMap<&'static str, String>,
-}
 
 /// A POST policy about to be signed.
 #[derive(Debug)]

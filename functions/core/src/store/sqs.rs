@@ -7,26 +7,11 @@ use futures_util::future::join_all;
 use tokio::sync::OnceCell;
 
 use crate::deadline;
-use crate::outbox::OutboxEvent;
-
+use crate::ports::outbox::OutboxEvent;
+use crate::ports::queue::EventPublisher;
+use crate::ports::queue::Published;
 /// SQS takes at most ten entries per `SendMessageBatch`.
 const SQS_BATCH: usize = 10;
-
-/// What became of each event handed to `publish`, by event id.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Published {
-    pub sent: Vec<i64>,
-    pub failed: Vec<(i64, String)>,
-}
-
-#[async_trait]
-pub trait EventPublisher: Send + Sync {
-    /// Sends every event, and says which went out.
-    async fn publish(&self, events: &[OutboxEvent]) -> Published;
-
-    /// Whether the queue answers (for `/health`).
-    async fn check(&self) -> Result<(), String>;
-}
 
 /// The render queue by URL, or by name with the URL looked up once per instance.
 pub struct SqsRenderQueue {

@@ -19,8 +19,9 @@ use time::OffsetDateTime;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
-use crate::db::{self, DbError};
 use crate::domain::client::advisory_lock_id;
+use crate::ports::DbError;
+use crate::store::postgres::{self as db};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");

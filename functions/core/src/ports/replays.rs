@@ -1,0 +1,56 @@
+//! The replay store port (step 10): replays under `replays/{job_id}.osr` (store/s3.rs), and the
+//! error every object store reports.
+
+use crate::deadline::Expired;
+use async_trait::async_trait;
+use bytes::Bytes;
+
+#[derive(Debug, thiserror::Error)]
+#[error("object storage failed: {message}")]
+pub struct StorageError {
+    message: String,
+    transient: bool,
+}
+
+impl StorageError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            transient: false,
+        }
+    }
+
+    /// A failure a retry may well get past (see `is_transient`).
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            transient: true,
+        }
+    }
+
+    /// What failed, without the "object storage failed" prefix.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// S3 did not answer in time, could not be reached, or answered that it is unwell (5xx):
+    /// a retry may well succeed, unlike after a refusal (a missing bucket, a denied access).
+    pub fn is_transient(&self) -> bool {
+        self.transient
+    }
+}
+
+impl From<Expired> for StorageError {
+    fn from(expired: Expired) -> Self {
+        Self {
+            message: expired.to_string(),
+            transient: true,
+        }
+    }
+}
+
+#[async_trait]
+pub trait ReplayStore: Send + Sync {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError>;
+    async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}

@@ -1,0 +1,7 @@
+//! The adapters behind the ports: one module per service. SQL lives only in store/postgres.
+
+pub mod dynamo;
+pub mod postgres;
+pub mod presign;
+pub mod s3;
+pub mod sqs;

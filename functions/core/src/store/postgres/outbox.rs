@@ -1,0 +1,126 @@
+//! `outbox_events` (migrations/V1, V2): leased claims, marks and the janitor's give-up.
+
+use crate::domain::job::JobId;
+use crate::ports::outbox::OutboxEvent;
+use crate::ports::outbox::OutboxStore;
+use crate::ports::outbox::Retry;
+use crate::ports::DbError;
+use crate::store::postgres::{self as db};
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use std::time::Duration;
+use tokio_postgres::types::{ToSql, Type};
+pub struct PgOutboxStore {
+    pool: Pool,
+}
+
+impl PgOutboxStore {
+    pub fn new(pool: Pool) -> Self {
+        Self { pool }
+    }
+}
+
+/// One statement: a second sweeper skips the rows this one has locked, and a row committed as
+/// claimed no longer matches `available_at <= now()` when re-checked.
+const CLAIM_SQL: &str = "\
+WITH due AS (
+    SELECT id FROM outbox_events
+     WHERE status = 'pending' AND available_at <= now() AND attempts < $3
+     ORDER BY available_at, id
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox_events e
+   SET available_at = now() + $2 * interval '1 millisecond',
+       attempts = e.attempts + 1
+  FROM due
+ WHERE e.id = due.id
+RETURNING e.id, e.job_id, e.event_type, e.payload, e.attempts";
+
+const DISPATCHED_SQL: &str = "\
+UPDATE outbox_events
+   SET status = 'dispatched', dispatched_at = now(), last_error = NULL
+ WHERE id = ANY($1) AND status = 'pending'";
+
+const RETRY_SQL: &str = "\
+UPDATE outbox_events e
+   SET available_at = now() + r.delay_ms * interval '1 millisecond',
+       last_error = r.error,
+       status = CASE WHEN e.attempts >= $4 THEN 'failed' ELSE 'pending' END
+  FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r (id, delay_ms, error)
+ WHERE e.id = r.id AND e.status = 'pending'
+RETURNING e.status";
+
+const FAIL_EXHAUSTED_SQL: &str = "\
+UPDATE outbox_events
+   SET status = 'failed',
+       last_error = coalesce(last_error, 'publisher stopped before the outcome was recorded')
+ WHERE status = 'pending' AND available_at <= now() AND attempts >= $1";
+
+fn millis(duration: Duration) -> i64 {
+    duration.as_millis().try_into().unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl OutboxStore for PgOutboxStore {
+    async fn claim(
+        &self,
+        limit: i64,
+        lease: Duration,
+        max_attempts: i32,
+    ) -> Result<Vec<OutboxEvent>, DbError> {
+        let conn = db::checkout(&self.pool).await?;
+        let rows = conn
+            .query_typed(
+                CLAIM_SQL,
+                &[
+                    (&limit, Type::INT8),
+                    (&millis(lease), Type::INT8),
+                    (&max_attempts, Type::INT4),
+                ],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| OutboxEvent {
+                id: row.get(0),
+                job_id: JobId::from(row.get::<_, uuid::Uuid>(1)),
+                event_type: row.get(2),
+                payload: row.get(3),
+                attempts: row.get(4),
+            })
+            .collect())
+    }
+
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), DbError> {
+        let conn = db::checkout(&self.pool).await?;
+        conn.execute_typed(DISPATCHED_SQL, &[(&ids, Type::INT8_ARRAY)])
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, DbError> {
+        let ids: Vec<i64> = retries.iter().map(|r| r.id).collect();
+        let delays: Vec<i64> = retries.iter().map(|r| millis(r.delay)).collect();
+        let errors: Vec<&str> = retries.iter().map(|r| r.error.as_str()).collect();
+        let params: [(&(dyn ToSql + Sync), Type); 4] = [
+            (&ids, Type::INT8_ARRAY),
+            (&delays, Type::INT8_ARRAY),
+            (&errors, Type::TEXT_ARRAY),
+            (&max_attempts, Type::INT4),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let rows = conn.query_typed(RETRY_SQL, &params).await?;
+        Ok(rows
+            .iter()
+            .filter(|row| row.get::<_, &str>(0) == "failed")
+            .count() as u64)
+    }
+
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, DbError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(FAIL_EXHAUSTED_SQL, &[(&max_attempts, Type::INT4)])
+            .await?)
+    }
+}
