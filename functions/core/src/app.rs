@@ -1,31 +1,23 @@
-//! The application: configuration and the adapters behind the core's traits, built once per
-//! process (per Lambda instance) and shared by every request.
+//! The application: the configuration and the ports every use case reaches the outside world
+//! through, built once per process (per Lambda instance: wiring.rs) and shared by every
+//! request. Unit tests build it from the in-memory adapters (store/memory.rs).
 
 use std::sync::Arc;
 
-use crate::aws;
 use crate::config::Config;
+use crate::ports::artifacts::ArtifactLinks;
+use crate::ports::health::Dependency;
 use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::jobs::JobStore;
 use crate::ports::limiter::RateLimiter;
 use crate::ports::outbox::OutboxStore;
 use crate::ports::queue::EventPublisher;
 use crate::ports::replays::ReplayStore;
-use crate::ports::skins::{SkinRegistry, SkinStore, CLAIM_STALE_AFTER};
-use crate::store::dynamo::DynamoRateLimiter;
-use crate::store::postgres as db;
-use crate::store::postgres::idempotency::PgIdempotencyStore;
-use crate::store::postgres::jobs::PgJobStore;
-use crate::store::postgres::outbox::PgOutboxStore;
-use crate::store::postgres::skins::PgSkinRegistry;
-use crate::store::s3::S3ReplayStore;
-use crate::store::s3::S3SkinStore;
-use crate::store::sqs::SqsRenderQueue;
+use crate::ports::skins::{SkinRegistry, SkinStore};
 
 #[derive(Clone)]
 pub struct App {
     pub config: Arc<Config>,
-    pub clients: Clients,
     pub limiter: Arc<dyn RateLimiter>,
     pub jobs: Arc<dyn JobStore>,
     pub replays: Arc<dyn ReplayStore>,
@@ -34,76 +26,8 @@ pub struct App {
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
     pub idempotency: Arc<dyn IdempotencyStore>,
-}
-
-/// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
-/// callers that provision or inspect resources.
-#[derive(Clone)]
-pub struct Clients {
-    pub pool: deadpool_postgres::Pool,
-    pub dynamodb: aws_sdk_dynamodb::Client,
-    pub s3: aws_sdk_s3::Client,
-    pub sqs: aws_sdk_sqs::Client,
-    /// The shared AWS configuration: what presigning needs (credentials, region, endpoint).
-    pub sdk: aws_config::SdkConfig,
-}
-
-impl Clients {
-    /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
-    pub async fn new(config: &Config) -> Result<Self, crate::ports::DbError> {
-        let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
-        Self::from_parts(config, sdk, db::parse_url(&config.database_url)?)
-    }
-
-    /// Builds the clients on a loaded SDK configuration and Postgres settings from elsewhere
-    /// (on Lambda: the database secret).
-    pub fn from_parts(
-        config: &Config,
-        sdk: aws_config::SdkConfig,
-        postgres: tokio_postgres::Config,
-    ) -> Result<Self, crate::ports::DbError> {
-        Ok(Self {
-            pool: db::pool(postgres, config.db_pool_size, config.db_timeout)?,
-            dynamodb: aws::dynamodb(&sdk),
-            s3: aws::s3(&sdk),
-            sqs: aws_sdk_sqs::Client::new(&sdk),
-            sdk,
-        })
-    }
-}
-
-impl App {
-    pub fn new(config: Config, clients: &Clients) -> Self {
-        let clients = clients.clone();
-        Self {
-            limiter: Arc::new(DynamoRateLimiter::new(
-                clients.dynamodb.clone(),
-                &config.rate_limit_table,
-            )),
-            jobs: Arc::new(PgJobStore::new(
-                clients.pool.clone(),
-                config.db_timeout,
-                config.event_lease(),
-            )),
-            replays: Arc::new(S3ReplayStore::new(
-                clients.s3.clone(),
-                &config.replay_bucket,
-            )),
-            outbox: Arc::new(PgOutboxStore::new(clients.pool.clone())),
-            queue: Arc::new(SqsRenderQueue::new(
-                clients.sqs.clone(),
-                config.render_queue_url.clone(),
-                &config.render_queue_name,
-            )),
-            skins: Arc::new(S3SkinStore::new(
-                clients.s3.clone(),
-                clients.sdk.clone(),
-                &config.skin_bucket,
-            )),
-            skin_names: Arc::new(PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER)),
-            idempotency: Arc::new(PgIdempotencyStore::new(clients.pool.clone())),
-            config: Arc::new(config),
-            clients,
-        }
-    }
+    /// Presigned links to the render workers' artifacts.
+    pub artifacts: Arc<dyn ArtifactLinks>,
+    /// What `GET /health` checks.
+    pub dependencies: Arc<[Arc<dyn Dependency>]>,
 }

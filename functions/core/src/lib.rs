@@ -30,6 +30,8 @@ pub mod routes;
 pub mod skins;
 pub mod store;
 pub mod telemetry;
+pub mod wiring;
 
-pub use app::{App, Clients};
+pub use app::App;
 pub use config::Config;
+pub use wiring::Clients;

@@ -6,7 +6,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::ports::idempotency::Reply;
 use crate::problem::Rejection;
 
 pub const NAMESPACE: &str = "osurender";
@@ -26,15 +25,6 @@ pub fn admission<T: Accepted>(endpoint: &str, outcome: &Result<T, Rejection>, la
 pub trait Accepted {
     fn decision(&self) -> &'static str {
         "admitted"
-    }
-}
-
-impl<T> Accepted for Reply<T> {
-    fn decision(&self) -> &'static str {
-        match self {
-            Reply::Fresh(_) => "admitted",
-            Reply::Replayed(_) => "replayed",
-        }
     }
 }
 
@@ -151,17 +141,6 @@ mod tests {
         );
         // One line: CloudWatch reads EMF line by line.
         assert!(!line.to_string().contains('\n'));
-    }
-
-    #[test]
-    fn a_replayed_retry_is_not_counted_as_admitted() {
-        let replayed = Reply::<()>::Replayed(crate::ports::idempotency::StoredResponse {
-            status: 202,
-            location: None,
-            body: json!({}),
-        });
-        assert_eq!(Reply::Fresh(()).decision(), "admitted");
-        assert_eq!(replayed.decision(), "replayed");
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     if app.config.simulate_workers {
         workers::Simulator {
             app: app.clone(),
+            clients: clients.clone(),
             queue_url,
             base_url: format!("http://{}", reachable(addr)),
             secret,

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use osurender_core::lifecycle::{sign, SIGNATURE_HEADER};
-use osurender_core::App;
+use osurender_core::{App, Clients};
 use serde_json::{json, Value};
 
 /// Pause between two reports of one job: slow enough to watch, quick enough not to wait.
@@ -18,6 +18,8 @@ const POLL_WAIT_SECS: i32 = 1;
 
 pub struct Simulator {
     pub app: App,
+    /// The render queue and the artifact bucket are the workers', not the API's.
+    pub clients: Clients,
     pub queue_url: String,
     /// Where the server's webhook listens, e.g. `http://127.0.0.1:3000`.
     pub base_url: String,
@@ -40,7 +42,7 @@ impl Simulator {
     }
 
     async fn poll(&self, http: &reqwest::Client, seen: &mut HashSet<i64>) -> anyhow::Result<()> {
-        let sqs = &self.app.clients.sqs;
+        let sqs = &self.clients.sqs;
         let received = sqs
             .receive_message()
             .queue_url(&self.queue_url)
@@ -73,6 +75,7 @@ impl Simulator {
     /// One job's reports, in order; stops at the first one refused (an expired job, say).
     fn walk(&self, http: reqwest::Client, job_id: String) -> impl std::future::Future<Output = ()> {
         let app = self.app.clone();
+        let s3 = self.clients.s3.clone();
         let url = format!("{}/v1/jobs/{job_id}/webhook", self.base_url);
         let secret = self.secret.clone();
         async move {
@@ -87,9 +90,7 @@ impl Simulator {
                 }
             }
             for (key, bytes) in [(&video_key, "not a video"), (&thumb_key, "not a thumbnail")] {
-                let put = app
-                    .clients
-                    .s3
+                let put = s3
                     .put_object()
                     .bucket(&app.config.artifact_bucket)
                     .key(key)

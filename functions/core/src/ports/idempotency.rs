@@ -5,6 +5,8 @@ use crate::domain::client::ClientKey;
 use crate::ports::DbError;
 use crate::problem::Rejection;
 use async_trait::async_trait;
+
+use crate::metrics;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -139,4 +141,30 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Deletes expired keys. Returns how many.
     async fn prune(&self) -> Result<u64, DbError>;
+}
+
+impl<T> metrics::Accepted for Reply<T> {
+    fn decision(&self) -> &'static str {
+        match self {
+            Reply::Fresh(_) => "admitted",
+            Reply::Replayed(_) => "replayed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Accepted;
+
+    #[test]
+    fn a_replayed_retry_is_not_counted_as_admitted() {
+        let replayed = Reply::<()>::Replayed(StoredResponse {
+            status: 202,
+            location: None,
+            body: serde_json::json!({}),
+        });
+        assert_eq!(Reply::Fresh(()).decision(), "admitted");
+        assert_eq!(replayed.decision(), "replayed");
+    }
 }

@@ -2,6 +2,8 @@
 //! The adapters in store/ implement them (Postgres, DynamoDB, S3, SQS), and so do the in-memory
 //! ones the unit tests use (store/memory.rs). Nothing here knows a database or a cloud.
 
+pub mod artifacts;
+pub mod health;
 pub mod idempotency;
 pub mod jobs;
 pub mod limiter;

@@ -14,7 +14,4 @@ pub struct Published {
 pub trait EventPublisher: Send + Sync {
     /// Sends every event, and says which went out.
     async fn publish(&self, events: &[OutboxEvent]) -> Published;
-
-    /// Whether the queue answers (for `/health`).
-    async fn check(&self) -> Result<(), String>;
 }

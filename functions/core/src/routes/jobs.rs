@@ -7,7 +7,6 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use aws_sdk_s3::presigning::PresigningConfig;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
@@ -255,16 +254,10 @@ async fn artifacts(app: &App, video_key: &str, thumb_key: Option<&str>) -> Optio
 }
 
 async fn presign(app: &App, key: &str, ttl: Duration) -> Result<String, String> {
-    let config = PresigningConfig::expires_in(ttl).map_err(|e| e.to_string())?;
-    app.clients
-        .s3
-        .get_object()
-        .bucket(&app.config.artifact_bucket)
-        .key(key)
-        .presigned(config)
+    app.artifacts
+        .link(key, ttl)
         .await
-        .map(|request| request.uri().to_owned())
-        .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(e).to_string())
+        .map_err(|error| error.to_string())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::deadline;
 use crate::domain::client::ClientKey;
 use crate::domain::rate::RateDecision;
 use crate::domain::rate::RateLimit;
+use crate::ports::health::Dependency;
 use crate::ports::limiter::LimiterUnavailable;
 use crate::ports::limiter::RateLimiter;
 /// DESIGN.md §4: the window start is in the key, so an item's TTL only cleans up and can never
@@ -27,6 +28,23 @@ impl DynamoRateLimiter {
             client,
             table: table.into(),
         }
+    }
+}
+
+/// `/health`: the limiter's table answers.
+#[async_trait]
+impl Dependency for DynamoRateLimiter {
+    fn name(&self) -> &'static str {
+        "dynamodb"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let describe = self.client.describe_table().table_name(&self.table).send();
+        deadline::within(describe)
+            .await
+            .map_err(|expired| expired.to_string())?
+            .map(drop)
+            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
     }
 }
 

@@ -17,6 +17,10 @@ use crate::ports::skins::SkinStore;
 use crate::ports::skins::INCOMING_PREFIX;
 use crate::ports::skins::{name_of_key, skin_key, SKIN_PREFIX};
 use async_trait::async_trait;
+use aws_sdk_s3::presigning::PresigningConfig;
+
+use crate::ports::artifacts::ArtifactLinks;
+use crate::ports::health::Dependency;
 use aws_config::SdkConfig;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::ProvideCredentials;
@@ -24,7 +28,7 @@ use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use std::ops::Range;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 pub struct S3ReplayStore {
     client: aws_sdk_s3::Client,
     bucket: String,
@@ -36,6 +40,53 @@ impl S3ReplayStore {
             client,
             bucket: bucket.into(),
         }
+    }
+}
+
+/// `/health`: the replay bucket answers.
+#[async_trait]
+impl Dependency for S3ReplayStore {
+    fn name(&self) -> &'static str {
+        "s3"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let head = self.client.head_bucket().bucket(&self.bucket).send();
+        deadline::within(head)
+            .await
+            .map_err(|expired| expired.to_string())?
+            .map(drop)
+            .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(e).to_string())
+    }
+}
+
+/// Presigned GETs of the artifact bucket.
+pub struct S3ArtifactLinks {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl S3ArtifactLinks {
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl ArtifactLinks for S3ArtifactLinks {
+    async fn link(&self, key: &str, ttl: Duration) -> Result<String, StorageError> {
+        let config = PresigningConfig::expires_in(ttl).map_err(storage_error)?;
+        self.client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map(|request| request.uri().to_owned())
+            .map_err(storage_error)
     }
 }
 

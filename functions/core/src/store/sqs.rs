@@ -7,6 +7,7 @@ use futures_util::future::join_all;
 use tokio::sync::OnceCell;
 
 use crate::deadline;
+use crate::ports::health::Dependency;
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::queue::EventPublisher;
 use crate::ports::queue::Published;
@@ -138,6 +139,13 @@ impl EventPublisher for SqsRenderQueue {
                 all.failed.extend(batch.failed);
                 all
             })
+    }
+}
+
+#[async_trait]
+impl Dependency for SqsRenderQueue {
+    fn name(&self) -> &'static str {
+        "sqs"
     }
 
     async fn check(&self) -> Result<(), String> {

@@ -16,6 +16,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 use crate::deadline;
+use crate::ports::health::Dependency;
 use crate::ports::DbError;
 impl From<tokio_postgres::Error> for DbError {
     fn from(error: tokio_postgres::Error) -> Self {
@@ -143,5 +144,31 @@ impl Drop for Conn {
                 drop(Object::take(object));
             }
         }
+    }
+}
+
+/// `/health`: a connection from the pool answers `SELECT 1`.
+pub struct PostgresCheck {
+    pool: Pool,
+}
+
+impl PostgresCheck {
+    pub fn new(pool: Pool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait::async_trait]
+impl Dependency for PostgresCheck {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let conn = checkout(&self.pool).await.map_err(|e| e.to_string())?;
+        conn.query_typed("SELECT 1", &[])
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 }
