@@ -400,3 +400,6 @@ async fn discard_replay(app: &App, job: &NewJob) {
         tracing::warn!(%error, job_id = %job.id, "could not delete the replay of a refused job");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,8 @@
 //! The adapters behind the ports: one module per service. SQL lives only in store/postgres.
 
 pub mod dynamo;
+#[cfg(test)]
+pub mod memory;
 pub mod postgres;
 pub mod presign;
 pub mod s3;

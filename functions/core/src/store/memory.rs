@@ -1,0 +1,1023 @@
+//! In-memory adapters behind every port, for the use cases' unit tests: no Postgres, no AWS
+//! stand-in, microseconds a test. They keep the guarantees the real adapters give (one lock
+//! serializes what `admit_job` serializes; a key is completed with its job; conditional object
+//! writes), record which port each call went to, in order, and can be told to fail.
+//!
+//! The integration tests (tests/api) keep crossing the real boundaries; these check the order
+//! and the decisions of the use cases, fast.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use crate::app::App;
+use crate::config::Config;
+use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
+use crate::estimate::Recent;
+use crate::ports::artifacts::ArtifactLinks;
+use crate::ports::health::Dependency;
+use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse};
+use crate::ports::jobs::{
+    Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, NoRoom, Nonce,
+    Occupancy, Resolved, Transition, TransitionOutcome,
+};
+use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
+use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
+use crate::ports::queue::{EventPublisher, Published};
+use crate::ports::replays::{ReplayStore, StorageError};
+use crate::ports::skins::{
+    self, ByteChunks, Copied, NameClaim, ObjectVersion, PresignedPost, SkinRegistry, SkinStore,
+};
+use crate::ports::DbError;
+
+/// Every adapter of one in-memory App, shared with the test that drives it.
+#[derive(Clone)]
+pub struct Memory {
+    pub calls: Calls,
+    pub database: Arc<MemoryDatabase>,
+    pub limiter: Arc<MemoryLimiter>,
+    pub objects: Arc<MemoryObjects>,
+    pub queue: Arc<MemoryQueue>,
+}
+
+impl Memory {
+    /// An App on fresh in-memory adapters.
+    pub fn app(config: Config) -> (App, Memory) {
+        let calls = Calls::default();
+        let memory = Memory {
+            database: Arc::new(MemoryDatabase::new(calls.clone())),
+            limiter: Arc::new(MemoryLimiter::new(calls.clone())),
+            objects: Arc::new(MemoryObjects::new(calls.clone())),
+            queue: Arc::new(MemoryQueue::new(calls.clone())),
+            calls,
+        };
+        let app = App {
+            config: Arc::new(config),
+            limiter: memory.limiter.clone(),
+            jobs: memory.database.clone(),
+            replays: memory.objects.clone(),
+            outbox: memory.database.clone(),
+            queue: memory.queue.clone(),
+            skins: memory.objects.clone(),
+            skin_names: memory.database.clone(),
+            idempotency: memory.database.clone(),
+            artifacts: memory.objects.clone(),
+            dependencies: Arc::new([memory.database.clone() as Arc<dyn Dependency>]),
+        };
+        (app, memory)
+    }
+}
+
+/// The ports called, in order, as `port.method`.
+#[derive(Clone, Default)]
+pub struct Calls(Arc<Mutex<Vec<&'static str>>>);
+
+impl Calls {
+    fn record(&self, call: &'static str) {
+        lock(&self.0).push(call);
+    }
+
+    pub fn take(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A test that panicked while holding it has failed already.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How the next `admit` goes wrong, if at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitFault {
+    /// The statement commits, but its answer never comes (an unknown outcome).
+    LateAnswer,
+    /// The statement never arrives until after it was resolved, then runs (a held statement).
+    ArrivesAfterResolve,
+    /// The server refuses it (nothing applied).
+    Error,
+}
+
+#[derive(Debug, Clone)]
+struct MemoryJob {
+    id: JobId,
+    client: ClientKey,
+    status: JobStatus,
+    progress: f32,
+    replay_sha256: [u8; 32],
+    config: serde_json::Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    error: Option<String>,
+    video_key: Option<String>,
+    thumb_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventStatus {
+    Pending,
+    Dispatched,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+struct MemoryEvent {
+    event: OutboxEvent,
+    status: EventStatus,
+    available_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+struct KeyRow {
+    request_hash: Vec<u8>,
+    token: uuid::Uuid,
+    response: Option<StoredResponse>,
+    claimed_at: DateTime<Utc>,
+}
+
+#[derive(Default)]
+struct Tables {
+    jobs: Vec<MemoryJob>,
+    fences: HashSet<JobId>,
+    nonces: HashSet<String>,
+    events: Vec<MemoryEvent>,
+    keys: HashMap<(String, &'static str, String), KeyRow>,
+    skins: HashMap<String, (uuid::Uuid, bool)>,
+    /// A held `admit` that runs at the next `resolve`'s end (see `AdmitFault`).
+    held_admission: Option<(NewJob, CapacityLimits)>,
+}
+
+/// The database's tables behind the jobs, outbox, idempotency and skin-name ports. One mutex
+/// plays `admit_job`'s locks: each call is atomic, as each statement is.
+pub struct MemoryDatabase {
+    calls: Calls,
+    tables: Mutex<Tables>,
+    admit_fault: Mutex<Option<AdmitFault>>,
+    resolve_fails: AtomicBool,
+    /// Lease of a fresh admission's event, as `PgJobStore` is given it.
+    event_lease: Duration,
+}
+
+const ACTIVE: [JobStatus; 3] = [
+    JobStatus::Queued,
+    JobStatus::Downloading,
+    JobStatus::Rendering,
+];
+
+impl MemoryDatabase {
+    fn new(calls: Calls) -> Self {
+        Self {
+            calls,
+            tables: Mutex::default(),
+            admit_fault: Mutex::default(),
+            resolve_fails: AtomicBool::new(false),
+            event_lease: Duration::from_secs(30),
+        }
+    }
+
+    /// The next `admit` goes wrong this way.
+    pub fn fail_next_admit(&self, fault: AdmitFault) {
+        *lock(&self.admit_fault) = Some(fault);
+    }
+
+    /// Every `resolve` fails (the outcome stays unknown).
+    pub fn fail_resolve(&self, fails: bool) {
+        self.resolve_fails.store(fails, Ordering::SeqCst);
+    }
+
+    pub fn job_ids(&self) -> Vec<JobId> {
+        lock(&self.tables).jobs.iter().map(|job| job.id).collect()
+    }
+
+    /// Idempotency claims still in progress.
+    pub fn claims_in_progress(&self) -> usize {
+        lock(&self.tables)
+            .keys
+            .values()
+            .filter(|row| row.response.is_none())
+            .count()
+    }
+
+    /// Makes `count` active jobs of other clients in `status`.
+    pub fn occupy(&self, status: JobStatus, count: usize) {
+        let mut tables = lock(&self.tables);
+        for n in 0..count {
+            let client = ClientKey::new(format!("192.0.2.{}", n % 250).parse().unwrap(), 64);
+            tables.jobs.push(MemoryJob {
+                id: JobId::new(),
+                client,
+                status,
+                progress: 0.0,
+                replay_sha256: [n as u8; 32],
+                config: serde_json::json!({}),
+                created_at: Utc::now(),
+                updated_at: Utc::now(),
+                error: None,
+                video_key: None,
+                thumb_key: None,
+            });
+        }
+    }
+
+    fn admit_now(&self, tables: &mut Tables, job: &NewJob, limits: &CapacityLimits) -> Admission {
+        if tables.fences.contains(&job.id) {
+            return Admission::Abandoned;
+        }
+        let active = |j: &&MemoryJob| ACTIVE.contains(&j.status);
+        if let Some(existing) = tables
+            .jobs
+            .iter()
+            .filter(active)
+            .find(|j| j.client == job.client && j.replay_sha256 == job.replay_sha256)
+        {
+            return Admission::NoRoom(NoRoom::Duplicate(existing.id));
+        }
+        let occupancy = occupancy_of(tables, &job.client, &job.replay_sha256);
+        if let Err(no_room) = occupancy.check(limits) {
+            return Admission::NoRoom(no_room);
+        }
+        if let Some((claim, response)) = &job.completes {
+            match tables.keys.get_mut(&key_of(claim)) {
+                Some(row) if row.token == claim.token && row.response.is_none() => {
+                    row.response = Some(response.clone());
+                }
+                _ => return Admission::ClaimLost,
+            }
+        }
+        let now = Utc::now();
+        tables.jobs.push(MemoryJob {
+            id: job.id,
+            client: job.client.clone(),
+            status: JobStatus::Queued,
+            progress: 0.0,
+            replay_sha256: job.replay_sha256,
+            config: serde_json::to_value(&job.options).unwrap_or_default(),
+            created_at: now,
+            updated_at: now,
+            error: None,
+            video_key: None,
+            thumb_key: None,
+        });
+        let event = job.event(tables.events.len() as i64 + 1);
+        tables.events.push(MemoryEvent {
+            event: event.clone(),
+            status: EventStatus::Pending,
+            available_at: now + self.event_lease,
+        });
+        Admission::Admitted(event)
+    }
+}
+
+fn key_of(claim: &Claim) -> (String, &'static str, String) {
+    (
+        claim.client.as_str().to_owned(),
+        claim.endpoint,
+        claim.key.as_str().to_owned(),
+    )
+}
+
+fn occupancy_of(tables: &Tables, client: &ClientKey, sha256: &[u8; 32]) -> Occupancy {
+    let active: Vec<&MemoryJob> = tables
+        .jobs
+        .iter()
+        .filter(|j| ACTIVE.contains(&j.status))
+        .collect();
+    Occupancy {
+        queued: active
+            .iter()
+            .filter(|j| j.status == JobStatus::Queued)
+            .count() as i64,
+        rendering: active
+            .iter()
+            .filter(|j| j.status != JobStatus::Queued)
+            .count() as i64,
+        active_for_client: active.iter().filter(|j| &j.client == client).count() as i64,
+        duplicate: active
+            .iter()
+            .find(|j| &j.client == client && &j.replay_sha256 == sha256)
+            .map(|j| j.id),
+    }
+}
+
+fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &[u8; 32]) -> bool {
+    let stale_before = Utc::now() - claim.stale_after;
+    let key = key_of(claim);
+    let free = match tables.keys.get(&key) {
+        None => true,
+        Some(row) => row.response.is_none() && row.claimed_at < stale_before,
+    };
+    if free {
+        tables.keys.insert(
+            key,
+            KeyRow {
+                request_hash: request_hash.to_vec(),
+                token: claim.token,
+                response: None,
+                claimed_at: Utc::now(),
+            },
+        );
+    }
+    free
+}
+
+fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
+    let queue_position = (job.status == JobStatus::Queued).then(|| {
+        tables
+            .jobs
+            .iter()
+            .filter(|q| q.status == JobStatus::Queued && q.created_at <= job.created_at)
+            .count() as i64
+    });
+    JobRecord {
+        id: job.id,
+        status: job.status,
+        progress: job.progress,
+        queue_position,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+        error: job.error.clone(),
+        config: job.config.clone(),
+        video_key: job.video_key.clone(),
+        thumb_key: job.thumb_key.clone(),
+        recent_completed: queue_position.map(|_| completed_within_hour(tables)),
+    }
+}
+
+fn completed_within_hour(tables: &Tables) -> i64 {
+    let since = Utc::now() - Duration::from_secs(3600);
+    tables
+        .jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Completed && j.updated_at > since)
+        .count() as i64
+}
+
+#[async_trait]
+impl JobStore for MemoryDatabase {
+    async fn occupancy(
+        &self,
+        client: &ClientKey,
+        replay_sha256: &[u8; 32],
+        claim: Option<(&Claim, &[u8; 32])>,
+    ) -> Result<(Occupancy, Option<bool>), DbError> {
+        self.calls.record("jobs.occupancy");
+        let mut tables = lock(&self.tables);
+        let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
+        Ok((occupancy_of(&tables, client, replay_sha256), claimed))
+    }
+
+    async fn load(&self, client: &ClientKey) -> Result<Load, DbError> {
+        self.calls.record("jobs.load");
+        let tables = lock(&self.tables);
+        let now = Utc::now();
+        let oldest = tables
+            .jobs
+            .iter()
+            .filter(|j| &j.client == client && ACTIVE.contains(&j.status))
+            .map(|j| (now - j.created_at).num_milliseconds() as f64 / 1000.0)
+            .fold(None, |oldest: Option<f64>, age| {
+                Some(oldest.map_or(age, |o| o.max(age)))
+            });
+        Ok(Load {
+            recent: Recent {
+                completed: completed_within_hour(&tables),
+                median_turnaround_secs: None,
+            },
+            queued: occupancy_of(&tables, client, &[0; 32]).queued,
+            oldest_active_age_secs: oldest,
+        })
+    }
+
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, DbError> {
+        self.calls.record("jobs.admit");
+        let fault = lock(&self.admit_fault).take();
+        let mut tables = lock(&self.tables);
+        match fault {
+            None => Ok(self.admit_now(&mut tables, job, limits)),
+            Some(AdmitFault::Error) => Err(DbError::new("55P03: lock timeout")),
+            Some(AdmitFault::LateAnswer) => {
+                self.admit_now(&mut tables, job, limits);
+                Err(DbError::unknown("no answer within 500 ms"))
+            }
+            Some(AdmitFault::ArrivesAfterResolve) => {
+                tables.held_admission = Some((job.clone(), *limits));
+                Err(DbError::unknown("no answer within 500 ms"))
+            }
+        }
+    }
+
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, DbError> {
+        self.calls.record("jobs.resolve");
+        if self.resolve_fails.load(Ordering::SeqCst) {
+            return Err(DbError::unknown("no answer within 500 ms"));
+        }
+        let mut tables = lock(&self.tables);
+        let resolved = match tables.events.iter().find(|e| e.event.job_id == job.id) {
+            Some(found) => Resolved::Admitted(found.event.clone()),
+            None => {
+                tables.fences.insert(job.id);
+                Resolved::Abandoned
+            }
+        };
+        // The held statement arrives now, after the resolution.
+        if let Some((held, limits)) = tables.held_admission.take() {
+            self.admit_now(&mut tables, &held, &limits);
+        }
+        Ok(resolved)
+    }
+
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError> {
+        self.calls.record("jobs.find");
+        let tables = lock(&self.tables);
+        Ok(tables
+            .jobs
+            .iter()
+            .find(|j| j.id == id)
+            .map(|j| record(j, &tables)))
+    }
+
+    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError> {
+        self.calls.record("jobs.list");
+        let tables = lock(&self.tables);
+        let mut matching: Vec<&MemoryJob> = tables
+            .jobs
+            .iter()
+            .filter(|j| query.status.is_none_or(|status| j.status == status))
+            .collect();
+        matching.sort_by_key(|j| std::cmp::Reverse(j.created_at));
+        let page = matching
+            .iter()
+            .skip(query.offset.max(0) as usize)
+            .take(query.limit.max(0) as usize)
+            .map(|j| record(j, &tables))
+            .collect();
+        Ok((page, matching.len() as i64))
+    }
+
+    async fn transition(
+        &self,
+        id: JobId,
+        transition: &Transition,
+        nonce: &Nonce,
+    ) -> Result<TransitionOutcome, DbError> {
+        self.calls.record("jobs.transition");
+        let mut tables = lock(&self.tables);
+        if !tables.nonces.insert(nonce.value.clone()) {
+            return Ok(TransitionOutcome::NonceReused);
+        }
+        let Some(job) = tables.jobs.iter_mut().find(|j| j.id == id) else {
+            return Ok(TransitionOutcome::UnknownJob);
+        };
+        if !transition.to.predecessors().contains(&job.status) {
+            return Ok(TransitionOutcome::Illegal {
+                current: job.status,
+            });
+        }
+        let progress = transition
+            .progress
+            .unwrap_or(if job.status == transition.to {
+                job.progress
+            } else {
+                0.0
+            });
+        job.status = transition.to;
+        job.progress = progress;
+        job.video_key = transition.video_key.clone().or(job.video_key.take());
+        job.thumb_key = transition.thumb_key.clone().or(job.thumb_key.take());
+        job.error = transition.error.clone().or(job.error.take());
+        job.updated_at = Utc::now();
+        Ok(TransitionOutcome::Applied {
+            status: job.status,
+            progress,
+        })
+    }
+
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError> {
+        self.calls.record("jobs.expire_queued");
+        let before = Utc::now() - ttl;
+        let mut tables = lock(&self.tables);
+        let mut expired = 0;
+        for job in tables.jobs.iter_mut() {
+            if job.status == JobStatus::Queued && job.created_at < before {
+                job.status = JobStatus::Expired;
+                expired += 1;
+            }
+        }
+        Ok(expired)
+    }
+
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError> {
+        self.calls.record("jobs.fail_stalled");
+        let before = Utc::now() - stall_timeout;
+        let mut tables = lock(&self.tables);
+        let mut failed = 0;
+        for job in tables.jobs.iter_mut() {
+            let working = matches!(job.status, JobStatus::Downloading | JobStatus::Rendering);
+            if working && job.updated_at < before {
+                job.status = JobStatus::Failed;
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+
+    async fn prune_nonces(&self) -> Result<u64, DbError> {
+        self.calls.record("jobs.prune_nonces");
+        Ok(0)
+    }
+
+    async fn prune_fences(&self) -> Result<u64, DbError> {
+        self.calls.record("jobs.prune_fences");
+        Ok(0)
+    }
+}
+
+#[async_trait]
+impl OutboxStore for MemoryDatabase {
+    async fn claim(
+        &self,
+        limit: i64,
+        lease: Duration,
+        max_attempts: i32,
+    ) -> Result<Vec<OutboxEvent>, DbError> {
+        self.calls.record("outbox.claim");
+        let now = Utc::now();
+        let mut tables = lock(&self.tables);
+        let mut claimed = Vec::new();
+        for row in tables.events.iter_mut() {
+            if claimed.len() as i64 >= limit {
+                break;
+            }
+            let due = row.status == EventStatus::Pending && row.available_at <= now;
+            if due && row.event.attempts < max_attempts {
+                row.event.attempts += 1;
+                row.available_at = now + lease;
+                claimed.push(row.event.clone());
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), DbError> {
+        self.calls.record("outbox.mark_dispatched");
+        for row in lock(&self.tables).events.iter_mut() {
+            if ids.contains(&row.event.id) {
+                row.status = EventStatus::Dispatched;
+            }
+        }
+        Ok(())
+    }
+
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, DbError> {
+        self.calls.record("outbox.mark_retry");
+        let mut changed = 0;
+        for row in lock(&self.tables).events.iter_mut() {
+            if let Some(retry) = retries.iter().find(|r| r.id == row.event.id) {
+                row.available_at = Utc::now() + retry.delay;
+                if row.event.attempts >= max_attempts {
+                    row.status = EventStatus::Failed;
+                }
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, DbError> {
+        self.calls.record("outbox.fail_exhausted");
+        let now = Utc::now();
+        let mut failed = 0;
+        for row in lock(&self.tables).events.iter_mut() {
+            let spent = row.event.attempts >= max_attempts && row.available_at <= now;
+            if row.status == EventStatus::Pending && spent {
+                row.status = EventStatus::Failed;
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryDatabase {
+    async fn claim(
+        &self,
+        claim: &Claim,
+        request_hash: &[u8; 32],
+    ) -> Result<Result<(), Option<Held>>, DbError> {
+        self.calls.record("idempotency.claim");
+        let mut tables = lock(&self.tables);
+        if try_claim(&mut tables, claim, request_hash) {
+            return Ok(Ok(()));
+        }
+        Ok(Err(held(&tables, claim)))
+    }
+
+    async fn held(&self, claim: &Claim) -> Result<Option<Held>, DbError> {
+        self.calls.record("idempotency.held");
+        Ok(held(&lock(&self.tables), claim))
+    }
+
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), DbError> {
+        self.calls.record("idempotency.complete");
+        if let Some(row) = lock(&self.tables).keys.get_mut(&key_of(claim)) {
+            if row.token == claim.token {
+                row.response = Some(response.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), DbError> {
+        self.calls.record("idempotency.release");
+        let mut tables = lock(&self.tables);
+        let key = key_of(claim);
+        let ours = tables
+            .keys
+            .get(&key)
+            .is_some_and(|row| row.token == claim.token && row.response.is_none());
+        if ours {
+            tables.keys.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn prune(&self) -> Result<u64, DbError> {
+        self.calls.record("idempotency.prune");
+        Ok(0)
+    }
+}
+
+fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
+    tables
+        .keys
+        .get(&key_of(claim))
+        .map(|row| match &row.response {
+            Some(response) => Held::Completed {
+                request_hash: row.request_hash.clone(),
+                response: response.clone(),
+            },
+            None => Held::InProgress {
+                request_hash: row.request_hash.clone(),
+            },
+        })
+}
+
+#[async_trait]
+impl SkinRegistry for MemoryDatabase {
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, DbError> {
+        self.calls.record("skin_names.claim");
+        let mut tables = lock(&self.tables);
+        match tables.skins.get(name.as_str()) {
+            Some((_, true)) => Ok(NameClaim::Stored),
+            Some((_, false)) => Ok(NameClaim::Held),
+            None => {
+                let token = uuid::Uuid::new_v4();
+                tables
+                    .skins
+                    .insert(name.as_str().to_owned(), (token, false));
+                Ok(NameClaim::Claimed(skins::Claim {
+                    name: name.clone(),
+                    token,
+                }))
+            }
+        }
+    }
+
+    async fn confirm(
+        &self,
+        claim: &skins::Claim,
+        completes: Option<(&Claim, &StoredResponse)>,
+    ) -> Result<(), DbError> {
+        self.calls.record("skin_names.confirm");
+        let mut tables = lock(&self.tables);
+        match tables.skins.get_mut(claim.name.as_str()) {
+            Some(row) if row.0 == claim.token => row.1 = true,
+            _ => return Err(DbError::new("the claim was lost")),
+        }
+        if let Some((key, response)) = completes {
+            if let Some(row) = tables.keys.get_mut(&key_of(key)) {
+                if row.token == key.token {
+                    row.response = Some(response.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(&self, claim: &skins::Claim) -> Result<(), DbError> {
+        self.calls.record("skin_names.release");
+        let mut tables = lock(&self.tables);
+        if tables
+            .skins
+            .get(claim.name.as_str())
+            .is_some_and(|row| row.0 == claim.token && !row.1)
+        {
+            tables.skins.remove(claim.name.as_str());
+        }
+        Ok(())
+    }
+
+    async fn is_taken(&self, name: &SkinName) -> Result<bool, DbError> {
+        self.calls.record("skin_names.is_taken");
+        Ok(lock(&self.tables).skins.contains_key(name.as_str()))
+    }
+}
+
+#[async_trait]
+impl Dependency for MemoryDatabase {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Fixed windows in a map, exact as DynamoDB's conditional update.
+pub struct MemoryLimiter {
+    calls: Calls,
+    hits: Mutex<HashMap<String, u64>>,
+    down: AtomicBool,
+}
+
+impl MemoryLimiter {
+    fn new(calls: Calls) -> Self {
+        Self {
+            calls,
+            hits: Mutex::default(),
+            down: AtomicBool::new(false),
+        }
+    }
+
+    /// The limiter answers nothing until told otherwise.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl RateLimiter for MemoryLimiter {
+    async fn hit(
+        &self,
+        endpoint: &'static str,
+        client: &ClientKey,
+        limit: RateLimit,
+        now: u64,
+    ) -> Result<RateDecision, LimiterUnavailable> {
+        self.calls.record("limiter.hit");
+        if self.down.load(Ordering::SeqCst) {
+            return Err(LimiterUnavailable("the limiter is down".into()));
+        }
+        let (start, _) = limit.window(now);
+        let mut hits = lock(&self.hits);
+        let count = hits
+            .entry(format!("{endpoint}#{client}#{start}"))
+            .or_default();
+        let allowed = *count < u64::from(limit.requests);
+        if allowed {
+            *count += 1;
+        }
+        Ok(RateDecision::new(
+            endpoint,
+            limit,
+            allowed.then_some(*count),
+            now,
+        ))
+    }
+}
+
+/// One bucket of objects: replays, skins, artifacts.
+pub struct MemoryObjects {
+    calls: Calls,
+    objects: Mutex<HashMap<String, (Bytes, Option<String>)>>,
+    down: AtomicBool,
+}
+
+impl MemoryObjects {
+    fn new(calls: Calls) -> Self {
+        Self {
+            calls,
+            objects: Mutex::default(),
+            down: AtomicBool::new(false),
+        }
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = lock(&self.objects).keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Writes fail (transiently) until told otherwise.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    fn up(&self) -> Result<(), StorageError> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(StorageError::transient("the bucket does not answer"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl ReplayStore for MemoryObjects {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError> {
+        self.calls.record("replays.put");
+        self.up()?;
+        lock(&self.objects).insert(key.to_owned(), (body, None));
+        Ok(())
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.calls.record("replays.delete");
+        lock(&self.objects).remove(key);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SkinStore for MemoryObjects {
+    async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError> {
+        self.calls.record("skins.list");
+        let keys = self.keys();
+        Ok(keys
+            .iter()
+            .filter_map(|key| skins::name_of_key(key))
+            .take(limit)
+            .collect())
+    }
+
+    async fn exists(&self, name: &SkinName) -> Result<bool, StorageError> {
+        self.calls.record("skins.exists");
+        Ok(lock(&self.objects).contains_key(&skins::skin_key(name)))
+    }
+
+    async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError> {
+        self.calls.record("skins.put_new");
+        self.up()?;
+        let content = skins::content_id(&body);
+        let mut objects = lock(&self.objects);
+        match objects.get(&skins::skin_key(name)) {
+            Some((_, stored)) => Ok(stored.as_deref() == Some(content.as_str())),
+            None => {
+                objects.insert(skins::skin_key(name), (body, Some(content)));
+                Ok(true)
+            }
+        }
+    }
+
+    async fn holds(&self, name: &SkinName, content: &str) -> Result<bool, StorageError> {
+        self.calls.record("skins.holds");
+        Ok(lock(&self.objects)
+            .get(&skins::skin_key(name))
+            .is_some_and(|(_, stored)| stored.as_deref() == Some(content)))
+    }
+
+    async fn presign_post(
+        &self,
+        key: &str,
+        size: u64,
+        _expires_at: SystemTime,
+    ) -> Result<PresignedPost, StorageError> {
+        self.calls.record("skins.presign_post");
+        Ok(PresignedPost {
+            url: "memory://bucket".into(),
+            fields: [("key", key.to_owned()), ("size", size.to_string())].into(),
+        })
+    }
+
+    async fn list_incoming(&self, limit: usize) -> Result<Vec<String>, StorageError> {
+        self.calls.record("skins.list_incoming");
+        let keys = self.keys();
+        Ok(keys
+            .into_iter()
+            .filter(|key| key.starts_with(skins::INCOMING_PREFIX))
+            .take(limit)
+            .collect())
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectVersion>, StorageError> {
+        self.calls.record("skins.head");
+        Ok(lock(&self.objects).get(key).map(|(body, _)| ObjectVersion {
+            size: body.len() as u64,
+            etag: skins::content_id(body),
+        }))
+    }
+
+    async fn read(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        range: Range<u64>,
+    ) -> Result<ByteChunks, StorageError> {
+        self.calls.record("skins.read");
+        let body = lock(&self.objects)
+            .get(key)
+            .filter(|(body, _)| skins::content_id(body) == version.etag)
+            .map(|(body, _)| body.clone())
+            .ok_or_else(|| StorageError::new(format!("{key} changed")))?;
+        let end = usize::try_from(range.end)
+            .unwrap_or(usize::MAX)
+            .min(body.len());
+        let start = usize::try_from(range.start).unwrap_or(end).min(end);
+        let chunk = body.slice(start..end);
+        Ok(Box::pin(futures_util::stream::iter([Ok(chunk)])))
+    }
+
+    async fn copy_new(
+        &self,
+        key: &str,
+        version: &ObjectVersion,
+        name: &SkinName,
+    ) -> Result<Copied, StorageError> {
+        self.calls.record("skins.copy_new");
+        let mut objects = lock(&self.objects);
+        let body = objects
+            .get(key)
+            .map(|(body, _)| body.clone())
+            .ok_or_else(|| StorageError::new(format!("{key} is gone")))?;
+        let content = skins::incoming_content_id(version);
+        match objects.get(&skins::skin_key(name)) {
+            Some((_, stored)) if stored.as_deref() == Some(content.as_str()) => Ok(Copied::Stored),
+            Some(_) => Ok(Copied::Exists),
+            None => {
+                objects.insert(skins::skin_key(name), (body, Some(content)));
+                Ok(Copied::Stored)
+            }
+        }
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.calls.record("skins.delete");
+        lock(&self.objects).remove(key);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ArtifactLinks for MemoryObjects {
+    async fn link(&self, key: &str, ttl: Duration) -> Result<String, StorageError> {
+        self.calls.record("artifacts.link");
+        Ok(format!("memory://bucket/{key}?ttl={}", ttl.as_secs()))
+    }
+}
+
+/// The render queue: what was sent, in order.
+pub struct MemoryQueue {
+    calls: Calls,
+    sent: Mutex<Vec<OutboxEvent>>,
+    down: AtomicBool,
+}
+
+impl MemoryQueue {
+    fn new(calls: Calls) -> Self {
+        Self {
+            calls,
+            sent: Mutex::default(),
+            down: AtomicBool::new(false),
+        }
+    }
+
+    pub fn sent_jobs(&self) -> Vec<JobId> {
+        lock(&self.sent).iter().map(|event| event.job_id).collect()
+    }
+
+    /// Publishing fails until told otherwise.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl EventPublisher for MemoryQueue {
+    async fn publish(&self, events: &[OutboxEvent]) -> Published {
+        self.calls.record("queue.publish");
+        if self.down.load(Ordering::SeqCst) {
+            return Published {
+                sent: Vec::new(),
+                failed: events
+                    .iter()
+                    .map(|e| (e.id, "the queue is down".to_owned()))
+                    .collect(),
+            };
+        }
+        lock(&self.sent).extend(events.iter().cloned());
+        Published {
+            sent: events.iter().map(|e| e.id).collect(),
+            failed: Vec::new(),
+        }
+    }
+}
