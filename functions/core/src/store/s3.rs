@@ -94,6 +94,19 @@ pub(crate) fn storage_error<E: std::error::Error + 'static>(error: E) -> Storage
     StorageError::new(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
 }
 
+/// Deletes `key` (S3 answers success for a key that is not there).
+async fn delete_object(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<(), StorageError> {
+    let delete = client.delete_object().bucket(bucket).key(key).send();
+    deadline::within(delete)
+        .await?
+        .map(drop)
+        .map_err(sdk_storage_error)
+}
+
 /// An S3 call's failure, transient unless S3 answered with a refusal (4xx).
 fn sdk_storage_error<E: std::error::Error + 'static>(
     error: SdkError<E, HttpResponse>,
@@ -128,16 +141,7 @@ impl ReplayStore for S3ReplayStore {
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        let delete = self
-            .client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send();
-        deadline::within(delete)
-            .await?
-            .map(drop)
-            .map_err(sdk_storage_error)
+        delete_object(&self.client, &self.bucket, key).await
     }
 }
 
@@ -376,16 +380,7 @@ impl SkinStore for S3SkinStore {
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        let delete = self
-            .client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send();
-        deadline::within(delete)
-            .await?
-            .map(drop)
-            .map_err(storage_error)
+        delete_object(&self.client, &self.bucket, key).await
     }
 }
 
