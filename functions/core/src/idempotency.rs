@@ -21,7 +21,7 @@ use crate::ports::idempotency::Claim;
 use crate::ports::idempotency::Held;
 use crate::ports::idempotency::IdempotencyKey;
 use crate::ports::idempotency::StoredResponse;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::problem::Rejection;
 /// How long a concurrent retry waits for the first request's outcome: an admission takes well
 /// under a second; past this (or close to the retry's own deadline) the retry is told to come
@@ -118,7 +118,7 @@ pub async fn settle(
     }
 }
 
-pub(crate) fn unavailable(error: DbError) -> Rejection {
+pub(crate) fn unavailable(error: StoreError) -> Rejection {
     tracing::error!(%error, "idempotency key lookup failed");
     Rejection::DatabaseUnavailable
 }

@@ -13,7 +13,7 @@
 use serde::Serialize;
 
 use crate::app::App;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 
 /// What one run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -32,7 +32,7 @@ pub struct JanitorReport {
     pub admission_fences_pruned: u64,
 }
 
-pub async fn run(app: &App) -> Result<JanitorReport, DbError> {
+pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     let report = JanitorReport {
         expired: app.jobs.expire_queued(app.config.queued_ttl).await?,
         timed_out: app

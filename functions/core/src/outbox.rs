@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::app::App;
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::outbox::Retry;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 /// Events one claim takes: ten `SendMessageBatch` calls, sent concurrently.
 const CLAIM_BATCH: i64 = 100;
 /// Claims per sweep, so one sweep's work is bounded however far behind it is.
@@ -55,7 +55,7 @@ impl std::ops::AddAssign for SweepReport {
 
 /// The `outbox-dispatcher`'s work: publishes due events until none are left (at most
 /// `MAX_CLAIMS_PER_SWEEP` claims).
-pub async fn sweep(app: &App) -> Result<SweepReport, DbError> {
+pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
     let lease = app.config.event_lease();
     for _ in 0..MAX_CLAIMS_PER_SWEEP {
@@ -72,7 +72,7 @@ pub async fn sweep(app: &App) -> Result<SweepReport, DbError> {
 }
 
 /// Publishes claimed events and records the outcome of each.
-async fn deliver(app: &App, events: &[OutboxEvent]) -> Result<SweepReport, DbError> {
+async fn deliver(app: &App, events: &[OutboxEvent]) -> Result<SweepReport, StoreError> {
     if events.is_empty() {
         return Ok(SweepReport::default());
     }

@@ -7,7 +7,7 @@ use crate::app::App;
 use crate::aws;
 use crate::config::Config;
 use crate::ports::skins::CLAIM_STALE_AFTER;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::dynamo::DynamoRateLimiter;
 use crate::store::postgres::idempotency::PgIdempotencyStore;
 use crate::store::postgres::jobs::PgJobStore;
@@ -31,7 +31,7 @@ pub struct Clients {
 
 impl Clients {
     /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
-    pub async fn new(config: &Config) -> Result<Self, DbError> {
+    pub async fn new(config: &Config) -> Result<Self, StoreError> {
         let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
         Self::from_parts(config, sdk, db::parse_url(&config.database_url)?)
     }
@@ -42,7 +42,7 @@ impl Clients {
         config: &Config,
         sdk: aws_config::SdkConfig,
         postgres: tokio_postgres::Config,
-    ) -> Result<Self, DbError> {
+    ) -> Result<Self, StoreError> {
         Ok(Self {
             pool: db::pool(postgres, config.db_pool_size, config.db_timeout)?,
             dynamodb: aws::dynamodb(&sdk),

@@ -28,7 +28,7 @@ use osurender_core::ports::jobs::{
     Resolved, Transition, TransitionOutcome,
 };
 use osurender_core::ports::limiter::{LimiterUnavailable, RateLimiter};
-use osurender_core::ports::DbError;
+use osurender_core::ports::StoreError;
 use osurender_core::routes::{self, PeerAddr};
 use osurender_core::store::postgres as db;
 use osurender_core::{lambda, App, Clients, Config};
@@ -89,7 +89,7 @@ impl JobStore for EmptyJobs {
         _: &ClientKey,
         _: &[u8; 32],
         claim: Option<(&Claim, &[u8; 32])>,
-    ) -> Result<(Occupancy, Option<bool>), DbError> {
+    ) -> Result<(Occupancy, Option<bool>), StoreError> {
         let occupancy = Occupancy {
             queued: 0,
             rendering: 0,
@@ -98,19 +98,19 @@ impl JobStore for EmptyJobs {
         };
         Ok((occupancy, claim.map(|_| true)))
     }
-    async fn load(&self, _: &ClientKey) -> Result<Load, DbError> {
+    async fn load(&self, _: &ClientKey) -> Result<Load, StoreError> {
         Err(unreached())
     }
-    async fn admit(&self, _: &NewJob, _: &CapacityLimits) -> Result<Admission, DbError> {
+    async fn admit(&self, _: &NewJob, _: &CapacityLimits) -> Result<Admission, StoreError> {
         Err(unreached())
     }
-    async fn resolve(&self, _: &NewJob) -> Result<Resolved, DbError> {
+    async fn resolve(&self, _: &NewJob) -> Result<Resolved, StoreError> {
         Err(unreached())
     }
-    async fn find(&self, _: JobId) -> Result<Option<JobRecord>, DbError> {
+    async fn find(&self, _: JobId) -> Result<Option<JobRecord>, StoreError> {
         Err(unreached())
     }
-    async fn list(&self, _: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError> {
+    async fn list(&self, _: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError> {
         Err(unreached())
     }
     async fn transition(
@@ -118,25 +118,25 @@ impl JobStore for EmptyJobs {
         _: JobId,
         _: &Transition,
         _: &Nonce,
-    ) -> Result<TransitionOutcome, DbError> {
+    ) -> Result<TransitionOutcome, StoreError> {
         Err(unreached())
     }
-    async fn expire_queued(&self, _: Duration) -> Result<u64, DbError> {
+    async fn expire_queued(&self, _: Duration) -> Result<u64, StoreError> {
         Err(unreached())
     }
-    async fn fail_stalled(&self, _: Duration) -> Result<u64, DbError> {
+    async fn fail_stalled(&self, _: Duration) -> Result<u64, StoreError> {
         Err(unreached())
     }
-    async fn prune_nonces(&self) -> Result<u64, DbError> {
+    async fn prune_nonces(&self) -> Result<u64, StoreError> {
         Err(unreached())
     }
-    async fn prune_fences(&self) -> Result<u64, DbError> {
+    async fn prune_fences(&self) -> Result<u64, StoreError> {
         Err(unreached())
     }
 }
 
-fn unreached() -> DbError {
-    DbError::new("not reached before the rate limit")
+fn unreached() -> StoreError {
+    StoreError::new("not reached before the rate limit")
 }
 
 /// An app whose limiter and job store are the fakes; the other adapters are real but never

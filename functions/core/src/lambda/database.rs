@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 
 const DEFAULT_PORT: u16 = 5432;
@@ -23,11 +23,11 @@ pub struct DbEndpoint {
 }
 
 impl DbEndpoint {
-    fn from_env() -> Result<Self, DbError> {
+    fn from_env() -> Result<Self, StoreError> {
         let port = match env("DB_PORT") {
             Some(port) => Some(
                 port.parse()
-                    .map_err(|_| DbError::new(format!("DB_PORT: `{port}` is not a port")))?,
+                    .map_err(|_| StoreError::new(format!("DB_PORT: `{port}` is not a port")))?,
             ),
             None => None,
         };
@@ -44,7 +44,7 @@ impl DbEndpoint {
 pub async fn postgres_config(
     config: &Config,
     sdk: &SdkConfig,
-) -> Result<tokio_postgres::Config, DbError> {
+) -> Result<tokio_postgres::Config, StoreError> {
     match (env("DATABASE_URL"), env("DB_SECRET_ARN")) {
         (None, Some(arn)) => {
             let secret = aws_sdk_secretsmanager::Client::new(sdk)
@@ -53,14 +53,14 @@ pub async fn postgres_config(
                 .send()
                 .await
                 .map_err(|e| {
-                    DbError::new(format!(
+                    StoreError::new(format!(
                         "reading the database secret: {}",
                         aws_sdk_secretsmanager::error::DisplayErrorContext(e)
                     ))
                 })?;
             let text = secret
                 .secret_string()
-                .ok_or_else(|| DbError::new("the database secret has no SecretString"))?;
+                .ok_or_else(|| StoreError::new("the database secret has no SecretString"))?;
             secret_postgres_config(text, &DbEndpoint::from_env()?)
         }
         _ => db::parse_url(&config.database_url),
@@ -81,16 +81,16 @@ struct Secret {
 pub fn secret_postgres_config(
     secret: &str,
     endpoint: &DbEndpoint,
-) -> Result<tokio_postgres::Config, DbError> {
+) -> Result<tokio_postgres::Config, StoreError> {
     // Never echo serde's error: it may quote the secret's text.
     let secret: Secret = serde_json::from_str(secret).map_err(|_| {
-        DbError::new("the database secret is not JSON with string `username` and `password`")
+        StoreError::new("the database secret is not JSON with string `username` and `password`")
     })?;
     let host = endpoint
         .host
         .clone()
         .or(secret.host)
-        .ok_or_else(|| DbError::new("DB_HOST is not set and the secret names no host"))?;
+        .ok_or_else(|| StoreError::new("DB_HOST is not set and the secret names no host"))?;
     let secret_port = match &secret.port {
         Some(Value::Number(n)) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
         Some(Value::String(s)) => s.parse().ok(),

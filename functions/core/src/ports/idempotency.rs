@@ -2,7 +2,7 @@
 //! that holds them (store/postgres/idempotency.rs). The use case is idempotency.rs.
 
 use crate::domain::client::ClientKey;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::problem::Rejection;
 use async_trait::async_trait;
 
@@ -130,17 +130,17 @@ pub trait IdempotencyStore: Send + Sync {
         &self,
         claim: &Claim,
         request_hash: &[u8; 32],
-    ) -> Result<Result<(), Option<Held>>, DbError>;
+    ) -> Result<Result<(), Option<Held>>, StoreError>;
 
     /// The current holder of the key, if any (and not expired).
-    async fn held(&self, claim: &Claim) -> Result<Option<Held>, DbError>;
+    async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError>;
 
-    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), DbError>;
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError>;
 
-    async fn release(&self, claim: &Claim) -> Result<(), DbError>;
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
 
     /// Deletes expired keys. Returns how many.
-    async fn prune(&self) -> Result<u64, DbError>;
+    async fn prune(&self) -> Result<u64, StoreError>;
 }
 
 impl<T> metrics::Accepted for Reply<T> {

@@ -12,7 +12,7 @@ use crate::domain::render::RenderOptions;
 use crate::estimate::Recent;
 use crate::ports::idempotency::{Claim, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
-use crate::ports::DbError;
+use crate::ports::StoreError;
 
 /// The caps admission enforces (DESIGN.md invariants 1 and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,24 +187,24 @@ pub trait JobStore: Send + Sync {
         client: &ClientKey,
         replay_sha256: &[u8; 32],
         claim: Option<(&Claim, &[u8; 32])>,
-    ) -> Result<(Occupancy, Option<bool>), DbError>;
+    ) -> Result<(Occupancy, Option<bool>), StoreError>;
 
     /// Recent throughput, the queue's length and the client's oldest active job.
-    async fn load(&self, client: &ClientKey) -> Result<Load, DbError>;
+    async fn load(&self, client: &ClientKey) -> Result<Load, StoreError>;
 
     /// Locks, re-checks the duplicate and `limits` and inserts the job with its outbox event
     /// (completing its idempotency claim), atomically; the event comes back for the caller to
     /// publish.
-    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, DbError>;
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError>;
 
     /// Settles an `admit` of `job` whose outcome is unknown (no answer came): the job if it
     /// was committed, else a fence that makes a late `admit` of it refuse. Final either way.
-    async fn resolve(&self, job: &NewJob) -> Result<Resolved, DbError>;
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError>;
 
-    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError>;
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError>;
 
     /// One page and the number of jobs matching the filter.
-    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError>;
+    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError>;
 
     /// Spends the nonce and, if it was fresh and the job's current state may move to
     /// `transition.to`, applies the transition; one statement, so it is all or nothing and a
@@ -214,21 +214,21 @@ pub trait JobStore: Send + Sync {
         id: JobId,
         transition: &Transition,
         nonce: &Nonce,
-    ) -> Result<TransitionOutcome, DbError>;
+    ) -> Result<TransitionOutcome, StoreError>;
 
     /// Ends the jobs queued longer than `ttl` as `expired`. Returns how many.
-    async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError>;
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError>;
 
     /// Fails the downloading/rendering jobs past their deadline (or, without one, not updated
     /// for `stall_timeout`). Returns how many.
-    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError>;
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError>;
 
     /// Forgets the nonces whose reports could no longer be accepted. Returns how many.
-    async fn prune_nonces(&self) -> Result<u64, DbError>;
+    async fn prune_nonces(&self) -> Result<u64, StoreError>;
 
     /// Forgets, a bounded batch at a time, the fences of `resolve` older than any statement
     /// can be in flight. Returns how many.
-    async fn prune_fences(&self) -> Result<u64, DbError>;
+    async fn prune_fences(&self) -> Result<u64, StoreError>;
 }
 
 #[cfg(test)]

@@ -14,24 +14,24 @@ pub mod skins;
 
 /// A store call that failed, and whether what it asked for may still have happened.
 #[derive(Debug, thiserror::Error)]
-#[error("database unavailable: {message}")]
-pub struct DbError {
+#[error("store failed: {message}")]
+pub struct StoreError {
     message: String,
     outcome: Outcome,
 }
 
-/// What a failed call did to the database.
+/// What a failed call did to the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// Nothing: the statement was never sent, or the server answered with an error (which
-    /// rolls the statement's transaction back).
+    /// Nothing: the request was never sent, or the store answered with an error (for Postgres:
+    /// which rolls the statement's transaction back).
     NotApplied,
-    /// Unknown: the statement was sent and no answer came (a timeout, a connection lost, an
-    /// answer cut mid-way). It may have committed, or still be running.
+    /// Unknown: the request was sent and no answer came (a timeout, a connection lost, an
+    /// answer cut mid-way). It may have been applied, or still be running.
     Unknown,
 }
 
-impl DbError {
+impl StoreError {
     /// A failure that changed nothing (a configuration or connection error, a refusal).
     pub fn new(message: impl Into<String>) -> Self {
         Self {
@@ -40,7 +40,7 @@ impl DbError {
         }
     }
 
-    /// A failure after the statement was sent: it may have been applied.
+    /// A failure after the request was sent: it may have been applied.
     pub fn unknown(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -48,7 +48,7 @@ impl DbError {
         }
     }
 
-    /// What failed, without the "database unavailable" prefix.
+    /// What failed, without the "store failed" prefix.
     pub fn message(&self) -> &str {
         &self.message
     }

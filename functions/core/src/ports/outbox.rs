@@ -2,7 +2,7 @@
 //! out to publishers (store/postgres/outbox.rs).
 
 use crate::domain::job::JobId;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use async_trait::async_trait;
 use serde::Serialize;
 use std::time::Duration;
@@ -58,14 +58,14 @@ pub trait OutboxStore: Send + Sync {
         limit: i64,
         lease: Duration,
         max_attempts: i32,
-    ) -> Result<Vec<OutboxEvent>, DbError>;
+    ) -> Result<Vec<OutboxEvent>, StoreError>;
 
-    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), DbError>;
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;
 
     /// Schedules each retry; an event out of attempts becomes `failed`. Returns how many did.
-    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, DbError>;
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError>;
 
     /// Fails the due pending events that have no attempts left: their last publisher died
     /// before it could say how the publish went. Returns how many.
-    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, DbError>;
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
 }

@@ -10,7 +10,7 @@ use crate::domain::render::SkinName;
 use crate::ports::idempotency;
 use crate::ports::idempotency::StoredResponse;
 use crate::ports::replays::StorageError;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::Stream;
@@ -143,7 +143,7 @@ pub enum NameClaim {
 
 #[async_trait]
 pub trait SkinRegistry: Send + Sync {
-    async fn claim(&self, name: &SkinName) -> Result<NameClaim, DbError>;
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError>;
     /// The skin is stored: the name is taken for good. With `completes`, the upload's
     /// idempotency claim is completed in the same statement, so a key answers with the skin
     /// exactly when its name is confirmed.
@@ -151,11 +151,11 @@ pub trait SkinRegistry: Send + Sync {
         &self,
         claim: &Claim,
         completes: Option<(&idempotency::Claim, &StoredResponse)>,
-    ) -> Result<(), DbError>;
+    ) -> Result<(), StoreError>;
     /// The upload failed: the name is free again.
-    async fn release(&self, claim: &Claim) -> Result<(), DbError>;
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
     /// Whether `name` is stored or held, without claiming it.
-    async fn is_taken(&self, name: &SkinName) -> Result<bool, DbError>;
+    async fn is_taken(&self, name: &SkinName) -> Result<bool, StoreError>;
 }
 
 /// Longer than any function runs (Lambda's maximum is 15 minutes), so a live claim is never

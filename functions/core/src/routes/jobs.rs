@@ -158,7 +158,7 @@ async fn limit_reads(
     check_rate_limit(app, JOBS_ENDPOINT, app.config.rate_limits.read, &client).await
 }
 
-fn unavailable(error: crate::ports::DbError) -> Rejection {
+fn unavailable(error: crate::ports::StoreError) -> Rejection {
     tracing::error!(%error, "job read failed");
     Rejection::DatabaseUnavailable
 }

@@ -28,7 +28,7 @@ use crate::ports::replays::StorageError;
 use crate::ports::skins::{
     name_of_incoming_key, ByteChunks, ObjectVersion, SkinStore, INCOMING_PREFIX,
 };
-use crate::ports::DbError;
+use crate::ports::StoreError;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum IngestOutcome {
@@ -47,7 +47,7 @@ pub enum IngestError {
     #[error("s3://{bucket}/{key} is not an incoming skin upload")]
     NotIncoming { bucket: String, key: String },
     #[error(transparent)]
-    Database(#[from] DbError),
+    Database(#[from] StoreError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

@@ -40,7 +40,7 @@ use crate::ports::skins::PresignedPost;
 use crate::ports::skins::{
     content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, ObjectVersion,
 };
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::problem::Rejection;
 use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 /// The two upload routes: one behaviour, separate rate-limit counters.
@@ -289,7 +289,7 @@ pub(super) enum PublishError {
     /// Another upload holds the name, unconfirmed, with other content (or none stored yet):
     /// taken for now; it is free again if that upload never stores.
     Held(SkinName),
-    Database(DbError),
+    Database(StoreError),
     /// The skin is not stored.
     Storage(StorageError),
     /// The write's answer never came and the object could not be looked at: it may be stored.
@@ -405,7 +405,7 @@ async fn confirm(
     app: &App,
     claim: &Claim,
     completes: Option<(&KeyClaim, &StoredResponse)>,
-) -> Result<(), DbError> {
+) -> Result<(), StoreError> {
     let confirmed = app.skin_names.confirm(claim, completes).await;
     if let Err(error) = &confirmed {
         tracing::warn!(%error, skin = claim.name.as_str(), "could not confirm a skin name");

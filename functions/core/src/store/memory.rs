@@ -34,7 +34,7 @@ use crate::ports::replays::{ReplayStore, StorageError};
 use crate::ports::skins::{
     self, ByteChunks, Copied, NameClaim, ObjectVersion, PresignedPost, SkinRegistry, SkinStore,
 };
-use crate::ports::DbError;
+use crate::ports::StoreError;
 
 /// Every adapter of one in-memory App, shared with the test that drives it.
 #[derive(Clone)]
@@ -367,14 +367,14 @@ impl JobStore for MemoryDatabase {
         client: &ClientKey,
         replay_sha256: &[u8; 32],
         claim: Option<(&Claim, &[u8; 32])>,
-    ) -> Result<(Occupancy, Option<bool>), DbError> {
+    ) -> Result<(Occupancy, Option<bool>), StoreError> {
         self.calls.record("jobs.occupancy");
         let mut tables = lock(&self.tables);
         let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
         Ok((occupancy_of(&tables, client, replay_sha256), claimed))
     }
 
-    async fn load(&self, client: &ClientKey) -> Result<Load, DbError> {
+    async fn load(&self, client: &ClientKey) -> Result<Load, StoreError> {
         self.calls.record("jobs.load");
         let tables = lock(&self.tables);
         let now = Utc::now();
@@ -396,28 +396,28 @@ impl JobStore for MemoryDatabase {
         })
     }
 
-    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, DbError> {
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError> {
         self.calls.record("jobs.admit");
         let fault = lock(&self.admit_fault).take();
         let mut tables = lock(&self.tables);
         match fault {
             None => Ok(self.admit_now(&mut tables, job, limits)),
-            Some(AdmitFault::Error) => Err(DbError::new("55P03: lock timeout")),
+            Some(AdmitFault::Error) => Err(StoreError::new("55P03: lock timeout")),
             Some(AdmitFault::LateAnswer) => {
                 self.admit_now(&mut tables, job, limits);
-                Err(DbError::unknown("no answer within 500 ms"))
+                Err(StoreError::unknown("no answer within 500 ms"))
             }
             Some(AdmitFault::ArrivesAfterResolve) => {
                 tables.held_admission = Some((job.clone(), *limits));
-                Err(DbError::unknown("no answer within 500 ms"))
+                Err(StoreError::unknown("no answer within 500 ms"))
             }
         }
     }
 
-    async fn resolve(&self, job: &NewJob) -> Result<Resolved, DbError> {
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError> {
         self.calls.record("jobs.resolve");
         if self.resolve_fails.load(Ordering::SeqCst) {
-            return Err(DbError::unknown("no answer within 500 ms"));
+            return Err(StoreError::unknown("no answer within 500 ms"));
         }
         let mut tables = lock(&self.tables);
         let resolved = match tables.events.iter().find(|e| e.event.job_id == job.id) {
@@ -434,7 +434,7 @@ impl JobStore for MemoryDatabase {
         Ok(resolved)
     }
 
-    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError> {
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         self.calls.record("jobs.find");
         let tables = lock(&self.tables);
         Ok(tables
@@ -444,7 +444,7 @@ impl JobStore for MemoryDatabase {
             .map(|j| record(j, &tables)))
     }
 
-    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError> {
+    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError> {
         self.calls.record("jobs.list");
         let tables = lock(&self.tables);
         let mut matching: Vec<&MemoryJob> = tables
@@ -467,7 +467,7 @@ impl JobStore for MemoryDatabase {
         id: JobId,
         transition: &Transition,
         nonce: &Nonce,
-    ) -> Result<TransitionOutcome, DbError> {
+    ) -> Result<TransitionOutcome, StoreError> {
         self.calls.record("jobs.transition");
         let mut tables = lock(&self.tables);
         if !tables.nonces.insert(nonce.value.clone()) {
@@ -500,7 +500,7 @@ impl JobStore for MemoryDatabase {
         })
     }
 
-    async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError> {
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.expire_queued");
         let before = Utc::now() - ttl;
         let mut tables = lock(&self.tables);
@@ -514,7 +514,7 @@ impl JobStore for MemoryDatabase {
         Ok(expired)
     }
 
-    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError> {
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.fail_stalled");
         let before = Utc::now() - stall_timeout;
         let mut tables = lock(&self.tables);
@@ -529,12 +529,12 @@ impl JobStore for MemoryDatabase {
         Ok(failed)
     }
 
-    async fn prune_nonces(&self) -> Result<u64, DbError> {
+    async fn prune_nonces(&self) -> Result<u64, StoreError> {
         self.calls.record("jobs.prune_nonces");
         Ok(0)
     }
 
-    async fn prune_fences(&self) -> Result<u64, DbError> {
+    async fn prune_fences(&self) -> Result<u64, StoreError> {
         self.calls.record("jobs.prune_fences");
         Ok(0)
     }
@@ -547,7 +547,7 @@ impl OutboxStore for MemoryDatabase {
         limit: i64,
         lease: Duration,
         max_attempts: i32,
-    ) -> Result<Vec<OutboxEvent>, DbError> {
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
         self.calls.record("outbox.claim");
         let now = Utc::now();
         let mut tables = lock(&self.tables);
@@ -566,7 +566,7 @@ impl OutboxStore for MemoryDatabase {
         Ok(claimed)
     }
 
-    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), DbError> {
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
         self.calls.record("outbox.mark_dispatched");
         for row in lock(&self.tables).events.iter_mut() {
             if ids.contains(&row.event.id) {
@@ -576,7 +576,7 @@ impl OutboxStore for MemoryDatabase {
         Ok(())
     }
 
-    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, DbError> {
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
         self.calls.record("outbox.mark_retry");
         let mut changed = 0;
         for row in lock(&self.tables).events.iter_mut() {
@@ -591,7 +591,7 @@ impl OutboxStore for MemoryDatabase {
         Ok(changed)
     }
 
-    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, DbError> {
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
         self.calls.record("outbox.fail_exhausted");
         let now = Utc::now();
         let mut failed = 0;
@@ -612,7 +612,7 @@ impl IdempotencyStore for MemoryDatabase {
         &self,
         claim: &Claim,
         request_hash: &[u8; 32],
-    ) -> Result<Result<(), Option<Held>>, DbError> {
+    ) -> Result<Result<(), Option<Held>>, StoreError> {
         self.calls.record("idempotency.claim");
         let mut tables = lock(&self.tables);
         if try_claim(&mut tables, claim, request_hash) {
@@ -621,12 +621,12 @@ impl IdempotencyStore for MemoryDatabase {
         Ok(Err(held(&tables, claim)))
     }
 
-    async fn held(&self, claim: &Claim) -> Result<Option<Held>, DbError> {
+    async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError> {
         self.calls.record("idempotency.held");
         Ok(held(&lock(&self.tables), claim))
     }
 
-    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), DbError> {
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError> {
         self.calls.record("idempotency.complete");
         if let Some(row) = lock(&self.tables).keys.get_mut(&key_of(claim)) {
             if row.token == claim.token {
@@ -636,7 +636,7 @@ impl IdempotencyStore for MemoryDatabase {
         Ok(())
     }
 
-    async fn release(&self, claim: &Claim) -> Result<(), DbError> {
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         self.calls.record("idempotency.release");
         let mut tables = lock(&self.tables);
         let key = key_of(claim);
@@ -650,7 +650,7 @@ impl IdempotencyStore for MemoryDatabase {
         Ok(())
     }
 
-    async fn prune(&self) -> Result<u64, DbError> {
+    async fn prune(&self) -> Result<u64, StoreError> {
         self.calls.record("idempotency.prune");
         Ok(0)
     }
@@ -673,7 +673,7 @@ fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
 
 #[async_trait]
 impl SkinRegistry for MemoryDatabase {
-    async fn claim(&self, name: &SkinName) -> Result<NameClaim, DbError> {
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
         self.calls.record("skin_names.claim");
         let mut tables = lock(&self.tables);
         match tables.skins.get(name.as_str()) {
@@ -696,12 +696,12 @@ impl SkinRegistry for MemoryDatabase {
         &self,
         claim: &skins::Claim,
         completes: Option<(&Claim, &StoredResponse)>,
-    ) -> Result<(), DbError> {
+    ) -> Result<(), StoreError> {
         self.calls.record("skin_names.confirm");
         let mut tables = lock(&self.tables);
         match tables.skins.get_mut(claim.name.as_str()) {
             Some(row) if row.0 == claim.token => row.1 = true,
-            _ => return Err(DbError::new("the claim was lost")),
+            _ => return Err(StoreError::new("the claim was lost")),
         }
         if let Some((key, response)) = completes {
             if let Some(row) = tables.keys.get_mut(&key_of(key)) {
@@ -713,7 +713,7 @@ impl SkinRegistry for MemoryDatabase {
         Ok(())
     }
 
-    async fn release(&self, claim: &skins::Claim) -> Result<(), DbError> {
+    async fn release(&self, claim: &skins::Claim) -> Result<(), StoreError> {
         self.calls.record("skin_names.release");
         let mut tables = lock(&self.tables);
         if tables
@@ -726,7 +726,7 @@ impl SkinRegistry for MemoryDatabase {
         Ok(())
     }
 
-    async fn is_taken(&self, name: &SkinName) -> Result<bool, DbError> {
+    async fn is_taken(&self, name: &SkinName) -> Result<bool, StoreError> {
         self.calls.record("skin_names.is_taken");
         Ok(lock(&self.tables).skins.contains_key(name.as_str()))
     }

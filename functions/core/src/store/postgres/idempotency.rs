@@ -5,7 +5,7 @@ use crate::ports::idempotency::Held;
 use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::idempotency::StoredResponse;
 use crate::ports::idempotency::KEY_TTL;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -59,7 +59,7 @@ pub(crate) async fn try_claim(
     conn: &db::Conn,
     claim: &Claim,
     request_hash: &[u8; 32],
-) -> Result<bool, DbError> {
+) -> Result<bool, StoreError> {
     let hash = request_hash.as_slice();
     let params: [(&(dyn ToSql + Sync), Type); 7] = [
         (&claim.client.as_str(), Type::TEXT),
@@ -79,7 +79,7 @@ impl IdempotencyStore for PgIdempotencyStore {
         &self,
         claim: &Claim,
         request_hash: &[u8; 32],
-    ) -> Result<Result<(), Option<Held>>, DbError> {
+    ) -> Result<Result<(), Option<Held>>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         if try_claim(&conn, claim, request_hash).await? {
             Ok(Ok(()))
@@ -89,7 +89,7 @@ impl IdempotencyStore for PgIdempotencyStore {
         }
     }
 
-    async fn held(&self, claim: &Claim) -> Result<Option<Held>, DbError> {
+    async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError> {
         let params: [(&(dyn ToSql + Sync), Type); 3] = [
             (&claim.client.as_str(), Type::TEXT),
             (&claim.endpoint, Type::TEXT),
@@ -106,13 +106,13 @@ impl IdempotencyStore for PgIdempotencyStore {
             ("completed", Some(response)) => Held::Completed {
                 request_hash,
                 response: serde_json::from_value(response)
-                    .map_err(|e| DbError::new(format!("stored response: {e}")))?,
+                    .map_err(|e| StoreError::new(format!("stored response: {e}")))?,
             },
             _ => Held::InProgress { request_hash },
         }))
     }
 
-    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), DbError> {
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError> {
         let response = serde_json::to_value(response).expect("responses serialize");
         let params: [(&(dyn ToSql + Sync), Type); 5] = [
             (&claim.client.as_str(), Type::TEXT),
@@ -126,7 +126,7 @@ impl IdempotencyStore for PgIdempotencyStore {
         Ok(())
     }
 
-    async fn release(&self, claim: &Claim) -> Result<(), DbError> {
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         let params: [(&(dyn ToSql + Sync), Type); 4] = [
             (&claim.client.as_str(), Type::TEXT),
             (&claim.endpoint, Type::TEXT),
@@ -138,7 +138,7 @@ impl IdempotencyStore for PgIdempotencyStore {
         Ok(())
     }
 
-    async fn prune(&self) -> Result<u64, DbError> {
+    async fn prune(&self) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn.execute_typed(PRUNE_SQL, &[]).await?)
     }

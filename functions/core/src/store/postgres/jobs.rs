@@ -20,7 +20,7 @@ use crate::ports::jobs::Occupancy;
 use crate::ports::jobs::Resolved;
 use crate::ports::jobs::Transition;
 use crate::ports::jobs::TransitionOutcome;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -147,11 +147,11 @@ DELETE FROM admission_fences
                    WHERE created_at < now() - interval '1 day'
                    ORDER BY created_at LIMIT 1000)";
 
-fn status_of(text: &str) -> Result<JobStatus, DbError> {
-    text.parse().map_err(DbError::unknown)
+fn status_of(text: &str) -> Result<JobStatus, StoreError> {
+    text.parse().map_err(StoreError::unknown)
 }
 
-fn job_record(row: &Row) -> Result<JobRecord, DbError> {
+fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
     Ok(JobRecord {
         id: JobId::from(row.get::<_, uuid::Uuid>(0)),
         status: status_of(row.get(1))?,
@@ -174,7 +174,7 @@ impl JobStore for PgJobStore {
         client: &ClientKey,
         replay_sha256: &[u8; 32],
         claim: Option<(&Claim, &[u8; 32])>,
-    ) -> Result<(Occupancy, Option<bool>), DbError> {
+    ) -> Result<(Occupancy, Option<bool>), StoreError> {
         let hash = replay_sha256.as_slice();
         let params: [(&(dyn ToSql + Sync), Type); 2] =
             [(&client.as_str(), Type::TEXT), (&hash, Type::BYTEA)];
@@ -192,7 +192,7 @@ impl JobStore for PgJobStore {
         let row = rows
             .into_iter()
             .next()
-            .ok_or_else(|| DbError::new("occupancy returned no row"))?;
+            .ok_or_else(|| StoreError::new("occupancy returned no row"))?;
         let occupancy = Occupancy {
             queued: row.get(0),
             rendering: row.get(1),
@@ -202,7 +202,7 @@ impl JobStore for PgJobStore {
         Ok((occupancy, claimed))
     }
 
-    async fn load(&self, client: &ClientKey) -> Result<Load, DbError> {
+    async fn load(&self, client: &ClientKey) -> Result<Load, StoreError> {
         let window = estimate::WINDOW_SECS;
         let conn = db::checkout(&self.pool).await?;
         let row = conn
@@ -212,7 +212,7 @@ impl JobStore for PgJobStore {
             )
             .await?
             .pop()
-            .ok_or_else(|| DbError::new("load returned no row"))?;
+            .ok_or_else(|| StoreError::new("load returned no row"))?;
         Ok(Load {
             queued: row.get(0),
             oldest_active_age_secs: row.get(1),
@@ -223,7 +223,7 @@ impl JobStore for PgJobStore {
         })
     }
 
-    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, DbError> {
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError> {
         let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
         let args = serde_json::json!({
             "id": job.id,
@@ -250,7 +250,7 @@ impl JobStore for PgJobStore {
             .query_typed(ADMIT_SQL, &[(&args, Type::JSONB)])
             .await?
             .pop()
-            .ok_or_else(|| DbError::unknown("admit_job returned no row"))?;
+            .ok_or_else(|| StoreError::unknown("admit_job returned no row"))?;
         let verdict: &str = row.get(0);
         Ok(match verdict {
             "admitted" => Admission::Admitted(job.event(row.get(1))),
@@ -263,11 +263,11 @@ impl JobStore for PgJobStore {
             "too_many_active_jobs" => Admission::NoRoom(NoRoom::TooManyActiveJobs),
             "claim_lost" => Admission::ClaimLost,
             "abandoned" => Admission::Abandoned,
-            other => return Err(DbError::unknown(format!("admit_job answered `{other}`"))),
+            other => return Err(StoreError::unknown(format!("admit_job answered `{other}`"))),
         })
     }
 
-    async fn resolve(&self, job: &NewJob) -> Result<Resolved, DbError> {
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError> {
         let params: [(&(dyn ToSql + Sync), Type); 3] = [
             (&job.id.as_uuid(), Type::UUID),
             (&job.client.lock_id(), Type::INT8),
@@ -278,18 +278,18 @@ impl JobStore for PgJobStore {
             .query_typed(RESOLVE_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError::unknown("resolve_admission returned no row"))?;
+            .ok_or_else(|| StoreError::unknown("resolve_admission returned no row"))?;
         let verdict: &str = row.get(0);
         match (verdict, row.get::<_, Option<i64>>(1)) {
             ("admitted", Some(event_id)) => Ok(Resolved::Admitted(job.event(event_id))),
             ("abandoned", _) => Ok(Resolved::Abandoned),
-            (other, _) => Err(DbError::unknown(format!(
+            (other, _) => Err(StoreError::unknown(format!(
                 "resolve_admission answered `{other}`"
             ))),
         }
     }
 
-    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, DbError> {
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let sql = format!("{JOB_SELECT} WHERE j.id = $1");
         conn.query_typed(&sql, &[(&id.as_uuid(), Type::UUID)])
@@ -299,7 +299,7 @@ impl JobStore for PgJobStore {
             .transpose()
     }
 
-    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), DbError> {
+    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError> {
         let status = query.status.map(JobStatus::as_str);
         let count_sql = format!("SELECT count(*) FROM jobs j WHERE {LIST_FILTER}");
         let page_sql = format!(
@@ -320,7 +320,7 @@ impl JobStore for PgJobStore {
         let total = total
             .first()
             .map(|row| row.get(0))
-            .ok_or_else(|| DbError::new("count returned no row"))?;
+            .ok_or_else(|| StoreError::new("count returned no row"))?;
         let jobs = page.iter().map(job_record).collect::<Result<_, _>>()?;
         Ok((jobs, total))
     }
@@ -330,7 +330,7 @@ impl JobStore for PgJobStore {
         id: JobId,
         transition: &Transition,
         nonce: &Nonce,
-    ) -> Result<TransitionOutcome, DbError> {
+    ) -> Result<TransitionOutcome, StoreError> {
         let predecessors: Vec<&str> = transition
             .to
             .predecessors()
@@ -355,7 +355,7 @@ impl JobStore for PgJobStore {
             .query_typed(TRANSITION_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError::unknown("transition returned no row"))?;
+            .ok_or_else(|| StoreError::unknown("transition returned no row"))?;
         let fresh: bool = row.get(0);
         let moved: Option<&str> = row.get(1);
         let current: Option<&str> = row.get(3);
@@ -372,26 +372,26 @@ impl JobStore for PgJobStore {
         })
     }
 
-    async fn expire_queued(&self, ttl: Duration) -> Result<u64, DbError> {
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(EXPIRE_QUEUED_SQL, &[(&millis(ttl), Type::INT8)])
             .await?)
     }
 
-    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, DbError> {
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(FAIL_STALLED_SQL, &[(&millis(stall_timeout), Type::INT8)])
             .await?)
     }
 
-    async fn prune_nonces(&self) -> Result<u64, DbError> {
+    async fn prune_nonces(&self) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn.execute_typed(PRUNE_NONCES_SQL, &[]).await?)
     }
 
-    async fn prune_fences(&self) -> Result<u64, DbError> {
+    async fn prune_fences(&self) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn.execute_typed(PRUNE_FENCES_SQL, &[]).await?)
     }

@@ -20,7 +20,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::domain::client::advisory_lock_id;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 
 mod embedded {
@@ -77,7 +77,7 @@ impl Outcome {
 }
 
 /// Applies the pending migrations on a connection of `pool` (the dev server's start).
-pub async fn migrate(pool: &Pool) -> Result<Outcome, DbError> {
+pub async fn migrate(pool: &Pool) -> Result<Outcome, StoreError> {
     let mut conn = pool.get().await?;
     apply(&mut conn).await
 }
@@ -88,7 +88,7 @@ pub async fn migrate(pool: &Pool) -> Result<Outcome, DbError> {
 pub async fn connect_and_apply(
     pg: tokio_postgres::Config,
     timeout: Duration,
-) -> Result<Outcome, DbError> {
+) -> Result<Outcome, StoreError> {
     let pool = db::pool(pg.clone(), 1, timeout)?;
     let (mut conn, created) = match pool.get().await {
         Ok(conn) => (conn, false),
@@ -104,8 +104,8 @@ pub async fn connect_and_apply(
     }
 }
 
-fn connecting(error: deadpool_postgres::PoolError) -> DbError {
-    DbError::new(format!("connecting: {}", chain(&error)))
+fn connecting(error: deadpool_postgres::PoolError) -> StoreError {
+    StoreError::new(format!("connecting: {}", chain(&error)))
 }
 
 /// An error and its sources, `: `-separated (pool and refinery errors keep the cause there).
@@ -135,7 +135,7 @@ fn names_missing_database(error: &deadpool_postgres::PoolError) -> bool {
         if e.code() == Some(&SqlState::INVALID_CATALOG_NAME))
 }
 
-async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Result<(), DbError> {
+async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Result<(), StoreError> {
     let name = pg.get_dbname().unwrap_or_default().to_owned();
     let quoted = |identifier: &str| format!("\"{}\"", identifier.replace('"', "\"\""));
     // Created by this user it is theirs; created by someone else for them, it must be made
@@ -145,8 +145,8 @@ async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Resu
         Some(user) => format!("{statement} OWNER {}", quoted(user)),
         None => statement.clone(),
     };
-    let cannot = |error: DbError| {
-        DbError::new(format!(
+    let cannot = |error: StoreError| {
+        StoreError::new(format!(
             "database `{name}` does not exist and could not be created ({}); \
              run `{for_user}` as a user with CREATEDB",
             error.message()
@@ -168,7 +168,7 @@ async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Resu
 }
 
 /// Applies the pending migrations under the migration lock, after checking the history table.
-pub async fn apply(client: &mut Client) -> Result<Outcome, DbError> {
+pub async fn apply(client: &mut Client) -> Result<Outcome, StoreError> {
     let lock = advisory_lock_id("osurender:migrations");
     let deadline = tokio::time::Instant::now() + LOCK_WAIT;
     loop {
@@ -179,7 +179,7 @@ pub async fn apply(client: &mut Client) -> Result<Outcome, DbError> {
             break;
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(DbError::new(format!(
+            return Err(StoreError::new(format!(
                 "another run has held the migration lock for over {} s; try again when it is done",
                 LOCK_WAIT.as_secs()
             )));
@@ -197,7 +197,7 @@ pub async fn apply(client: &mut Client) -> Result<Outcome, DbError> {
     outcome
 }
 
-async fn apply_locked(client: &mut Client) -> Result<Outcome, DbError> {
+async fn apply_locked(client: &mut Client) -> Result<Outcome, StoreError> {
     let runner = embedded::migrations::runner();
     let known = runner.get_migrations();
     let mut unknown = Vec::new();
@@ -205,7 +205,7 @@ async fn apply_locked(client: &mut Client) -> Result<Outcome, DbError> {
         match known.iter().find(|m| i64::from(m.version()) == row.version) {
             None => unknown.push(format!("V{}__{}", row.version, row.name)),
             Some(m) if m.name() != row.name || m.checksum() != row.checksum => {
-                return Err(DbError::new(format!(
+                return Err(StoreError::new(format!(
                     "migration V{} was applied as `{}` (checksum {}), but this code's is `{}` \
                      (checksum {}): an applied migration was edited",
                     row.version,
@@ -225,7 +225,9 @@ async fn apply_locked(client: &mut Client) -> Result<Outcome, DbError> {
         .set_grouped(true)
         .run_async(client)
         .await
-        .map_err(|e| DbError::new(format!("migration failed, nothing applied: {}", chain(&e))))?;
+        .map_err(|e| {
+            StoreError::new(format!("migration failed, nothing applied: {}", chain(&e)))
+        })?;
     Ok(Outcome::Applied(
         report
             .applied_migrations()
@@ -246,7 +248,7 @@ struct HistoryRow {
 /// The history rows, each checked to be readable by refinery without a panic: version an
 /// `integer`, the other columns text, not NULL, `applied_on` RFC 3339, `checksum` a u64.
 /// No table yet: no rows.
-async fn read_history(client: &Client) -> Result<Vec<HistoryRow>, DbError> {
+async fn read_history(client: &Client) -> Result<Vec<HistoryRow>, StoreError> {
     let exists = client
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&HISTORY_TABLE])
         .await?;
@@ -269,7 +271,7 @@ async fn read_history(client: &Client) -> Result<Vec<HistoryRow>, DbError> {
             let text = |i: usize| row.try_get::<_, Option<String>>(i).ok().flatten();
             let version = text(0).unwrap_or_default();
             let malformed = |what: &str| {
-                DbError::new(format!(
+                StoreError::new(format!(
                     "{HISTORY_TABLE} row with version `{version}` is malformed ({what}); \
                      refinery cannot read it: repair or delete the row"
                 ))

@@ -17,8 +17,8 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::deadline;
 use crate::ports::health::Dependency;
-use crate::ports::DbError;
-impl From<tokio_postgres::Error> for DbError {
+use crate::ports::StoreError;
+impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> Self {
         // The server's message ("canceling statement due to lock timeout", …) is in the source.
         match error.as_db_error() {
@@ -29,7 +29,7 @@ impl From<tokio_postgres::Error> for DbError {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for DbError {
+impl From<deadpool_postgres::PoolError> for StoreError {
     /// Checking a connection out sends no statement.
     fn from(error: deadpool_postgres::PoolError) -> Self {
         Self::new(error.to_string())
@@ -37,9 +37,9 @@ impl From<deadpool_postgres::PoolError> for DbError {
 }
 
 /// `DATABASE_URL`'s connection settings.
-pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, DbError> {
+pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreError> {
     tokio_postgres::Config::from_str(database_url)
-        .map_err(|e| DbError::new(format!("DATABASE_URL: {e}")))
+        .map_err(|e| StoreError::new(format!("DATABASE_URL: {e}")))
 }
 
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
@@ -48,7 +48,7 @@ pub fn pool(
     mut pg: tokio_postgres::Config,
     size: usize,
     timeout: Duration,
-) -> Result<Pool, DbError> {
+) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
     let manager = Manager::from_config(
         pg,
@@ -64,7 +64,7 @@ pub fn pool(
         .create_timeout(Some(timeout))
         .recycle_timeout(Some(timeout))
         .build()
-        .map_err(|e| DbError::new(e.to_string()))
+        .map_err(|e| StoreError::new(e.to_string()))
 }
 
 /// A pooled connection whose every statement is answered within the pool's timeout
@@ -82,10 +82,10 @@ pub struct Conn {
 }
 
 /// Checks a connection out of `pool` (within its wait and create timeouts).
-pub async fn checkout(pool: &Pool) -> Result<Conn, DbError> {
+pub async fn checkout(pool: &Pool) -> Result<Conn, StoreError> {
     let object = deadline::within(pool.get())
         .await
-        .map_err(|expired| DbError::new(expired.to_string()))??;
+        .map_err(|expired| StoreError::new(expired.to_string()))??;
     let limit = pool.timeouts().wait.unwrap_or(DEFAULT_STATEMENT_LIMIT);
     Ok(Conn {
         object: Some(object),
@@ -105,13 +105,13 @@ impl Conn {
     async fn bounded<T>(
         &self,
         statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<T, DbError> {
+    ) -> Result<T, StoreError> {
         let limit = deadline::limit(self.limit);
         match tokio::time::timeout(limit, statement).await {
-            Ok(result) => result.map_err(DbError::from),
+            Ok(result) => result.map_err(StoreError::from),
             Err(_) => {
                 self.timed_out.store(true, Ordering::Relaxed);
-                Err(DbError::unknown(format!(
+                Err(StoreError::unknown(format!(
                     "no answer within {} ms",
                     limit.as_millis()
                 )))
@@ -123,7 +123,7 @@ impl Conn {
         &self,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Vec<Row>, DbError> {
+    ) -> Result<Vec<Row>, StoreError> {
         self.bounded(self.client().query_typed(sql, params)).await
     }
 
@@ -131,7 +131,7 @@ impl Conn {
         &self,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<u64, DbError> {
+    ) -> Result<u64, StoreError> {
         self.bounded(self.client().execute_typed(sql, params)).await
     }
 }

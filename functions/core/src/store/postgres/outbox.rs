@@ -4,7 +4,7 @@ use crate::domain::job::JobId;
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::outbox::OutboxStore;
 use crate::ports::outbox::Retry;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -68,7 +68,7 @@ impl OutboxStore for PgOutboxStore {
         limit: i64,
         lease: Duration,
         max_attempts: i32,
-    ) -> Result<Vec<OutboxEvent>, DbError> {
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let rows = conn
             .query_typed(
@@ -92,14 +92,14 @@ impl OutboxStore for PgOutboxStore {
             .collect())
     }
 
-    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), DbError> {
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
         let conn = db::checkout(&self.pool).await?;
         conn.execute_typed(DISPATCHED_SQL, &[(&ids, Type::INT8_ARRAY)])
             .await?;
         Ok(())
     }
 
-    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, DbError> {
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
         let ids: Vec<i64> = retries.iter().map(|r| r.id).collect();
         let delays: Vec<i64> = retries.iter().map(|r| millis(r.delay)).collect();
         let errors: Vec<&str> = retries.iter().map(|r| r.error.as_str()).collect();
@@ -117,7 +117,7 @@ impl OutboxStore for PgOutboxStore {
             .count() as u64)
     }
 
-    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, DbError> {
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(FAIL_EXHAUSTED_SQL, &[(&max_attempts, Type::INT4)])

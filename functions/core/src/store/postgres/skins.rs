@@ -6,7 +6,7 @@ use crate::ports::idempotency::StoredResponse;
 use crate::ports::skins::Claim;
 use crate::ports::skins::NameClaim;
 use crate::ports::skins::SkinRegistry;
-use crate::ports::DbError;
+use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -31,7 +31,7 @@ impl PgSkinRegistry {
     }
 
     /// Runs `sql` with `$1` the claimed name and `$2` the claim's token; the rows it touched.
-    async fn execute_on_claim(&self, sql: &str, claim: &Claim) -> Result<u64, DbError> {
+    async fn execute_on_claim(&self, sql: &str, claim: &Claim) -> Result<u64, StoreError> {
         let name = claim.name.as_str();
         let conn = db::checkout(&self.pool).await?;
         let touched = conn
@@ -85,7 +85,7 @@ SELECT EXISTS (SELECT 1 FROM skins
 
 #[async_trait]
 impl SkinRegistry for PgSkinRegistry {
-    async fn claim(&self, name: &SkinName) -> Result<NameClaim, DbError> {
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
         let token = Uuid::new_v4();
         let params: [(&(dyn ToSql + Sync), Type); 3] = [
             (&name.as_str(), Type::TEXT),
@@ -97,7 +97,7 @@ impl SkinRegistry for PgSkinRegistry {
             .query_typed(CLAIM_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError::unknown("the name claim returned no row"))?;
+            .ok_or_else(|| StoreError::unknown("the name claim returned no row"))?;
         Ok(match (row.get(0), row.get(1)) {
             (true, _) => NameClaim::Claimed(Claim {
                 name: name.clone(),
@@ -112,12 +112,12 @@ impl SkinRegistry for PgSkinRegistry {
         &self,
         claim: &Claim,
         completes: Option<(&idempotency::Claim, &StoredResponse)>,
-    ) -> Result<(), DbError> {
+    ) -> Result<(), StoreError> {
         let (key, response) = completes.unzip();
         let response = response
             .map(serde_json::to_value)
             .transpose()
-            .map_err(|e| DbError::new(format!("response: {e}")))?;
+            .map_err(|e| StoreError::new(format!("response: {e}")))?;
         let params: [(&(dyn ToSql + Sync), Type); 7] = [
             (&claim.name.as_str(), Type::TEXT),
             (&claim.token, Type::UUID),
@@ -132,23 +132,23 @@ impl SkinRegistry for PgSkinRegistry {
             .query_typed(CONFIRM_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError::unknown("the confirmation returned no row"))?
+            .ok_or_else(|| StoreError::unknown("the confirmation returned no row"))?
             .get(0);
         if confirmed == 1 {
             Ok(())
         } else {
-            Err(DbError::new(format!(
+            Err(StoreError::new(format!(
                 "the claim on skin `{}` was lost",
                 claim.name.as_str()
             )))
         }
     }
 
-    async fn release(&self, claim: &Claim) -> Result<(), DbError> {
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         self.execute_on_claim(RELEASE_SQL, claim).await.map(drop)
     }
 
-    async fn is_taken(&self, name: &SkinName) -> Result<bool, DbError> {
+    async fn is_taken(&self, name: &SkinName) -> Result<bool, StoreError> {
         let params: [(&(dyn ToSql + Sync), Type); 2] = [
             (&name.as_str(), Type::TEXT),
             (&self.stale_after_secs, Type::FLOAT8),
@@ -158,7 +158,7 @@ impl SkinRegistry for PgSkinRegistry {
             .query_typed(TAKEN_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| DbError::new("the name lookup returned no row"))?;
+            .ok_or_else(|| StoreError::new("the name lookup returned no row"))?;
         Ok(row.get(0))
     }
 }
