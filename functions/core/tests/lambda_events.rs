@@ -7,10 +7,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
@@ -18,20 +16,13 @@ use axum::response::Response;
 use axum::Router;
 use base64::Engine;
 use osurender_core::domain::client::ClientKey;
-use osurender_core::domain::job::JobId;
 use osurender_core::domain::rate::{RateDecision, RateLimit};
 use osurender_core::http::{self, ROUTES};
 use osurender_core::lifecycle::Verifier;
-use osurender_core::ports::idempotency::Claim;
-use osurender_core::ports::jobs::{
-    Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, Nonce, Occupancy,
-    Resolved, Transition, TransitionOutcome,
-};
 use osurender_core::ports::limiter::{LimiterUnavailable, RateLimiter};
-use osurender_core::ports::StoreError;
 use osurender_core::routes::{self, PeerAddr};
-use osurender_core::store::postgres as db;
-use osurender_core::{lambda, App, Clients, Config};
+use osurender_core::store::memory::Memory;
+use osurender_core::{lambda, App, Config};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -78,69 +69,7 @@ impl RateLimiter for RecordingLimiter {
     }
 }
 
-/// An empty job table: what a render reads before its rate limit (occupancy, duplicates).
-/// Nothing past the limit is reached, so everything else refuses.
-struct EmptyJobs;
-
-#[async_trait]
-impl JobStore for EmptyJobs {
-    async fn occupancy(
-        &self,
-        _: &ClientKey,
-        _: &[u8; 32],
-        claim: Option<(&Claim, &[u8; 32])>,
-    ) -> Result<(Occupancy, Option<bool>), StoreError> {
-        let occupancy = Occupancy {
-            queued: 0,
-            rendering: 0,
-            active_for_client: 0,
-            duplicate: None,
-        };
-        Ok((occupancy, claim.map(|_| true)))
-    }
-    async fn load(&self, _: &ClientKey) -> Result<Load, StoreError> {
-        Err(unreached())
-    }
-    async fn admit(&self, _: &NewJob, _: &CapacityLimits) -> Result<Admission, StoreError> {
-        Err(unreached())
-    }
-    async fn resolve(&self, _: &NewJob) -> Result<Resolved, StoreError> {
-        Err(unreached())
-    }
-    async fn find(&self, _: JobId) -> Result<Option<JobRecord>, StoreError> {
-        Err(unreached())
-    }
-    async fn list(&self, _: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError> {
-        Err(unreached())
-    }
-    async fn transition(
-        &self,
-        _: JobId,
-        _: &Transition,
-        _: &Nonce,
-    ) -> Result<TransitionOutcome, StoreError> {
-        Err(unreached())
-    }
-    async fn expire_queued(&self, _: Duration) -> Result<u64, StoreError> {
-        Err(unreached())
-    }
-    async fn fail_stalled(&self, _: Duration) -> Result<u64, StoreError> {
-        Err(unreached())
-    }
-    async fn prune_nonces(&self) -> Result<u64, StoreError> {
-        Err(unreached())
-    }
-    async fn prune_fences(&self) -> Result<u64, StoreError> {
-        Err(unreached())
-    }
-}
-
-fn unreached() -> StoreError {
-    StoreError::new("not reached before the rate limit")
-}
-
-/// An app whose limiter and job store are the fakes; the other adapters are real but never
-/// called (their clients connect lazily, to nothing).
+/// An app on the in-memory adapters, with the recording limiter.
 fn app(vars: &[(&str, &str)], limiter: Arc<RecordingLimiter>) -> App {
     let config = Config::from_lookup(|name| {
         vars.iter()
@@ -148,15 +77,8 @@ fn app(vars: &[(&str, &str)], limiter: Arc<RecordingLimiter>) -> App {
             .map(|(_, value)| value.to_string())
     })
     .unwrap();
-    let sdk = SdkConfig::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .build();
-    let postgres = db::parse_url("postgres://nobody@127.0.0.1:9/nothing").unwrap();
-    let clients = Clients::from_parts(&config, sdk, postgres).unwrap();
-    let mut app = App::new(config, &clients);
+    let (mut app, _) = Memory::app(config);
     app.limiter = limiter;
-    app.jobs = Arc::new(EmptyJobs);
     app
 }
 

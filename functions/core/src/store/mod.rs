@@ -1,7 +1,7 @@
 //! The adapters behind the ports: one module per service. SQL lives only in store/postgres.
 
 pub mod dynamo;
-#[cfg(test)]
+#[cfg(any(test, feature = "memory"))]
 pub mod memory;
 pub mod postgres;
 pub mod presign;
