@@ -80,6 +80,87 @@ where
     submission.fresh()
 }
 
+/// Steps 1–3 and the key's format: stateless, so a request refused here costs no quota and
+/// touches nothing.
+async fn validate_request<S, O, E>(
+    app: &App,
+    idempotency_key: Option<&HeaderValue>,
+    upload: FormUpload<S>,
+) -> Result<(ReplayFile, RenderOptions, Option<IdempotencyKey>), Rejection>
+where
+    S: Stream<Item = Result<O, E>> + Send + 'static,
+    O: Into<Bytes> + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    let spec = render_form_spec(app);
+    let form = read_form(spec, upload).await?;
+    let file = check_file(form.file, &spec, ".osr")?;
+    let replay = check_replay_structure(file)?;
+    let options = check_render_options(&form.fields)?;
+    let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
+    Ok((replay, options, key))
+}
+
+fn render_form_spec(app: &App) -> FormSpec {
+    FormSpec {
+        file_field: "replay",
+        max_file_bytes: app.config.max_replay_bytes,
+    }
+}
+
+/// Step 2: a replay osrparse would read, of a standard-mode play.
+fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
+    let summary = replay::inspect(&file.bytes, &ReplayLimits::default())
+        .map_err(|e| Rejection::InvalidReplay(format!("not a valid osu! replay: {e}")))?;
+    if summary.mode != GameMode::Std {
+        return Err(Rejection::InvalidReplay(
+            "only osu!standard replays can be rendered".into(),
+        ));
+    }
+    let sha256 = Sha256::digest(&file.bytes).into();
+    Ok(ReplayFile {
+        bytes: file.bytes,
+        sha256,
+    })
+}
+
+/// Step 3: skin name and render options.
+fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions, Rejection> {
+    let mut texts = Vec::with_capacity(fields.len());
+    for (name, value) in fields {
+        match value {
+            TextValue::Text(text) => texts.push((name.as_str(), text.as_str())),
+            TextValue::TooLong | TextValue::NotUtf8 => {
+                return Err(invalid_field(&FieldError {
+                    field: "form",
+                    reason: format!("field `{}` is not a short UTF-8 text", truncate(name)),
+                }))
+            }
+        }
+    }
+    RenderOptions::from_fields(texts).map_err(|e| invalid_field(&e))
+}
+
+fn invalid_field(error: &FieldError) -> Rejection {
+    Rejection::InvalidField(error.to_string())
+}
+
+/// Field names are echoed in errors; keep a hostile one from making the answer large.
+fn truncate(name: &str) -> &str {
+    let end = name
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(64)
+        .unwrap_or(name.len());
+    &name[..end]
+}
+
+/// The same replay with the same options is the same request, however the form was framed.
+fn render_request_hash(replay: &ReplayFile, options: &RenderOptions) -> [u8; 32] {
+    let options = serde_json::to_vec(options).expect("options serialize");
+    idempotency::request_hash(&[&replay.sha256, &options[..]])
+}
+
 /// How step 3a came out.
 enum Looked {
     /// Go on, with this occupancy look (and the claim made, if there is a key).
@@ -150,101 +231,6 @@ async fn admit(
     Submission { outcome, rate }
 }
 
-/// The response to an admitted render, and to every retry with its idempotency key.
-pub fn admitted_response(job_id: JobId) -> StoredResponse {
-    let location = job_id.status_path();
-    StoredResponse {
-        status: 202,
-        body: json!({
-            "job_id": job_id,
-            "status": "queued",
-            "links": { "status": location },
-        }),
-        location: Some(location),
-    }
-}
-
-/// Steps 1–3 and the key's format: stateless, so a request refused here costs no quota and
-/// touches nothing.
-async fn validate_request<S, O, E>(
-    app: &App,
-    idempotency_key: Option<&HeaderValue>,
-    upload: FormUpload<S>,
-) -> Result<(ReplayFile, RenderOptions, Option<IdempotencyKey>), Rejection>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
-    let spec = render_form_spec(app);
-    let form = read_form(spec, upload).await?;
-    let file = check_file(form.file, &spec, ".osr")?;
-    let replay = check_replay_structure(file)?;
-    let options = check_render_options(&form.fields)?;
-    let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
-    Ok((replay, options, key))
-}
-
-/// The same replay with the same options is the same request, however the form was framed.
-fn render_request_hash(replay: &ReplayFile, options: &RenderOptions) -> [u8; 32] {
-    let options = serde_json::to_vec(options).expect("options serialize");
-    idempotency::request_hash(&[&replay.sha256, &options[..]])
-}
-
-fn render_form_spec(app: &App) -> FormSpec {
-    FormSpec {
-        file_field: "replay",
-        max_file_bytes: app.config.max_replay_bytes,
-    }
-}
-
-/// Step 2: a replay osrparse would read, of a standard-mode play.
-fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
-    let summary = replay::inspect(&file.bytes, &ReplayLimits::default())
-        .map_err(|e| Rejection::InvalidReplay(format!("not a valid osu! replay: {e}")))?;
-    if summary.mode != GameMode::Std {
-        return Err(Rejection::InvalidReplay(
-            "only osu!standard replays can be rendered".into(),
-        ));
-    }
-    let sha256 = Sha256::digest(&file.bytes).into();
-    Ok(ReplayFile {
-        bytes: file.bytes,
-        sha256,
-    })
-}
-
-/// Step 3: skin name and render options.
-fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions, Rejection> {
-    let mut texts = Vec::with_capacity(fields.len());
-    for (name, value) in fields {
-        match value {
-            TextValue::Text(text) => texts.push((name.as_str(), text.as_str())),
-            TextValue::TooLong | TextValue::NotUtf8 => {
-                return Err(invalid_field(&FieldError {
-                    field: "form",
-                    reason: format!("field `{}` is not a short UTF-8 text", truncate(name)),
-                }))
-            }
-        }
-    }
-    RenderOptions::from_fields(texts).map_err(|e| invalid_field(&e))
-}
-
-fn invalid_field(error: &FieldError) -> Rejection {
-    Rejection::InvalidField(error.to_string())
-}
-
-/// Field names are echoed in errors; keep a hostile one from making the answer large.
-fn truncate(name: &str) -> &str {
-    let end = name
-        .char_indices()
-        .map(|(i, _)| i)
-        .nth(64)
-        .unwrap_or(name.len());
-    &name[..end]
-}
-
 /// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
 /// replay is stored under the new job's id, and only then is the job admitted, with the locked
 /// re-checks, in one statement. So a job row is never visible without its replay (invariant 3).
@@ -288,54 +274,6 @@ async fn enqueue(
     discard_replay(app, &job).await;
     Err(refusal)
 }
-
-/// Why `admit_or_resolve` admitted nothing.
-enum NotAdmitted {
-    NoRoom(NoRoom),
-    ClaimLost,
-    /// The database failed and nothing was applied (or the job was fenced).
-    Failed,
-    /// Whether the job was committed could not be learned in time.
-    Unknown,
-}
-
-/// Step 9's statement, and the truth about it when no answer came: a late answer after a
-/// commit, or a connection lost mid-statement, is resolved on a fresh connection (the job, or
-/// a fence that makes the statement refuse if it runs later). The statement runs with a reserve
-/// of the request's deadline kept for that.
-async fn admit_or_resolve(
-    app: &App,
-    job: &NewJob,
-    limits: &CapacityLimits,
-) -> Result<OutboxEvent, NotAdmitted> {
-    let reserve = app
-        .config
-        .db_timeout
-        .min(app.config.request_deadline / RESOLVE_SHARE_OF_DEADLINE);
-    let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
-        Ok(Admission::Admitted(event)) => return Ok(event),
-        Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
-        Ok(Admission::ClaimLost) => return Err(NotAdmitted::ClaimLost),
-        Ok(Admission::Abandoned) => return Err(NotAdmitted::Failed),
-        Err(error) => error,
-    };
-    if !error.outcome_unknown() {
-        tracing::error!(%error, job_id = %job.id, "admission transaction failed");
-        return Err(NotAdmitted::Failed);
-    }
-    tracing::warn!(%error, job_id = %job.id, "admission outcome unknown; resolving it");
-    match app.jobs.resolve(job).await {
-        Ok(Resolved::Admitted(event)) => Ok(event),
-        Ok(Resolved::Abandoned) => Err(NotAdmitted::Failed),
-        Err(error) => {
-            tracing::error!(%error, job_id = %job.id, "admission outcome unresolved; replay kept");
-            Err(NotAdmitted::Unknown)
-        }
-    }
-}
-
-/// The part of a request's deadline at most kept for resolving an unknown admission.
-const RESOLVE_SHARE_OF_DEADLINE: u32 = 3;
 
 fn capacity_limits(app: &App) -> CapacityLimits {
     CapacityLimits {
@@ -394,10 +332,72 @@ async fn store_replay(app: &App, job: &NewJob, replay: ReplayFile) -> Result<(),
         })
 }
 
+/// Why `admit_or_resolve` admitted nothing.
+enum NotAdmitted {
+    NoRoom(NoRoom),
+    ClaimLost,
+    /// The database failed and nothing was applied (or the job was fenced).
+    Failed,
+    /// Whether the job was committed could not be learned in time.
+    Unknown,
+}
+
+/// Step 9's statement, and the truth about it when no answer came: a late answer after a
+/// commit, or a connection lost mid-statement, is resolved on a fresh connection (the job, or
+/// a fence that makes the statement refuse if it runs later). The statement runs with a reserve
+/// of the request's deadline kept for that.
+async fn admit_or_resolve(
+    app: &App,
+    job: &NewJob,
+    limits: &CapacityLimits,
+) -> Result<OutboxEvent, NotAdmitted> {
+    let reserve = app
+        .config
+        .db_timeout
+        .min(app.config.request_deadline / RESOLVE_SHARE_OF_DEADLINE);
+    let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
+        Ok(Admission::Admitted(event)) => return Ok(event),
+        Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
+        Ok(Admission::ClaimLost) => return Err(NotAdmitted::ClaimLost),
+        Ok(Admission::Abandoned) => return Err(NotAdmitted::Failed),
+        Err(error) => error,
+    };
+    if !error.outcome_unknown() {
+        tracing::error!(%error, job_id = %job.id, "admission transaction failed");
+        return Err(NotAdmitted::Failed);
+    }
+    tracing::warn!(%error, job_id = %job.id, "admission outcome unknown; resolving it");
+    match app.jobs.resolve(job).await {
+        Ok(Resolved::Admitted(event)) => Ok(event),
+        Ok(Resolved::Abandoned) => Err(NotAdmitted::Failed),
+        Err(error) => {
+            tracing::error!(%error, job_id = %job.id, "admission outcome unresolved; replay kept");
+            Err(NotAdmitted::Unknown)
+        }
+    }
+}
+
+/// The part of a request's deadline at most kept for resolving an unknown admission.
+const RESOLVE_SHARE_OF_DEADLINE: u32 = 3;
+
 /// Best effort: an object left behind is unreferenced and expires by the lifecycle rule.
 async fn discard_replay(app: &App, job: &NewJob) {
     if let Err(error) = app.replays.delete(&job.replay_key).await {
         tracing::warn!(%error, job_id = %job.id, "could not delete the replay of a refused job");
+    }
+}
+
+/// The response to an admitted render, and to every retry with its idempotency key.
+pub fn admitted_response(job_id: JobId) -> StoredResponse {
+    let location = job_id.status_path();
+    StoredResponse {
+        status: 202,
+        body: json!({
+            "job_id": job_id,
+            "status": "queued",
+            "links": { "status": location },
+        }),
+        location: Some(location),
     }
 }
 
