@@ -26,7 +26,10 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
-use tokio_postgres::NoTls;
+
+use support::{connect, database_url, server_url};
+
+mod support;
 
 /// What CloudFormation allows here: an answer later than this fails the test.
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);
@@ -201,28 +204,6 @@ fn status(answer: &Value) -> &str {
 
 fn reason(answer: &Value) -> &str {
     answer["Reason"].as_str().unwrap_or_default()
-}
-
-/// The server's URL with the maintenance database, and the same with `database`.
-fn server_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn database_url(database: &str) -> String {
-    let server = server_url();
-    let (base, _) = server
-        .rsplit_once('/')
-        .expect("DATABASE_URL ends in /<database>");
-    format!("{base}/{database}")
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
-    tokio::spawn(connection);
-    client
 }
 
 /// A database name of this test run; dropped first if a previous run left it.

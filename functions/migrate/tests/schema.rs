@@ -13,7 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tokio_postgres::NoTls;
+use support::{connect, database_url};
+
+mod support;
 
 const REWRITE: &str = "UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema";
 const HEADER: &str = "\
@@ -24,27 +26,6 @@ const HEADER: &str = "\
 
 fn snapshot_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/schema.sql")
-}
-
-fn server_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn database_url(database: &str) -> String {
-    let server = server_url();
-    let (base, _) = server
-        .rsplit_once('/')
-        .expect("DATABASE_URL ends in /<database>");
-    format!("{base}/{database}")
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
-    tokio::spawn(connection);
-    client
 }
 
 /// The migrations in `migrations/`, by refinery's name (`V1__jobs_and_outbox`), oldest first.
