@@ -13,7 +13,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +26,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use support::{connect, database_url, server_url};
+use support::{connect, database_url, server_url, shipped_migrations};
 
 mod support;
 
@@ -223,22 +222,6 @@ async fn create_empty(database: &str) {
         .batch_execute(&format!("CREATE DATABASE {database}"))
         .await
         .unwrap();
-}
-
-/// The migrations this code embeds, by refinery's name (`V1__jobs_and_outbox`).
-fn shipped_migrations() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
-    let mut names: Vec<(u32, String)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter_map(|file| {
-            let stem = file.strip_suffix(".sql")?;
-            let version = stem.strip_prefix('V')?.split_once("__")?.0.parse().ok()?;
-            Some((version, stem.to_owned()))
-        })
-        .collect();
-    names.sort();
-    names.into_iter().map(|(_, name)| name).collect()
 }
 
 async fn history(client: &tokio_postgres::Client) -> Vec<(i32, String)> {

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::{connect, database_url};
+use support::{connect, database_url, shipped_migrations};
 
 mod support;
 
@@ -26,22 +26,6 @@ const HEADER: &str = "\
 
 fn snapshot_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/schema.sql")
-}
-
-/// The migrations in `migrations/`, by refinery's name (`V1__jobs_and_outbox`), oldest first.
-fn shipped_migrations() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
-    let mut names: Vec<(u32, String)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter_map(|file| {
-            let stem = file.strip_suffix(".sql")?;
-            let version = stem.strip_prefix('V')?.split_once("__")?.0.parse().ok()?;
-            Some((version, stem.to_owned()))
-        })
-        .collect();
-    names.sort();
-    names.into_iter().map(|(_, name)| name).collect()
 }
 
 /// `PG_DUMP`, else Debian's pg_dump of the server's major version, else `pg_dump` on `PATH`.
