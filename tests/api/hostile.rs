@@ -342,3 +342,38 @@ async fn no_secret_signature_or_client_ip_in_logs_or_answers() {
         assert!(!answers.contains(secret), "{secret} in a public answer");
     }
 }
+
+/// Every answer, success or refusal, of every route says no cache may keep it: also a 400
+/// from the path extractor, the 404 and 405 fallbacks and a read route's 429.
+#[tokio::test]
+async fn every_answer_is_marked_no_store() {
+    let app = TestApp::spawn(&[("RATE_LIMIT_READ", "1/minute")]).await;
+    let ip = "203.0.113.77";
+    let get = |path: &str| {
+        app.http
+            .get(app.url(path))
+            .header("CF-Connecting-IP", ip)
+            .send()
+    };
+    let mut answers = vec![
+        ("bad job id", get("/v1/jobs/not-a-uuid").await.unwrap()),
+        ("unknown route", get("/nowhere").await.unwrap()),
+        ("read", get("/v1/jobs").await.unwrap()),
+        ("read over its limit", get("/v1/jobs").await.unwrap()),
+        ("health", get("/health").await.unwrap()),
+    ];
+    let wrong_method = app.http.put(app.url("/v1/render")).send().await.unwrap();
+    answers.push(("wrong method", wrong_method));
+    answers.push(("admitted", app.render(ip, valid_form()).await));
+    let bad_replay = render_form(b"not a replay".to_vec(), "play.osr", &[]);
+    answers.push(("invalid replay", app.render(ip, bad_replay).await));
+    let statuses: Vec<u16> = answers.iter().map(|(_, a)| a.status().as_u16()).collect();
+    assert_eq!(statuses, [400, 404, 200, 429, 200, 405, 202, 415]);
+    for (what, answer) in answers {
+        assert_eq!(
+            answer.headers().get("cache-control").map(|v| v.as_bytes()),
+            Some(&b"no-store"[..]),
+            "{what}"
+        );
+    }
+}

@@ -783,3 +783,29 @@ async fn simulated_workers_walk_a_job_to_completed() {
         .unwrap();
     assert_eq!(video.status(), StatusCode::OK);
 }
+
+/// The fences of resolved admissions are kept a day (longer than any statement can be in
+/// flight), then the janitor deletes them; a younger one stays.
+#[tokio::test]
+async fn the_janitor_prunes_day_old_admission_fences_only() {
+    let app = TestApp::spawn(&[]).await;
+    let core = app.instance().await;
+    app.db
+        .batch_execute(
+            "INSERT INTO admission_fences (job_id, created_at) VALUES \
+             (gen_random_uuid(), now() - interval '25 hours'), \
+             (gen_random_uuid(), now() - interval '25 hours'), \
+             (gen_random_uuid(), now() - interval '23 hours')",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        janitor::run(&core).await.unwrap().admission_fences_pruned,
+        2
+    );
+    assert_eq!(app.count("SELECT count(*) FROM admission_fences").await, 1);
+    assert_eq!(
+        janitor::run(&core).await.unwrap().admission_fences_pruned,
+        0
+    );
+}
