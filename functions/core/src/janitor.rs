@@ -52,3 +52,31 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::domain::JobStatus;
+    use crate::store::memory::Memory;
+
+    #[tokio::test]
+    async fn a_run_ends_what_will_not_finish_once() {
+        let config = Config::from_lookup(|name| {
+            matches!(name, "QUEUED_TTL" | "RENDER_STALL_TIMEOUT").then(|| "0".to_owned())
+        })
+        .unwrap();
+        let (app, memory) = Memory::app(config);
+        memory.database.occupy(JobStatus::Queued, 2);
+        memory.database.occupy(JobStatus::Rendering, 1);
+        // Zero timeouts: a job is overdue as soon as any time has passed.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let report = run(&app).await.unwrap();
+        assert_eq!((report.expired, report.timed_out), (2, 1));
+        assert_eq!(
+            run(&app).await.unwrap(),
+            JanitorReport::default(),
+            "idempotent"
+        );
+    }
+}

@@ -6,7 +6,7 @@
 //! The integration tests (tests/api) keep crossing the real boundaries; these check the order
 //! and the decisions of the use cases, fast.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,7 +22,7 @@ use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinNa
 use crate::estimate::Recent;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
-use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse};
+use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
 use crate::ports::jobs::{
     Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, NoRoom, Nonce,
     Occupancy, Resolved, Transition, TransitionOutcome,
@@ -146,8 +146,10 @@ struct KeyRow {
 #[derive(Default)]
 struct Tables {
     jobs: Vec<MemoryJob>,
-    fences: HashSet<JobId>,
-    nonces: HashSet<String>,
+    /// Fenced job ids, with when.
+    fences: HashMap<JobId, DateTime<Utc>>,
+    /// Spent nonces, until they expire.
+    nonces: HashMap<String, DateTime<Utc>>,
     events: Vec<MemoryEvent>,
     keys: HashMap<(String, &'static str, String), KeyRow>,
     skins: HashMap<String, (uuid::Uuid, bool)>,
@@ -228,7 +230,7 @@ impl MemoryDatabase {
     }
 
     fn admit_now(&self, tables: &mut Tables, job: &NewJob, limits: &CapacityLimits) -> Admission {
-        if tables.fences.contains(&job.id) {
+        if tables.fences.contains_key(&job.id) {
             return Admission::Abandoned;
         }
         let active = |j: &&MemoryJob| ACTIVE.contains(&j.status);
@@ -307,12 +309,19 @@ fn occupancy_of(tables: &Tables, client: &ClientKey, sha256: &[u8; 32]) -> Occup
     }
 }
 
+/// A key answers for `KEY_TTL` after its claim, as `expires_at` says in Postgres.
+fn expired(row: &KeyRow, now: DateTime<Utc>) -> bool {
+    row.claimed_at + KEY_TTL <= now
+}
+
 fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &[u8; 32]) -> bool {
     let stale_before = Utc::now() - claim.stale_after;
     let key = key_of(claim);
     let free = match tables.keys.get(&key) {
         None => true,
-        Some(row) => row.response.is_none() && row.claimed_at < stale_before,
+        Some(row) => {
+            expired(row, Utc::now()) || (row.response.is_none() && row.claimed_at < stale_before)
+        }
     };
     if free {
         tables.keys.insert(
@@ -423,7 +432,7 @@ impl JobStore for MemoryDatabase {
         let resolved = match tables.events.iter().find(|e| e.event.job_id == job.id) {
             Some(found) => Resolved::Admitted(found.event.clone()),
             None => {
-                tables.fences.insert(job.id);
+                tables.fences.insert(job.id, Utc::now());
                 Resolved::Abandoned
             }
         };
@@ -470,9 +479,10 @@ impl JobStore for MemoryDatabase {
     ) -> Result<TransitionOutcome, StoreError> {
         self.calls.record("jobs.transition");
         let mut tables = lock(&self.tables);
-        if !tables.nonces.insert(nonce.value.clone()) {
+        if tables.nonces.contains_key(&nonce.value) {
             return Ok(TransitionOutcome::NonceReused);
         }
+        tables.nonces.insert(nonce.value.clone(), nonce.expires_at);
         let Some(job) = tables.jobs.iter_mut().find(|j| j.id == id) else {
             return Ok(TransitionOutcome::UnknownJob);
         };
@@ -531,12 +541,20 @@ impl JobStore for MemoryDatabase {
 
     async fn prune_nonces(&self) -> Result<u64, StoreError> {
         self.calls.record("jobs.prune_nonces");
-        Ok(0)
+        let now = Utc::now();
+        let nonces = &mut lock(&self.tables).nonces;
+        let before = nonces.len();
+        nonces.retain(|_, expires_at| *expires_at >= now);
+        Ok((before - nonces.len()) as u64)
     }
 
     async fn prune_fences(&self) -> Result<u64, StoreError> {
         self.calls.record("jobs.prune_fences");
-        Ok(0)
+        let day_ago = Utc::now() - Duration::from_secs(24 * 3600);
+        let fences = &mut lock(&self.tables).fences;
+        let before = fences.len();
+        fences.retain(|_, fenced_at| *fenced_at >= day_ago);
+        Ok((before - fences.len()) as u64)
     }
 }
 
@@ -652,14 +670,20 @@ impl IdempotencyStore for MemoryDatabase {
 
     async fn prune(&self) -> Result<u64, StoreError> {
         self.calls.record("idempotency.prune");
-        Ok(0)
+        let now = Utc::now();
+        let keys = &mut lock(&self.tables).keys;
+        let before = keys.len();
+        keys.retain(|_, row| !expired(row, now));
+        Ok((before - keys.len()) as u64)
     }
 }
 
 fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
+    let now = Utc::now();
     tables
         .keys
         .get(&key_of(claim))
+        .filter(|row| !expired(row, now))
         .map(|row| match &row.response {
             Some(response) => Held::Completed {
                 request_hash: row.request_hash.clone(),
