@@ -351,10 +351,7 @@ async fn admit_or_resolve(
     job: &NewJob,
     limits: &CapacityLimits,
 ) -> Result<OutboxEvent, NotAdmitted> {
-    let reserve = app
-        .config
-        .db_timeout
-        .min(app.config.request_deadline / RESOLVE_SHARE_OF_DEADLINE);
+    let reserve = app.config.settle_reserve(app.config.db_timeout);
     let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
         Ok(Admission::Admitted(event)) => return Ok(event),
         Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
@@ -376,9 +373,6 @@ async fn admit_or_resolve(
         }
     }
 }
-
-/// The part of a request's deadline at most kept for resolving an unknown admission.
-const RESOLVE_SHARE_OF_DEADLINE: u32 = 3;
 
 /// Best effort: an object left behind is unreferenced and expires by the lifecycle rule.
 async fn discard_replay(app: &App, job: &NewJob) {

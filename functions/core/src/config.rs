@@ -177,7 +177,17 @@ impl Config {
 /// Shortest outbox lease: ample for one concurrent round of SQS calls and the marking statement.
 pub const MIN_LEASE: Duration = Duration::from_secs(30);
 
+/// At most this part of a request's deadline is kept for settling a write whose answer was
+/// lost (a third: the write itself still gets the rest).
+const SETTLE_SHARE_OF_DEADLINE: u32 = 3;
+
 impl Config {
+    /// What a write leaves of the request's deadline for settling its outcome if no answer
+    /// comes: one `settle_call` (bounded as it is), at most a third of the deadline.
+    pub fn settle_reserve(&self, settle_call: Duration) -> Duration {
+        settle_call.min(self.request_deadline / SETTLE_SHARE_OF_DEADLINE)
+    }
+
     /// How long a publisher owns an event it took: longer than its slowest SQS call (each bounded
     /// by `AWS_TIMEOUT_MS`) plus the statement that marks it, so a live publisher never loses an
     /// event to a second one.

@@ -338,7 +338,7 @@ pub(super) async fn publish(
         NameClaim::Stored => return Err(PublishError::Exists(name.clone())),
         NameClaim::Held => return held_name(app, name, &content_id).await,
     };
-    let reserve = app.config.aws_timeout.min(app.config.request_deadline / 3);
+    let reserve = app.config.settle_reserve(app.config.aws_timeout);
     let write = async {
         match content {
             Content::Bytes(bytes) => app.skins.put_new(name, bytes).await,
