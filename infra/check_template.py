@@ -18,7 +18,7 @@ PROXY_CONNECTION_BUDGET = 100
 # S3 read speed the skin-ingest timeouts are sized for, bytes per second (a conservative
 # figure for one GET inside a region) and the copy within S3 after it.
 S3_BYTES_PER_SECOND = 10 * 1024 * 1024
-SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction"]
+SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction", "AdminFunction"]
 
 failures = []
 
@@ -49,7 +49,7 @@ def main(template_path, samconfig_path):
     functions = {
         name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"
     }
-    check(len(functions) == 10, f"10 functions expected, found {sorted(functions)}")
+    check(len(functions) == 11, f"11 functions expected, found {sorted(functions)}")
 
     # Reserved concurrency: one instance of the singletons; every Postgres function bounded,
     # and together under the proxy's connection budget.
@@ -79,6 +79,25 @@ def main(template_path, samconfig_path):
     check(migrate.get("Timeout", 15) <= 60, "MigrateFunction: Timeout must be <= 60 s")
     service_timeout = int(resources["Migration"]["Properties"].get("ServiceTimeout", 3600))
     check(service_timeout <= 600, "Migration: ServiceTimeout must be set, <= 600 s")
+
+    # admin (API keys, docs/DEPLOY.md "API keys"): the osurender-admin binary, invoked by hand
+    # only (no event source, so nothing public reaches it), with migrate's database access.
+    admin = resources["AdminFunction"]
+    admin_props = admin["Properties"]
+    check(
+        admin.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "osurender-admin",
+        "AdminFunction: builds the osurender-admin binary",
+    )
+    check(not admin_props.get("Events"), "AdminFunction: no event source (sam remote invoke only)")
+    check(
+        admin_props.get("VpcConfig") == migrate.get("VpcConfig"),
+        "AdminFunction: the database's VPC, as MigrateFunction",
+    )
+    check(
+        ref(admin_props.get("Environment", {}).get("Variables", {}).get("DB_SECRET_ARN"))
+        == "DbSecretArn",
+        "AdminFunction: DB_SECRET_ARN from DbSecretArn",
+    )
 
     # The bucket cannot be stranded by a failed first create.
     bucket = resources["Bucket"]

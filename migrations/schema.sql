@@ -191,6 +191,29 @@ CREATE TABLE public.admission_fences (
 );
 
 --
+-- Name: api_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_keys (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    key_hash bytea NOT NULL,
+    kind text NOT NULL,
+    render_limit_requests integer NOT NULL,
+    render_limit_period_secs bigint NOT NULL,
+    max_active integer NOT NULL,
+    signing_secret text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_keys_key_hash_check CHECK ((octet_length(key_hash) = 32)),
+    CONSTRAINT api_keys_kind_check CHECK ((kind = ANY (ARRAY['live'::text, 'sandbox'::text]))),
+    CONSTRAINT api_keys_max_active_check CHECK ((max_active > 0)),
+    CONSTRAINT api_keys_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 100))),
+    CONSTRAINT api_keys_render_limit_period_secs_check CHECK ((render_limit_period_secs > 0)),
+    CONSTRAINT api_keys_render_limit_requests_check CHECK ((render_limit_requests > 0))
+);
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -300,6 +323,20 @@ ALTER TABLE ONLY public.admission_fences
     ADD CONSTRAINT admission_fences_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: api_keys api_keys_key_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);
+
+--
+-- Name: api_keys api_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -339,6 +376,12 @@ ALTER TABLE ONLY public.webhook_nonces
 --
 
 CREATE INDEX admission_fences_by_age ON public.admission_fences USING btree (created_at);
+
+--
+-- Name: api_keys_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_keys_by_age ON public.api_keys USING btree (created_at DESC, id);
 
 --
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -

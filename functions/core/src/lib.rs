@@ -17,6 +17,7 @@ pub mod health;
 pub mod http;
 pub mod idempotency;
 pub mod janitor;
+pub mod keys;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod lifecycle;

@@ -2,10 +2,12 @@
 
 pub mod client;
 pub mod job;
+pub mod key;
 pub mod rate;
 pub mod render;
 
 pub use client::{resolve_client_ip, ClientKey, TrustedProxies};
 pub use job::{JobId, JobStatus};
+pub use key::{ApiKey, KeyHash, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
 pub use rate::{RateDecision, RateLimit};
 pub use render::{FieldError, RenderOptions, Resolution, SkinName};

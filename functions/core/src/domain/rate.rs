@@ -42,8 +42,29 @@ impl FromStr for RateLimit {
         }
         Ok(Self {
             requests,
-            period_secs: multiplier * unit_secs,
+            period_secs: multiplier.checked_mul(unit_secs).ok_or_else(invalid)?,
         })
+    }
+}
+
+/// The limit in the syntax it parses from, largest whole unit first: `60/minute`,
+/// `10/5 minutes`, `7/90 seconds`.
+impl std::fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let units = [
+            (86_400, "day"),
+            (3_600, "hour"),
+            (60, "minute"),
+            (1, "second"),
+        ];
+        let (secs, unit) = units
+            .into_iter()
+            .find(|(secs, _)| self.period_secs % secs == 0)
+            .unwrap_or((1, "second"));
+        match self.period_secs / secs {
+            1 => write!(f, "{}/{unit}", self.requests),
+            n => write!(f, "{}/{n} {unit}s", self.requests),
+        }
     }
 }
 
@@ -115,8 +136,25 @@ mod tests {
             "5/fortnight",
             "0/minute",
             "5/0 minutes",
+            "5/99999999999999999 years",
         ] {
             assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn displays_what_parses_back() {
+        for (text, shown) in [
+            ("60/minute", "60/minute"),
+            ("10/5 minutes", "10/5 minutes"),
+            ("7/90 seconds", "7/90 seconds"),
+            ("100/day", "100/day"),
+            ("1/year", "1/365 days"),
+            ("3 per 2 hours", "3/2 hours"),
+        ] {
+            let limit: RateLimit = text.parse().unwrap();
+            assert_eq!(limit.to_string(), shown);
+            assert_eq!(shown.parse::<RateLimit>().unwrap(), limit);
         }
     }
 

@@ -5,6 +5,7 @@
 //! exception: `serve_migrations` starts the runtime first and reads everything per event, so
 //! that CloudFormation always gets its answer.
 
+mod admin;
 mod database;
 mod events;
 mod migrate;
@@ -28,6 +29,7 @@ use crate::http::{AnswerBy, RequestId};
 use crate::routes::PeerAddr;
 use crate::{aws, http, telemetry, App, Clients, Config};
 
+pub use admin::{admin_event, admin_main, run_command};
 pub use database::{postgres_config, secret_postgres_config, DbEndpoint};
 pub use events::{dispatch_outbox, ingest_skins, object_key, run_janitor};
 pub use lambda_http::Error;

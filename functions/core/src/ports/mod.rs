@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod health;
 pub mod idempotency;
 pub mod jobs;
+pub mod keys;
 pub mod limiter;
 pub mod outbox;
 pub mod queue;

@@ -2,6 +2,7 @@
 
 pub mod idempotency;
 pub mod jobs;
+pub mod keys;
 pub mod migrations;
 pub mod outbox;
 pub mod skins;

@@ -1,0 +1,11 @@
+//! `osurender-admin`: creates, lists and revokes API keys (README, "API keys"). On Lambda
+//! (`AWS_LAMBDA_RUNTIME_API` set) the same commands arrive as events (docs/DEPLOY.md).
+
+use std::process::ExitCode;
+
+use osurender_core::lambda;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    lambda::admin_main().await
+}

@@ -1,0 +1,351 @@
+//! The built `osurender-admin` against a real PostgreSQL database of each test's own, migrated
+//! by the core's runner: the JSON it prints, what it stores (only the key's hash), what it
+//! never shows again, revocation as a request's lookup sees it, and its exit codes. The
+//! Lambda form (`{"command": [...]}`) runs the same commands in-process.
+//!
+//! Needs PostgreSQL where `DATABASE_URL` points (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`), as `./infra/test` starts it.
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use osurender_core::domain::key::{ApiKey, KeyId};
+use osurender_core::keys::{KeyLookup, KeyRefusal};
+use osurender_core::ports::keys::KeyStore;
+use osurender_core::store::postgres::keys::PgKeyStore;
+use osurender_core::store::postgres::{self as db, migrations};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn server_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn database_url(database: &str) -> String {
+    let server = server_url();
+    let (base, _) = server
+        .rsplit_once('/')
+        .expect("DATABASE_URL ends in /<database>");
+    format!("{base}/{database}")
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// A database of this test's own, dropped first if a previous run left it; migrated unless
+/// `migrated` is false. Its URL.
+async fn fresh_database(test: &str, migrated: bool) -> String {
+    let name = format!("osr_admin_{test}");
+    let admin = connect(&database_url("postgres")).await;
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await
+        .unwrap();
+    let url = database_url(&name);
+    if migrated {
+        migrations::connect_and_apply(db::parse_url(&url).unwrap(), TIMEOUT)
+            .await
+            .expect("migrations");
+    } else {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+    }
+    url
+}
+
+/// The binary with `args`, on the database `url` (and nothing of the caller's AWS settings).
+fn admin(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_osurender-admin"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("DB_TIMEOUT_MS", "3000")
+        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .env_remove("DB_SECRET_ARN")
+        .output()
+        .expect("running osurender-admin")
+}
+
+/// stdout of a run that succeeded, as JSON.
+fn answer(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(output));
+    serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn sha256(text: &str) -> Vec<u8> {
+    Sha256::digest(text.as_bytes()).to_vec()
+}
+
+fn store(url: &str) -> PgKeyStore {
+    PgKeyStore::new(db::pool(db::parse_url(url).unwrap(), 1, TIMEOUT).unwrap())
+}
+
+#[tokio::test]
+async fn create_prints_the_documented_json_and_stores_only_the_hash() {
+    let url = fresh_database("create", true).await;
+    let created = answer(&admin(
+        &url,
+        &[
+            "keys",
+            "create",
+            "--name",
+            "CI runner",
+            "--render-limit",
+            "10/hour",
+            "--max-active",
+            "3",
+        ],
+    ));
+    let mut fields: Vec<&str> = created
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "created_at",
+            "id",
+            "key",
+            "kind",
+            "max_active",
+            "name",
+            "render_limit",
+            "revoked_at",
+            "signing_secret"
+        ]
+    );
+    let key = created["key"].as_str().unwrap();
+    assert!(key.starts_with("osr_live_"), "{key}");
+    assert_eq!(key.len(), "osr_live_".len() + 43);
+    assert!(key["osr_live_".len()..]
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric()));
+    assert!(ApiKey::parse(key).is_ok());
+    assert!(created["signing_secret"]
+        .as_str()
+        .unwrap()
+        .starts_with("whsec_"));
+    assert_eq!(created["name"], "CI runner");
+    assert_eq!(created["kind"], "live");
+    assert_eq!(created["render_limit"], "10/hour");
+    assert_eq!(created["max_active"], 3);
+    assert_eq!(created["revoked_at"], Value::Null);
+
+    let client = connect(&url).await;
+    let id: KeyId = created["id"].as_str().unwrap().parse().unwrap();
+    let row = client
+        .query_one(
+            "SELECT key_hash, row_to_json(api_keys)::text FROM api_keys WHERE id = $1",
+            &[&id.0],
+        )
+        .await
+        .unwrap();
+    let stored_hash: Vec<u8> = row.get(0);
+    assert_eq!(stored_hash, sha256(key), "the key's SHA-256 is stored");
+    let whole_row: String = row.get(1);
+    assert!(
+        !whole_row.contains(&key["osr_live_".len()..]),
+        "the key itself is not stored"
+    );
+
+    let default = answer(&admin(&url, &["keys", "create", "--name", "defaults"]));
+    assert_eq!(default["render_limit"], "60/minute");
+    assert_eq!(default["max_active"], 20);
+    assert_ne!(default["key"], created["key"]);
+}
+
+#[tokio::test]
+async fn list_never_shows_a_key_its_hash_or_its_secret() {
+    let url = fresh_database("list", true).await;
+    let created: Vec<Value> = ["first", "second"]
+        .iter()
+        .map(|name| answer(&admin(&url, &["keys", "create", "--name", name])))
+        .collect();
+    let output = admin(&url, &["keys", "list"]);
+    let listed = answer(&output);
+    let text = String::from_utf8(output.stdout).unwrap();
+    for key in &created {
+        let secret = key["key"].as_str().unwrap();
+        assert!(!text.contains(&secret["osr_live_".len()..]), "{text}");
+        assert!(!text.contains(&hex::encode(sha256(secret))), "{text}");
+        assert!(
+            !text.contains(key["signing_secret"].as_str().unwrap()),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("whsec_") && !text.contains("osr_"), "{text}");
+    let ids: Vec<&Value> = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| &k["id"])
+        .collect();
+    assert_eq!(ids, [&created[1]["id"], &created[0]["id"]], "newest first");
+    let one = answer(&admin(&url, &["keys", "list", "--limit", "1"]));
+    assert_eq!(one["keys"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn sandbox_keys_are_osr_test_keys() {
+    let url = fresh_database("sandbox", true).await;
+    let created = answer(&admin(
+        &url,
+        &["keys", "create", "--name", "try", "--sandbox"],
+    ));
+    let key = created["key"].as_str().unwrap();
+    assert!(key.starts_with("osr_test_"), "{key}");
+    assert_eq!(key.len(), "osr_test_".len() + 43);
+    assert_eq!(created["kind"], "sandbox");
+    let client = connect(&url).await;
+    let kind: String = client
+        .query_one(
+            "SELECT kind FROM api_keys WHERE key_hash = $1",
+            &[&sha256(key)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kind, "sandbox");
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_by_the_lookup() {
+    let url = fresh_database("revoke", true).await;
+    let created = answer(&admin(&url, &["keys", "create", "--name", "leaked"]));
+    let key = ApiKey::parse(created["key"].as_str().unwrap()).unwrap();
+    let id = created["id"].as_str().unwrap();
+    let store = Arc::new(store(&url));
+    let found = store.find_by_hash(&key.hash()).await.unwrap().unwrap();
+    assert!(!found.is_revoked());
+    assert_eq!(found.summary.id.to_string(), id);
+    assert_eq!(found.signing_secret.expose(), created["signing_secret"]);
+    let bearer = format!("Bearer {}", key.expose());
+    assert!(KeyLookup::new(store.clone())
+        .authenticate(&bearer)
+        .await
+        .is_ok());
+
+    let revoked = answer(&admin(&url, &["keys", "revoke", id]));
+    assert_eq!(revoked["id"], id);
+    assert_eq!(revoked["already_revoked"], false);
+    assert!(revoked["revoked_at"].is_string());
+
+    let found = store.find_by_hash(&key.hash()).await.unwrap().unwrap();
+    assert!(found.is_revoked(), "find by hash reports it revoked");
+    // A fresh instance's lookup (an instance's cache is at most LOOKUP_TTL old).
+    assert!(matches!(
+        KeyLookup::new(store.clone()).authenticate(&bearer).await,
+        Err(KeyRefusal::Revoked)
+    ));
+    let listed = answer(&admin(&url, &["keys", "list"]));
+    assert_eq!(listed["keys"][0]["revoked_at"], revoked["revoked_at"]);
+
+    let again = answer(&admin(&url, &["keys", "revoke", id]));
+    assert_eq!(again["already_revoked"], true);
+    assert_eq!(again["revoked_at"], revoked["revoked_at"]);
+
+    let unknown = KeyId::new().to_string();
+    let output = admin(&url, &["keys", "revoke", &unknown]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr(&output).contains(&format!("no API key has id {unknown}")),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test]
+async fn bad_arguments_exit_2_before_any_database_access() {
+    // Nothing listens here: a usage error must not get as far as connecting.
+    let nowhere = "postgres://postgres@127.0.0.1:1/none";
+    let usage_errors: [&[&str]; 7] = [
+        &[],
+        &["keys"],
+        &["keys", "create"],
+        &["keys", "create", "--name", "x", "--render-limit", "often"],
+        &["keys", "create", "--name", "x", "--max-active", "0"],
+        &["keys", "revoke", "not-a-uuid"],
+        &["keys", "delete", "x"],
+    ];
+    for args in usage_errors {
+        let output = admin(nowhere, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(output.stdout.is_empty(), "{args:?}");
+        assert!(
+            stderr(&output).contains("usage: osurender-admin"),
+            "{args:?}"
+        );
+    }
+    let output = admin(nowhere, &["keys", "list"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "an unreachable database is a failure"
+    );
+}
+
+#[tokio::test]
+async fn a_database_without_the_keys_table_is_refused_plainly() {
+    let url = fresh_database("unmigrated", false).await;
+    let commands: [&[&str]; 2] = [&["keys", "list"], &["keys", "create", "--name", "x"]];
+    for args in commands {
+        let output = admin(&url, args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(output.stdout.is_empty());
+        let message = stderr(&output);
+        assert!(
+            message.contains("no `api_keys` table") && message.contains("migrate"),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_lambda_form_runs_the_same_commands() {
+    let url = fresh_database("lambda", true).await;
+    // This test is the only one of this process that reads its environment.
+    std::env::set_var("DATABASE_URL", &url);
+    let created = osurender_core::lambda::admin_event(
+        json!({"command": ["keys", "create", "--name", "from lambda", "--sandbox"]}),
+    )
+    .await
+    .unwrap();
+    assert!(created["key"].as_str().unwrap().starts_with("osr_test_"));
+    let listed = osurender_core::lambda::admin_event(json!({"command": ["keys", "list"]}))
+        .await
+        .unwrap();
+    assert_eq!(listed["keys"][0]["id"], created["id"]);
+    for bad in [
+        json!({}),
+        json!({"command": "keys list"}),
+        json!({"command": ["keys"]}),
+    ] {
+        let error = osurender_core::lambda::admin_event(bad.clone())
+            .await
+            .unwrap_err();
+        assert!(!error.to_string().is_empty(), "{bad}");
+    }
+}

@@ -1,0 +1,241 @@
+//! Which key a request carries: `Authorization: Bearer <key>` checked for form (no store
+//! access for a malformed one), then looked up by its SHA-256, through a small per-instance
+//! cache so that a busy client's requests do not each cost a database read.
+//!
+//! The cache keeps an answer for `LOOKUP_TTL` (30 s) counted from before the read that
+//! produced it, so a revocation is honoured by every instance within 30 s of its commit (the
+//! issue asks for 60 s). It is bounded: at most `MAX_KNOWN` keys found and `MAX_UNKNOWN` hashes
+//! found to be no key; when a side is full of live entries, new answers are served but not
+//! kept. The unknown side makes a client that repeats a wrong key cost one read per 30 s; a
+//! flood of *different* random keys costs one indexed point read each (there is nothing to
+//! remember about a key never seen), and cannot grow memory past the bound. Such a flood is
+//! held back by the per-address rate limit of the requests that carry it, not here. Failed
+//! lookups are never kept: the next request asks again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::domain::key::{ApiKey, KeyHash, MalformedKey};
+use crate::ports::keys::{KeyRecord, KeyStore};
+use crate::ports::StoreError;
+
+/// How long a lookup's answer is kept (at most 60 s: the issue's bound on a revocation).
+pub const LOOKUP_TTL: Duration = Duration::from_secs(30);
+/// Keys found, kept per instance: far more than one instance serves within `LOOKUP_TTL`.
+pub const MAX_KNOWN: usize = 10_000;
+/// Hashes of no key, kept per instance.
+pub const MAX_UNKNOWN: usize = 1_000;
+
+/// Why a request's key is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyRefusal {
+    /// Not `Bearer osr_live_…`/`osr_test_…` with a well-formed key: refused before any lookup.
+    #[error(transparent)]
+    Malformed(#[from] MalformedKey),
+    #[error("unknown API key")]
+    Unknown,
+    #[error("the API key has been revoked")]
+    Revoked,
+    /// The lookup failed: neither yes nor no.
+    #[error("looking the API key up failed: {0}")]
+    Unavailable(StoreError),
+}
+
+/// The key lookup of one instance: the store, behind the cache.
+pub struct KeyLookup {
+    store: Arc<dyn KeyStore>,
+    ttl: Duration,
+    known: Mutex<HashMap<KeyHash, (KeyRecord, Instant)>>,
+    unknown: Mutex<HashMap<KeyHash, Instant>>,
+}
+
+impl KeyLookup {
+    pub fn new(store: Arc<dyn KeyStore>) -> Self {
+        Self {
+            store,
+            ttl: LOOKUP_TTL,
+            known: Mutex::default(),
+            unknown: Mutex::default(),
+        }
+    }
+
+    /// The key record of an `Authorization` header's value, if it names a key that counts.
+    pub async fn authenticate(&self, authorization: &str) -> Result<KeyRecord, KeyRefusal> {
+        let key = ApiKey::from_bearer(authorization)?;
+        match self.find(&key).await.map_err(KeyRefusal::Unavailable)? {
+            None => Err(KeyRefusal::Unknown),
+            Some(record) if record.is_revoked() => Err(KeyRefusal::Revoked),
+            Some(record) => Ok(record),
+        }
+    }
+
+    /// The record of `key`, revoked or not; `None` when no key has its hash. At most
+    /// `LOOKUP_TTL` old.
+    pub async fn find(&self, key: &ApiKey) -> Result<Option<KeyRecord>, StoreError> {
+        let hash = key.hash();
+        let asked_at = Instant::now();
+        if let Some((record, until)) = lock(&self.known).get(&hash) {
+            if asked_at < *until {
+                return Ok(Some(record.clone()));
+            }
+        }
+        if let Some(until) = lock(&self.unknown).get(&hash) {
+            if asked_at < *until {
+                return Ok(None);
+            }
+        }
+        let found = self.store.find_by_hash(&hash).await?;
+        // Counted from before the read: the answer reflects the table at or after then.
+        let until = asked_at + self.ttl;
+        match &found {
+            Some(record) => {
+                keep(&self.known, hash, (record.clone(), until), MAX_KNOWN, |e| {
+                    e.1
+                });
+                lock(&self.unknown).remove(&hash);
+            }
+            None => keep(&self.unknown, hash, until, MAX_UNKNOWN, |until| *until),
+        }
+        Ok(found)
+    }
+}
+
+/// Inserts `entry` unless the map is full of entries still live (expired ones go first).
+fn keep<V>(
+    map: &Mutex<HashMap<KeyHash, V>>,
+    hash: KeyHash,
+    entry: V,
+    capacity: usize,
+    until: impl Fn(&V) -> Instant,
+) {
+    let mut map = lock(map);
+    if map.len() >= capacity && !map.contains_key(&hash) {
+        let now = Instant::now();
+        map.retain(|_, entry| now < until(entry));
+        if map.len() >= capacity {
+            return;
+        }
+    }
+    map.insert(hash, entry);
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a map operation that cannot leave the map half-done.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::key::{KeyKind, KeyLimits, KeyName};
+    use crate::keys::create;
+    use crate::store::memory::MemoryKeys;
+
+    async fn setup() -> (Arc<MemoryKeys>, KeyLookup, ApiKey) {
+        let store = Arc::new(MemoryKeys::default());
+        let created = create(
+            store.as_ref(),
+            KeyName::parse("ci").unwrap(),
+            KeyKind::Live,
+            KeyLimits::default(),
+        )
+        .await
+        .unwrap();
+        let lookup = KeyLookup::new(store.clone());
+        (store, lookup, created.key)
+    }
+
+    fn bearer(key: &ApiKey) -> String {
+        format!("Bearer {}", key.expose())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_revocation_is_seen_once_the_cached_answer_expires() {
+        let (store, lookup, key) = setup().await;
+        let record = lookup.authenticate(&bearer(&key)).await.unwrap();
+        assert_eq!(record.summary.name.as_str(), "ci");
+        assert_eq!(store.lookups(), 1);
+
+        store.revoke(record.summary.id).await.unwrap();
+        tokio::time::advance(LOOKUP_TTL - Duration::from_millis(1)).await;
+        assert!(
+            lookup.authenticate(&bearer(&key)).await.is_ok(),
+            "cached within the TTL"
+        );
+        assert_eq!(store.lookups(), 1, "answered from the cache");
+
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(matches!(
+            lookup.authenticate(&bearer(&key)).await,
+            Err(KeyRefusal::Revoked)
+        ));
+        assert_eq!(store.lookups(), 2);
+        assert!(LOOKUP_TTL <= Duration::from_secs(60), "the issue's bound");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unknown_keys_are_remembered_for_the_ttl_and_malformed_ones_never_read() {
+        let (store, lookup, _) = setup().await;
+        let stranger = ApiKey::generate(KeyKind::Sandbox).unwrap();
+        for _ in 0..3 {
+            assert!(matches!(
+                lookup.authenticate(&bearer(&stranger)).await,
+                Err(KeyRefusal::Unknown)
+            ));
+        }
+        assert_eq!(store.lookups(), 1);
+        tokio::time::advance(LOOKUP_TTL).await;
+        assert!(lookup.authenticate(&bearer(&stranger)).await.is_err());
+        assert_eq!(store.lookups(), 2);
+
+        for malformed in ["", "Bearer", "Bearer osr_live_short", "Basic abc"] {
+            assert!(matches!(
+                lookup.authenticate(malformed).await,
+                Err(KeyRefusal::Malformed(_))
+            ));
+        }
+        assert_eq!(store.lookups(), 2, "malformed keys cost no read");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_are_not_kept() {
+        let (store, lookup, key) = setup().await;
+        store.set_down(true);
+        assert!(matches!(
+            lookup.authenticate(&bearer(&key)).await,
+            Err(KeyRefusal::Unavailable(_))
+        ));
+        store.set_down(false);
+        assert!(lookup.authenticate(&bearer(&key)).await.is_ok());
+        assert_eq!(store.lookups(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_unknown_side_is_bounded_and_makes_room_as_entries_expire() {
+        let (store, lookup, _) = setup().await;
+        let strangers: Vec<ApiKey> = (0..=MAX_UNKNOWN)
+            .map(|_| ApiKey::generate(KeyKind::Live).unwrap())
+            .collect();
+        for stranger in &strangers {
+            lookup.find(stranger).await.unwrap();
+        }
+        assert_eq!(
+            lock(&lookup.unknown).len(),
+            MAX_UNKNOWN,
+            "the last was not kept"
+        );
+        let reads = store.lookups();
+        lookup.find(&strangers[MAX_UNKNOWN]).await.unwrap();
+        assert_eq!(store.lookups(), reads + 1, "read again: it was not kept");
+
+        tokio::time::advance(LOOKUP_TTL).await;
+        let late = ApiKey::generate(KeyKind::Live).unwrap();
+        lookup.find(&late).await.unwrap();
+        assert_eq!(lock(&lookup.unknown).len(), 1, "expired entries made room");
+    }
+}
