@@ -59,7 +59,7 @@ impl std::fmt::Display for RateLimit {
         ];
         let (secs, unit) = units
             .into_iter()
-            .find(|(secs, _)| self.period_secs % secs == 0)
+            .find(|(secs, _)| self.period_secs.is_multiple_of(*secs))
             .unwrap_or((1, "second"));
         match self.period_secs / secs {
             1 => write!(f, "{}/{unit}", self.requests),
