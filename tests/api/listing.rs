@@ -131,7 +131,7 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
     let page = app.list_as(alice, "").await;
     assert_eq!(item_ids(&page), [queued.clone(), done.clone()]);
     assert!(page.get("next").is_none());
-    assert_eq!(item_ids(&app.list_as(bob, "").await), [bobs.clone()]);
+    assert_eq!(item_ids(&app.list_as(bob, "").await), [bobs.as_str()]);
     assert!(item_ids(&app.list_as(carol, "").await).is_empty());
 
     // The list carries no artifact links, not even for the caller's own completed job.
@@ -156,7 +156,7 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
     }
     assert_eq!(
         item_ids(&app.list_as(alice, "?status=completed").await),
-        [done.clone()]
+        [done.as_str()]
     );
     // Another client's cursor is only a place in time: it pages through the caller's own jobs.
     let first = app.list_as(alice, "?limit=1").await;
