@@ -408,16 +408,28 @@ CREATE INDEX jobs_active_by_status ON public.jobs USING btree (status) WHERE (st
 CREATE UNIQUE INDEX jobs_active_replay ON public.jobs USING btree (client_ip, replay_sha256) WHERE ((status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status])) AND (replay_sha256 IS NOT NULL));
 
 --
--- Name: jobs_by_age; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_by_client_age; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_by_age ON public.jobs USING btree (created_at DESC);
+CREATE INDEX jobs_by_client_age ON public.jobs USING btree (client_ip, created_at, id);
+
+--
+-- Name: jobs_by_client_status_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_by_client_status_age ON public.jobs USING btree (client_ip, status, created_at, id);
 
 --
 -- Name: jobs_completed_by_update; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_completed_by_update ON public.jobs USING btree (updated_at) WHERE (status = 'completed'::public.job_status);
+
+--
+-- Name: jobs_ended_by_update; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE (status = ANY (ARRAY['completed'::public.job_status, 'failed'::public.job_status, 'expired'::public.job_status]));
 
 --
 -- Name: jobs_queued_by_age; Type: INDEX; Schema: public; Owner: -

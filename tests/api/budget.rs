@@ -218,6 +218,30 @@ async fn refusals_before_the_limiter_touch_nothing() {
     }
 }
 
+/// Whether a statement only reads: a plain `SELECT` that takes no row lock and calls nothing
+/// that writes or locks (the admission functions, advisory locks, sequences, settings).
+fn only_reads(sql: &str) -> bool {
+    let sql = sql.to_ascii_uppercase();
+    let writes_or_locks = [
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "MERGE",
+        "FOR SHARE",
+        "FOR KEY SHARE",
+        "FOR NO KEY",
+        "PG_ADVISORY",
+        "ADMIT_JOB",
+        "RESOLVE_ADMISSION",
+        "NEXTVAL",
+        "SET_CONFIG",
+        "LOCK ",
+    ];
+    sql.trim_start().starts_with("SELECT") && !writes_or_locks.iter().any(|w| sql.contains(w))
+}
+
+/// A client whose render window is already spent, sending no `Idempotency-Key`: at most one
+/// Postgres statement, a read (the occupancy look), and no write or lock, before its 429.
 #[tokio::test]
 async fn a_rate_limited_request_touches_only_the_limiter() {
     let (app, proxies) = TestApp::spawn_via_proxies(&[("RATE_LIMIT_RENDER", "1/hour")]).await;
@@ -235,7 +259,29 @@ async fn a_rate_limited_request_touches_only_the_limiter() {
         "rate_limited",
     )
     .await;
+    let statements = proxies.postgres.counts().pg_statements;
     assert_within("429 rate_limited", &proxies, &RATE_LIMITED);
+    assert!(statements.len() <= 1, "{statements:#?}");
+    assert!(
+        statements.iter().all(|sql| only_reads(sql)),
+        "{statements:#?}"
+    );
+}
+
+#[test]
+fn only_reads_tells_reads_from_writes_and_locks() {
+    assert!(only_reads(
+        "SELECT count(*) FROM jobs WHERE status = 'queued'"
+    ));
+    for sql in [
+        "INSERT INTO idempotency_keys VALUES (1)",
+        "SELECT verdict FROM admit_job($1::jsonb)",
+        "SELECT id FROM outbox_events FOR UPDATE SKIP LOCKED",
+        "SELECT pg_advisory_xact_lock(1)",
+        "WITH x AS (DELETE FROM jobs RETURNING 1) SELECT count(*) FROM x",
+    ] {
+        assert!(!only_reads(sql), "{sql}");
+    }
 }
 
 /// The capacity refusals end at the unlocked pre-check: nothing is uploaded or locked.

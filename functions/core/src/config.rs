@@ -48,6 +48,9 @@ pub struct Config {
     pub max_skin_upload_bytes: usize,
     /// A job queued longer than this expires.
     pub queued_ttl: Duration,
+    /// The janitor deletes a job (with its outbox events) once it has ended this long ago; at
+    /// least `MIN_JOB_RETENTION`.
+    pub job_retention: Duration,
     /// What a render takes when too few have finished lately to measure it (estimate.rs):
     /// the basis of `Retry-After` and `estimated_start` on a quiet service.
     pub default_render_duration: Duration,
@@ -111,6 +114,17 @@ impl Config {
                 reason: "must be 0..=128".into(),
             });
         }
+        let job_retention: Duration = env
+            .parse::<Seconds>("JOB_RETENTION", Seconds(30 * 86_400))?
+            .into();
+        if job_retention < MIN_JOB_RETENTION {
+            return Err(ConfigError {
+                name: "JOB_RETENTION",
+                reason: "must be at least 1d: idempotency keys and admission fences refer to a \
+                         job for a day"
+                    .into(),
+            });
+        }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
         Ok(Self {
             // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
@@ -147,6 +161,7 @@ impl Config {
             queued_ttl: env
                 .parse::<Seconds>("QUEUED_TTL", Seconds(6 * 3600))?
                 .into(),
+            job_retention,
             default_render_duration: env
                 .parse::<Seconds>("DEFAULT_RENDER_SECS", Seconds(120))?
                 .into(),
@@ -173,6 +188,12 @@ impl Config {
         })
     }
 }
+
+/// A stored response (idempotency keys live `KEY_TTL`, a day) and an admission fence (kept a
+/// day, longer than any statement is in flight) may name a job for a day after it was made: it
+/// must not be deleted before, or a retry would be sent to a job that is gone, or an unknown
+/// admission resolved as never made.
+pub const MIN_JOB_RETENTION: Duration = Duration::from_secs(86_400);
 
 /// Shortest outbox lease: ample for one concurrent round of SQS calls and the marking statement.
 pub const MIN_LEASE: Duration = Duration::from_secs(30);
@@ -306,6 +327,17 @@ mod tests {
         assert_eq!(c.queued_ttl, Duration::from_secs(7200));
         assert_eq!(c.render_stall_timeout, Duration::from_secs(90));
         assert!(config(&[("QUEUED_TTL", "2 weeks")]).is_err());
+        assert_eq!(config(&[]).unwrap().job_retention.as_secs(), 30 * 86_400);
+        let c = config(&[("JOB_RETENTION", "7d")]).unwrap();
+        assert_eq!(c.job_retention, Duration::from_secs(7 * 86_400));
+        assert_eq!(
+            config(&[("JOB_RETENTION", "1d")]).unwrap().job_retention,
+            MIN_JOB_RETENTION
+        );
+        for short in ["23h", "60", "0"] {
+            let error = config(&[("JOB_RETENTION", short)]).unwrap_err();
+            assert!(error.to_string().starts_with("JOB_RETENTION"), "{error}");
+        }
         assert_eq!(config(&[("REPLAY_BUCKET", "r")]).unwrap().skin_bucket, "r");
         assert_eq!(
             config(&[("REPLAY_BUCKET", "r")]).unwrap().artifact_bucket,

@@ -9,11 +9,27 @@
 //! Outbox events need no re-arming here: a claimed event whose publisher died becomes due again
 //! when its lease ends (see `outbox`). The janitor's part is the events that have used all
 //! their attempts that way, which no sweep will claim again: they are marked failed.
+//!
+//! History does not pile up: jobs that ended over `JOB_RETENTION` ago go with their outbox
+//! events; spent nonces, idempotency keys and admission fences go once nothing can use them
+//! (all well before `JOB_RETENTION`). Every delete is a statement of at most `PRUNE_BATCH` rows,
+//! oldest first by an index, repeated while batches come back full, for at most
+//! `MAX_PRUNE_BATCHES` per kind and while the run is within `REQUEST_DEADLINE_MS`; what is left
+//! waits for the next run.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
+use tokio::time::Instant;
 
 use crate::app::App;
 use crate::ports::StoreError;
+
+/// Rows one delete statement removes at most: its locks are short and its time bounded.
+pub const PRUNE_BATCH: i64 = 1_000;
+/// Batches of one kind a run deletes at most.
+pub const MAX_PRUNE_BATCHES: u64 = 50;
 
 /// What one run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -30,10 +46,14 @@ pub struct JanitorReport {
     pub idempotency_keys_pruned: u64,
     /// Fences of resolved admissions past their day: deleted.
     pub admission_fences_pruned: u64,
+    /// Jobs ended over `JOB_RETENTION` ago: deleted.
+    pub jobs_deleted: u64,
+    /// Their outbox events: deleted with them.
+    pub outbox_events_deleted: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
-    let report = JanitorReport {
+    let mut report = JanitorReport {
         expired: app.jobs.expire_queued(app.config.queued_ttl).await?,
         timed_out: app
             .jobs
@@ -43,14 +63,45 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
             .outbox
             .fail_exhausted(app.config.outbox_max_attempts)
             .await?,
-        nonces_pruned: app.jobs.prune_nonces().await?,
-        idempotency_keys_pruned: app.idempotency.prune().await?,
-        admission_fences_pruned: app.jobs.prune_fences().await?,
+        ..JanitorReport::default()
     };
+    let until = Instant::now() + app.config.request_deadline;
+    report.nonces_pruned = in_batches(until, || app.jobs.prune_nonces(PRUNE_BATCH)).await?;
+    report.idempotency_keys_pruned =
+        in_batches(until, || app.idempotency.prune(PRUNE_BATCH)).await?;
+    report.admission_fences_pruned =
+        in_batches(until, || app.jobs.prune_fences(PRUNE_BATCH)).await?;
+    let retention = app.config.job_retention;
+    let outbox_events_deleted = &AtomicU64::new(0);
+    report.jobs_deleted = in_batches(until, || async move {
+        let deleted = app.jobs.delete_ended(retention, PRUNE_BATCH).await?;
+        outbox_events_deleted.fetch_add(deleted.outbox_events, Ordering::Relaxed);
+        Ok(deleted.jobs)
+    })
+    .await?;
+    report.outbox_events_deleted = outbox_events_deleted.load(Ordering::Relaxed);
     if report != JanitorReport::default() {
         tracing::info!(?report, "janitor run");
     }
     Ok(report)
+}
+
+/// Runs `batch` (a delete of at most `PRUNE_BATCH` rows) until one comes back short, for at
+/// most `MAX_PRUNE_BATCHES`, and not past `until`. Returns the rows deleted.
+async fn in_batches<F, Fut>(until: Instant, mut batch: F) -> Result<u64, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<u64, StoreError>>,
+{
+    let mut deleted = 0;
+    for _ in 0..MAX_PRUNE_BATCHES {
+        let rows = batch().await?;
+        deleted += rows;
+        if rows < PRUNE_BATCH as u64 || Instant::now() >= until {
+            break;
+        }
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]
@@ -78,5 +129,31 @@ mod tests {
             JanitorReport::default(),
             "idempotent"
         );
+    }
+
+    #[tokio::test]
+    async fn a_run_deletes_jobs_ended_past_the_retention_in_batches() {
+        let (app, memory) = Memory::app(Config::from_lookup(|_| None).unwrap());
+        let month = std::time::Duration::from_secs(31 * 86_400);
+        let old = 2 * PRUNE_BATCH as usize + 5;
+        memory.database.occupy(JobStatus::Completed, old);
+        memory.database.occupy(JobStatus::Expired, 1);
+        // Active for a month: the stall timeout fails it now, so it ended just now.
+        memory.database.occupy(JobStatus::Rendering, 1);
+        memory.database.age_jobs(month);
+        memory.database.occupy(JobStatus::Failed, 2);
+        memory.calls.take();
+
+        let report = run(&app).await.unwrap();
+        assert_eq!((report.jobs_deleted, report.timed_out), (old as u64 + 1, 1));
+        let batches = memory.calls.take();
+        let batches = batches.iter().filter(|c| **c == "jobs.delete_ended");
+        assert_eq!(
+            batches.count(),
+            3,
+            "full batches are repeated, a short one ends"
+        );
+        assert_eq!(memory.database.job_ids().len(), 3, "the recent ones stay");
+        assert_eq!(run(&app).await.unwrap().jobs_deleted, 0);
     }
 }

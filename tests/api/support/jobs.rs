@@ -33,6 +33,19 @@ pub fn signed_body(mut fields: Value) -> String {
     fields.to_string()
 }
 
+/// The client `TestApp::get` reads as.
+pub const READER: &str = "198.51.100.200";
+
+/// The job ids of a `GET /v1/jobs` page, in its order.
+pub fn item_ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .expect("a page has items")
+        .iter()
+        .map(|job| job["job_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 impl TestApp {
     /// Submits a valid replay for `client_ip`; the new job's id.
     pub async fn submit(&self, client_ip: &str) -> String {
@@ -42,14 +55,27 @@ impl TestApp {
         body["job_id"].as_str().unwrap().to_owned()
     }
 
-    /// `GET path` from a client of its own (its read quota is the tests' to spend).
+    /// `GET path` from a client of its own (`READER`, which submits nothing: its read quota
+    /// is the tests' to spend).
     pub async fn get(&self, path: &str) -> Response {
+        self.get_as(READER, path).await
+    }
+
+    /// `GET path` as if Cloudflare forwarded it for `client_ip`.
+    pub async fn get_as(&self, client_ip: &str, path: &str) -> Response {
         self.http
             .get(self.url(path))
-            .header("CF-Connecting-IP", "198.51.100.200")
+            .header("CF-Connecting-IP", client_ip)
             .send()
             .await
             .unwrap()
+    }
+
+    /// `client_ip`'s `GET /v1/jobs{query}` page, which must be a 200.
+    pub async fn list_as(&self, client_ip: &str, query: &str) -> Value {
+        let response = self.get_as(client_ip, &format!("/v1/jobs{query}")).await;
+        assert_eq!(response.status(), StatusCode::OK, "{query}");
+        response.json().await.unwrap()
     }
 
     pub async fn job(&self, job_id: &str) -> Value {

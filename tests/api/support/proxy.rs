@@ -113,6 +113,8 @@ pub struct Counts {
     pub pg_round_trips: u64,
     /// `Sync` and `Query` messages: statements, however pipelined.
     pub pg_syncs: u64,
+    /// The SQL text of each statement sent (its Parse, or simple Query), in order.
+    pub pg_statements: Vec<String>,
     /// HTTP requests by operation, e.g. `DynamoDB.UpdateItem`, `SQS.SendMessageBatch`,
     /// `S3.PutObject`.
     pub http: BTreeMap<String, u64>,
@@ -431,6 +433,13 @@ async fn to_postgres(
         match frame {
             Frame::Bytes(bytes) => out.extend_from_slice(&bytes),
             Frame::Statement { bytes, text, ends } => {
+                forward
+                    .shared
+                    .counts
+                    .lock()
+                    .unwrap()
+                    .pg_statements
+                    .push(text.clone());
                 let hit = target.filter(|(pattern, _)| text.contains(pattern));
                 if let Some((_, action)) = hit {
                     forward.note_applied();

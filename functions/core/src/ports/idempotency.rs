@@ -139,8 +139,8 @@ pub trait IdempotencyStore: Send + Sync {
 
     async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
 
-    /// Deletes expired keys. Returns how many.
-    async fn prune(&self) -> Result<u64, StoreError>;
+    /// Deletes up to `batch` expired keys. Returns how many.
+    async fn prune(&self, batch: i64) -> Result<u64, StoreError>;
 }
 
 impl<T> metrics::Accepted for Reply<T> {

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use chrono::{DateTime, Utc};
 
 use crate::domain::client::ClientKey;
@@ -141,12 +143,84 @@ pub struct Load {
     pub oldest_active_age_secs: Option<f64>,
 }
 
-/// A page of `GET /v1/jobs`, newest first.
+/// A page of one client's `GET /v1/jobs`, newest first (`created_at`, then `id`, descending).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobQuery {
     pub status: Option<JobStatus>,
     pub limit: i64,
-    pub offset: i64,
+    /// Continue after this job; `None` for the first page.
+    pub after: Option<PageCursor>,
+}
+
+/// A place in the listing order: the last job of a page, by what the order compares. Opaque to
+/// clients (base64url of its 24 bytes), so the order's columns can change without breaking them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCursor {
+    pub created_at: DateTime<Utc>,
+    pub id: JobId,
+}
+
+/// A cursor that is not one this service made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a cursor of this listing; use the `next` of a page")]
+pub struct MalformedCursor;
+
+/// 10000-01-01T00:00:00Z.
+const MAX_CURSOR_SECS: i64 = 253_402_300_800;
+
+impl PageCursor {
+    /// Microseconds (Postgres' precision, so the cursor matches the stored value exactly) and
+    /// the id's bytes.
+    pub fn encode(&self) -> String {
+        let mut bytes = Vec::with_capacity(24);
+        bytes.extend_from_slice(&self.created_at.timestamp_micros().to_be_bytes());
+        bytes.extend_from_slice(self.id.as_uuid().as_bytes());
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    pub fn decode(text: &str) -> Result<Self, MalformedCursor> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| MalformedCursor)?;
+        let (micros, id) = bytes.split_at_checked(8).ok_or(MalformedCursor)?;
+        let micros = i64::from_be_bytes(micros.try_into().map_err(|_| MalformedCursor)?);
+        let id = uuid::Uuid::from_slice(id).map_err(|_| MalformedCursor)?;
+        // Jobs are made now: a time outside the Unix epoch to year 9999 is no job's, and may be
+        // outside what Postgres can compare with (it starts at 4713 BC).
+        let created_at = DateTime::from_timestamp_micros(micros)
+            .filter(|at| (0..MAX_CURSOR_SECS).contains(&at.timestamp()))
+            .ok_or(MalformedCursor)?;
+        Ok(Self {
+            created_at,
+            id: id.into(),
+        })
+    }
+}
+
+/// One page of `GET /v1/jobs`, and where the next starts if there may be more.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    pub jobs: Vec<JobRecord>,
+    pub next: Option<PageCursor>,
+}
+
+impl JobPage {
+    /// From up to `limit + 1` rows in listing order: a row past the page means there is more.
+    pub fn from_rows(mut rows: Vec<JobRecord>, limit: i64) -> Self {
+        let limit = usize::try_from(limit).unwrap_or(0);
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = rows.last().filter(|_| more).map(|last| PageCursor {
+            created_at: last.created_at,
+            id: last.id,
+        });
+        Self { jobs: rows, next }
+    }
+}
+
+/// What one `delete_ended` batch removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub jobs: u64,
+    pub outbox_events: u64,
 }
 
 /// A render worker's validated report: what the job moves to and what to record with it.
@@ -203,8 +277,8 @@ pub trait JobStore: Send + Sync {
 
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError>;
 
-    /// One page and the number of jobs matching the filter.
-    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError>;
+    /// One page of `client`'s own jobs: nobody lists another client's.
+    async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError>;
 
     /// Spends the nonce and, if it was fresh and the job's current state may move to
     /// `transition.to`, applies the transition; one statement, so it is all or nothing and a
@@ -223,17 +297,90 @@ pub trait JobStore: Send + Sync {
     /// for `stall_timeout`). Returns how many.
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError>;
 
-    /// Forgets the nonces whose reports could no longer be accepted. Returns how many.
-    async fn prune_nonces(&self) -> Result<u64, StoreError>;
+    /// Deletes up to `batch` jobs that ended (completed, failed, expired) more than `retention`
+    /// ago, oldest first, with their outbox events. Never an active job.
+    async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError>;
 
-    /// Forgets, a bounded batch at a time, the fences of `resolve` older than any statement
-    /// can be in flight. Returns how many.
-    async fn prune_fences(&self) -> Result<u64, StoreError>;
+    /// Forgets up to `batch` nonces whose reports could no longer be accepted. Returns how many.
+    async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError>;
+
+    /// Forgets up to `batch` fences of `resolve` older than any statement can be in flight.
+    /// Returns how many.
+    async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError>;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(id: u128, micros: i64) -> JobRecord {
+        JobRecord {
+            id: uuid::Uuid::from_u128(id).into(),
+            status: JobStatus::Completed,
+            progress: 100.0,
+            queue_position: None,
+            created_at: DateTime::from_timestamp_micros(micros).unwrap(),
+            updated_at: DateTime::from_timestamp_micros(micros).unwrap(),
+            error: None,
+            config: serde_json::json!({}),
+            video_key: None,
+            thumb_key: None,
+            recent_completed: None,
+        }
+    }
+
+    #[test]
+    fn cursors_round_trip_exactly_and_refuse_anything_else() {
+        let cursor = PageCursor {
+            created_at: DateTime::from_timestamp_micros(1_764_530_000_123_456).unwrap(),
+            id: JobId::new(),
+        };
+        let text = cursor.encode();
+        assert_eq!(text.len(), 32);
+        assert!(text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_eq!(PageCursor::decode(&text), Ok(cursor));
+        let too_long = format!("{text}AAAA");
+        for bad in [
+            "",
+            "x",
+            "not a cursor",
+            &text[..31],
+            &too_long,
+            "%%%%",
+            "AAAA",
+        ] {
+            assert_eq!(PageCursor::decode(bad), Err(MalformedCursor), "{bad:?}");
+        }
+        // Past chrono's range, before Postgres', and years no job was made in.
+        for micros in [i64::MAX, i64::MIN, -1, MAX_CURSOR_SECS * 1_000_000] {
+            let far = URL_SAFE_NO_PAD.encode([&micros.to_be_bytes()[..], &[0; 16]].concat());
+            assert_eq!(PageCursor::decode(&far), Err(MalformedCursor), "{micros}");
+        }
+    }
+
+    #[test]
+    fn a_page_has_a_next_only_when_a_row_is_past_it() {
+        let rows = || {
+            (0..3)
+                .map(|n| record(n, 1_000 - n as i64))
+                .collect::<Vec<_>>()
+        };
+        let full = JobPage::from_rows(rows(), 2);
+        assert_eq!(full.jobs.len(), 2);
+        let last = &full.jobs[1];
+        assert_eq!(
+            full.next,
+            Some(PageCursor {
+                created_at: last.created_at,
+                id: last.id
+            })
+        );
+        let exact = JobPage::from_rows(rows(), 3);
+        assert_eq!((exact.jobs.len(), exact.next), (3, None));
+        assert_eq!(JobPage::from_rows(Vec::new(), 20).next, None);
+    }
 
     #[test]
     fn occupancy_checks_in_admission_order() {

@@ -1,10 +1,14 @@
 //! `GET /v1/jobs/{id}` and `GET /v1/jobs`: job status, progress, queue position and artifacts.
 //!
+//! A job's id is a capability: whoever holds it (the submitter got it in the 202) may read the
+//! job, artifact links included, and a random UUID cannot be guessed. The list is the caller's
+//! own jobs only (its client key, as admission counts it), by cursor pages, without artifact
+//! links: those are only handed out one job at a time.
+//!
 //! Reads are rate-limited per client under their own generous limit (`RATE_LIMIT_READ`,
 //! endpoint `jobs`), after the request itself has been checked, so a malformed one costs no
 //! quota. Nothing shown identifies the submitter: the store does not even select it.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Path, Query, State};
@@ -18,10 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use super::PeerAddr;
 use crate::app::App;
+use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::rate::RateDecision;
 use crate::estimate::{Defaults, Recent};
-use crate::ports::jobs::{JobQuery, JobRecord};
+use crate::ports::jobs::{JobQuery, JobRecord, PageCursor};
 use crate::problem::Rejection;
 use crate::request::{check_rate_limit, Submission};
 
@@ -29,8 +34,6 @@ use crate::request::{check_rate_limit, Submission};
 pub const JOBS_ENDPOINT: &str = "jobs";
 pub const DEFAULT_PAGE: i64 = 20;
 pub const MAX_PAGE: i64 = 100;
-/// Deeper pages cost the database a scan of every row skipped; nobody pages this far by hand.
-pub const MAX_OFFSET: i64 = 10_000;
 
 pub fn routes() -> Router<App> {
     Router::new()
@@ -59,36 +62,43 @@ async fn get_job(
     headers: HeaderMap,
     JobPath(id): JobPath,
 ) -> Response {
-    let rate = match limit_reads(&app, peer, &headers).await {
+    let client = app.client_key(peer, &headers);
+    let rate = match limit_reads(&app, &client).await {
         Ok(rate) => rate,
         Err(rejection) => return rejection.into_response(),
     };
     let outcome = match app.jobs.find(id).await {
-        Ok(Some(job)) => Ok(JobView::new(&app, job).await),
+        Ok(Some(job)) => {
+            let artifacts = artifacts_of(&app, &job).await;
+            Ok(JobView::new(&app, job, artifacts))
+        }
         Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
         Err(error) => Err(unavailable(error)),
     };
     Submission { outcome, rate }.respond(|view| Json(view).into_response())
 }
 
-/// `GET /v1/jobs` query parameters; anything else is ignored.
-#[derive(Debug, Deserialize)]
+/// `GET /v1/jobs` query parameters; anything else is ignored, but for `offset`, which pages
+/// no more (a client still sending it would be shown its first page forever).
+#[derive(Debug, Default, Deserialize)]
 pub struct ListParams {
     pub limit: Option<i64>,
-    pub offset: Option<i64>,
     pub status: Option<String>,
+    pub cursor: Option<String>,
+    pub offset: Option<String>,
 }
 
 impl ListParams {
     pub fn query(&self) -> Result<JobQuery, Rejection> {
         let invalid = |reason: String| Rejection::InvalidField(reason);
+        if self.offset.is_some() {
+            return Err(invalid(
+                "offset: replaced by `cursor`; follow a page's `next`".into(),
+            ));
+        }
         let limit = self.limit.unwrap_or(DEFAULT_PAGE);
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(invalid(format!("limit: must be 1 to {MAX_PAGE}")));
-        }
-        let offset = self.offset.unwrap_or(0);
-        if !(0..=MAX_OFFSET).contains(&offset) {
-            return Err(invalid(format!("offset: must be 0 to {MAX_OFFSET}")));
         }
         let status = self
             .status
@@ -96,20 +106,39 @@ impl ListParams {
             .map(str::parse::<JobStatus>)
             .transpose()
             .map_err(|e| invalid(format!("status: {e}")))?;
+        let after = self
+            .cursor
+            .as_deref()
+            .map(PageCursor::decode)
+            .transpose()
+            .map_err(|e| invalid(format!("cursor: {e}")))?;
         Ok(JobQuery {
             status,
             limit,
-            offset,
+            after,
         })
     }
 }
 
+/// One page of the caller's jobs. `next` (the next page's path) and `next_cursor` (its
+/// `cursor`) are there only when there may be more.
 #[derive(Serialize)]
 struct JobPage {
     items: Vec<JobView>,
-    total: i64,
     limit: i64,
-    offset: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// The path of the page after `cursor`, with the same filter and size.
+fn next_path(query: &JobQuery, cursor: &str) -> String {
+    let status = query
+        .status
+        .map(|status| format!("&status={status}"))
+        .unwrap_or_default();
+    format!("/v1/jobs?limit={}{status}&cursor={cursor}", query.limit)
 }
 
 async fn list_jobs(
@@ -126,21 +155,25 @@ async fn list_jobs(
         Ok(query) => query,
         Err(rejection) => return rejection.into_response(),
     };
-    let rate = match limit_reads(&app, peer, &headers).await {
+    let client = app.client_key(peer, &headers);
+    let rate = match limit_reads(&app, &client).await {
         Ok(rate) => rate,
         Err(rejection) => return rejection.into_response(),
     };
-    let outcome = match app.jobs.list(&query).await {
-        Ok((jobs, total)) => {
-            let mut items = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                items.push(JobView::new(&app, job).await);
-            }
+    let outcome = match app.jobs.list(&client, &query).await {
+        Ok(page) => {
+            let next_cursor = page.next.map(|cursor| cursor.encode());
             Ok(JobPage {
-                items,
-                total,
+                items: page
+                    .jobs
+                    .into_iter()
+                    .map(|job| JobView::new(&app, job, None))
+                    .collect(),
                 limit: query.limit,
-                offset: query.offset,
+                next: next_cursor
+                    .as_deref()
+                    .map(|cursor| next_path(&query, cursor)),
+                next_cursor,
             })
         }
         Err(error) => Err(unavailable(error)),
@@ -149,13 +182,8 @@ async fn list_jobs(
 }
 
 /// Both reads count against one generous per-client window.
-async fn limit_reads(
-    app: &App,
-    peer: IpAddr,
-    headers: &HeaderMap,
-) -> Result<Option<RateDecision>, Rejection> {
-    let client = app.client_key(peer, headers);
-    check_rate_limit(app, JOBS_ENDPOINT, app.config.rate_limits.read, &client).await
+async fn limit_reads(app: &App, client: &ClientKey) -> Result<Option<RateDecision>, Rejection> {
+    check_rate_limit(app, JOBS_ENDPOINT, app.config.rate_limits.read, client).await
 }
 
 fn unavailable(error: crate::ports::StoreError) -> Rejection {
@@ -195,13 +223,8 @@ struct Artifacts {
 }
 
 impl JobView {
-    async fn new(app: &App, job: JobRecord) -> Self {
-        let artifacts = match (job.status, &job.video_key) {
-            (JobStatus::Completed, Some(video_key)) => {
-                artifacts(app, video_key, job.thumb_key.as_deref()).await
-            }
-            _ => None,
-        };
+    /// `artifacts`: the links of `GET /v1/jobs/{id}`; always `None` in a list.
+    fn new(app: &App, job: JobRecord, artifacts: Option<Artifacts>) -> Self {
         Self {
             job_id: job.id,
             status: job.status,
@@ -229,6 +252,16 @@ fn estimated_start(app: &App, job: &JobRecord) -> Option<DateTime<Utc>> {
     };
     let wait = recent.start_in(&Defaults::from(&*app.config), position);
     Some(Utc::now() + wait)
+}
+
+/// A completed job's links.
+async fn artifacts_of(app: &App, job: &JobRecord) -> Option<Artifacts> {
+    match (job.status, &job.video_key) {
+        (JobStatus::Completed, Some(video_key)) => {
+            artifacts(app, video_key, job.thumb_key.as_deref()).await
+        }
+        _ => None,
+    }
 }
 
 /// Presigning is local work (no request is made); it fails only without credentials, and then
@@ -264,11 +297,12 @@ async fn presign(app: &App, key: &str, ttl: Duration) -> Result<String, String> 
 mod tests {
     use super::*;
 
-    fn params(limit: Option<i64>, offset: Option<i64>, status: Option<&str>) -> ListParams {
+    fn params(limit: Option<i64>, status: Option<&str>, cursor: Option<&str>) -> ListParams {
         ListParams {
             limit,
-            offset,
             status: status.map(str::to_owned),
+            cursor: cursor.map(str::to_owned),
+            offset: None,
         }
     }
 
@@ -279,26 +313,54 @@ mod tests {
             JobQuery {
                 status: None,
                 limit: 20,
-                offset: 0
+                after: None
             }
         );
-        let q = params(Some(100), Some(40), Some("rendering"))
+        let cursor = PageCursor {
+            created_at: Utc::now(),
+            id: JobId::new(),
+        };
+        let encoded = cursor.encode();
+        let q = params(Some(100), Some("rendering"), Some(&encoded))
             .query()
             .unwrap();
         assert_eq!(
-            (q.limit, q.offset, q.status),
-            (100, 40, Some(JobStatus::Rendering))
+            (q.limit, q.status, q.after.map(|c| c.id)),
+            (100, Some(JobStatus::Rendering), Some(cursor.id))
         );
+        let offset = ListParams {
+            offset: Some("0".into()),
+            ..ListParams::default()
+        };
         for (bad, field) in [
             (params(Some(0), None, None), "limit"),
             (params(Some(101), None, None), "limit"),
-            (params(None, Some(-1), None), "offset"),
-            (params(None, Some(10_001), None), "offset"),
-            (params(None, None, Some("paused")), "status"),
+            (params(None, Some("paused"), None), "status"),
+            (params(None, None, Some("")), "cursor"),
+            (params(None, None, Some("not-a-cursor")), "cursor"),
+            (offset, "offset"),
         ] {
             let err = bad.query().unwrap_err();
             assert_eq!(err.code(), "invalid_field");
             assert!(err.detail().starts_with(field), "{}", err.detail());
         }
+    }
+
+    #[test]
+    fn the_next_path_keeps_the_filter_and_size() {
+        let query = JobQuery {
+            status: Some(JobStatus::Failed),
+            limit: 5,
+            after: None,
+        };
+        assert_eq!(
+            next_path(&query, "abc"),
+            "/v1/jobs?limit=5&status=failed&cursor=abc"
+        );
+        let query = JobQuery {
+            status: None,
+            ..query
+        };
+        assert_eq!(next_path(&query, "abc"), "/v1/jobs?limit=5&cursor=abc");
     }
 }

@@ -6,7 +6,7 @@
 //! The integration tests (tests/api) keep crossing the real boundaries; these check the order
 //! and the decisions of the use cases, fast.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +24,8 @@ use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
 use crate::ports::jobs::{
-    Admission, CapacityLimits, JobQuery, JobRecord, JobStore, Load, NewJob, NoRoom, Nonce,
-    Occupancy, Resolved, Transition, TransitionOutcome,
+    Admission, CapacityLimits, Deleted, JobPage, JobQuery, JobRecord, JobStore, Load, NewJob,
+    NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
 };
 use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
 use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
@@ -226,6 +226,14 @@ impl MemoryDatabase {
                 video_key: None,
                 thumb_key: None,
             });
+        }
+    }
+
+    /// Moves every job's `created_at` and `updated_at` back by `age`.
+    pub fn age_jobs(&self, age: Duration) {
+        for job in lock(&self.tables).jobs.iter_mut() {
+            job.created_at -= age;
+            job.updated_at -= age;
         }
     }
 
@@ -453,22 +461,28 @@ impl JobStore for MemoryDatabase {
             .map(|j| record(j, &tables)))
     }
 
-    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError> {
+    async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
         self.calls.record("jobs.list");
         let tables = lock(&self.tables);
+        let position = |j: &MemoryJob| (j.created_at, j.id.as_uuid());
         let mut matching: Vec<&MemoryJob> = tables
             .jobs
             .iter()
+            .filter(|j| &j.client == client)
             .filter(|j| query.status.is_none_or(|status| j.status == status))
+            .filter(|j| {
+                query
+                    .after
+                    .is_none_or(|after| position(j) < (after.created_at, after.id.as_uuid()))
+            })
             .collect();
-        matching.sort_by_key(|j| std::cmp::Reverse(j.created_at));
-        let page = matching
+        matching.sort_by_key(|j| std::cmp::Reverse(position(j)));
+        let rows = matching
             .iter()
-            .skip(query.offset.max(0) as usize)
-            .take(query.limit.max(0) as usize)
+            .take(usize::try_from(query.limit.saturating_add(1)).unwrap_or(0))
             .map(|j| record(j, &tables))
             .collect();
-        Ok((page, matching.len() as i64))
+        Ok(JobPage::from_rows(rows, query.limit))
     }
 
     async fn transition(
@@ -518,6 +532,7 @@ impl JobStore for MemoryDatabase {
         for job in tables.jobs.iter_mut() {
             if job.status == JobStatus::Queued && job.created_at < before {
                 job.status = JobStatus::Expired;
+                job.updated_at = Utc::now();
                 expired += 1;
             }
         }
@@ -533,29 +548,79 @@ impl JobStore for MemoryDatabase {
             let working = matches!(job.status, JobStatus::Downloading | JobStatus::Rendering);
             if working && job.updated_at < before {
                 job.status = JobStatus::Failed;
+                job.updated_at = Utc::now();
                 failed += 1;
             }
         }
         Ok(failed)
     }
 
-    async fn prune_nonces(&self) -> Result<u64, StoreError> {
-        self.calls.record("jobs.prune_nonces");
-        let now = Utc::now();
-        let nonces = &mut lock(&self.tables).nonces;
-        let before = nonces.len();
-        nonces.retain(|_, expires_at| *expires_at >= now);
-        Ok((before - nonces.len()) as u64)
+    async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
+        self.calls.record("jobs.delete_ended");
+        let before = Utc::now() - retention;
+        let tables = &mut *lock(&self.tables);
+        let mut ended: Vec<&MemoryJob> = tables
+            .jobs
+            .iter()
+            .filter(|j| !j.status.is_active() && j.updated_at < before)
+            .collect();
+        ended.sort_by_key(|j| j.updated_at);
+        let doomed: HashSet<JobId> = ended.iter().take(batch_len(batch)).map(|j| j.id).collect();
+        let (jobs, events) = (tables.jobs.len(), tables.events.len());
+        tables.jobs.retain(|j| !doomed.contains(&j.id));
+        tables.events.retain(|e| !doomed.contains(&e.event.job_id));
+        Ok(Deleted {
+            jobs: (jobs - tables.jobs.len()) as u64,
+            outbox_events: (events - tables.events.len()) as u64,
+        })
     }
 
-    async fn prune_fences(&self) -> Result<u64, StoreError> {
+    async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError> {
+        self.calls.record("jobs.prune_nonces");
+        let now = Utc::now();
+        Ok(prune_oldest(
+            &mut lock(&self.tables).nonces,
+            batch,
+            |expires_at| (*expires_at < now).then_some(*expires_at),
+        ))
+    }
+
+    async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {
         self.calls.record("jobs.prune_fences");
         let day_ago = Utc::now() - Duration::from_secs(24 * 3600);
-        let fences = &mut lock(&self.tables).fences;
-        let before = fences.len();
-        fences.retain(|_, fenced_at| *fenced_at >= day_ago);
-        Ok((before - fences.len()) as u64)
+        Ok(prune_oldest(
+            &mut lock(&self.tables).fences,
+            batch,
+            |fenced_at| (*fenced_at < day_ago).then_some(*fenced_at),
+        ))
     }
+}
+
+fn batch_len(batch: i64) -> usize {
+    usize::try_from(batch).unwrap_or(0)
+}
+
+/// Removes up to `batch` entries of `map` that `due` gives an age, oldest first: a batched
+/// `DELETE … ORDER BY age LIMIT batch`. Returns how many.
+fn prune_oldest<K, V, A>(map: &mut HashMap<K, V>, batch: i64, due: impl Fn(&V) -> Option<A>) -> u64
+where
+    K: Clone + Eq + std::hash::Hash,
+    A: Ord,
+{
+    let mut aged: Vec<(A, &K)> = map
+        .iter()
+        .filter_map(|(key, value)| due(value).map(|age| (age, key)))
+        .collect();
+    aged.sort_by(|a, b| a.0.cmp(&b.0));
+    let doomed: Vec<K> = aged
+        .into_iter()
+        .take(batch_len(batch))
+        .map(|(_, key)| key.clone())
+        .collect();
+    for key in &doomed {
+        map.remove(key);
+    }
+    doomed.len() as u64
 }
 
 #[async_trait]
@@ -668,13 +733,12 @@ impl IdempotencyStore for MemoryDatabase {
         Ok(())
     }
 
-    async fn prune(&self) -> Result<u64, StoreError> {
+    async fn prune(&self, batch: i64) -> Result<u64, StoreError> {
         self.calls.record("idempotency.prune");
         let now = Utc::now();
-        let keys = &mut lock(&self.tables).keys;
-        let before = keys.len();
-        keys.retain(|_, row| !expired(row, now));
-        Ok((before - keys.len()) as u64)
+        Ok(prune_oldest(&mut lock(&self.tables).keys, batch, |row| {
+            expired(row, now).then_some(row.claimed_at)
+        }))
     }
 }
 

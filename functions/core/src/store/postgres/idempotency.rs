@@ -47,7 +47,14 @@ const RELEASE_SQL: &str = "\
 DELETE FROM idempotency_keys
  WHERE client_ip = $1 AND endpoint = $2 AND key = $3 AND token = $4 AND status = 'in_progress'";
 
-const PRUNE_SQL: &str = "DELETE FROM idempotency_keys WHERE expires_at <= now()";
+/// Up to `$1` expired keys, by the expiry index. A key being taken over is locked by its
+/// claim, so it is skipped, not deleted under it.
+const PRUNE_SQL: &str = "\
+DELETE FROM idempotency_keys
+ WHERE (client_ip, endpoint, key) IN (
+       SELECT client_ip, endpoint, key FROM idempotency_keys WHERE expires_at <= now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+   AND expires_at <= now()";
 
 fn millis(duration: Duration) -> i64 {
     duration.as_millis().try_into().unwrap_or(i64::MAX)
@@ -138,8 +145,10 @@ impl IdempotencyStore for PgIdempotencyStore {
         Ok(())
     }
 
-    async fn prune(&self) -> Result<u64, StoreError> {
+    async fn prune(&self, batch: i64) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
-        Ok(conn.execute_typed(PRUNE_SQL, &[]).await?)
+        Ok(conn
+            .execute_typed(PRUNE_SQL, &[(&batch, Type::INT8)])
+            .await?)
     }
 }

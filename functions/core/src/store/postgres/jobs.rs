@@ -1,4 +1,4 @@
-//! The `jobs` table (migrations/V1, V2, V4, V5): admission in one `admit_job` statement, its
+//! The `jobs` table (migrations/V1, V2, V4, V5, V6): admission in one `admit_job` statement, its
 //! resolution, the reads, the workers' transitions and the janitor's.
 
 use super::idempotency;
@@ -9,6 +9,8 @@ use crate::estimate::{self, Recent};
 use crate::ports::idempotency::Claim;
 use crate::ports::jobs::Admission;
 use crate::ports::jobs::CapacityLimits;
+use crate::ports::jobs::Deleted;
+use crate::ports::jobs::JobPage;
 use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::JobRecord;
 use crate::ports::jobs::JobStore;
@@ -95,8 +97,58 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        END
   FROM jobs j";
 
-/// `$1`: a status name or NULL for all.
-const LIST_FILTER: &str = "($1::text IS NULL OR j.status::text = $1)";
+/// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
+/// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
+/// `jobs_by_client_status_age`, from the cursor's `(created_at, id)` on, one row more than the
+/// page (`JobPage::from_rows`). Each shape is its own statement, so no `$n IS NULL` branch
+/// keeps the planner from the index. Public so a test can `EXPLAIN` exactly it.
+pub struct PageStatement {
+    pub sql: String,
+    client: String,
+    status: Option<&'static str>,
+    after: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
+    rows: i64,
+}
+
+impl PageStatement {
+    pub fn new(client: &ClientKey, query: &JobQuery) -> Self {
+        let mut filter = String::from("j.client_ip = $1");
+        let mut next = 2;
+        if query.status.is_some() {
+            filter += " AND j.status = $2::text::job_status";
+            next = 3;
+        }
+        if query.after.is_some() {
+            filter += &format!(" AND (j.created_at, j.id) < (${next}, ${})", next + 1);
+            next += 2;
+        }
+        Self {
+            sql: format!(
+                "{JOB_SELECT} WHERE {filter} ORDER BY j.created_at DESC, j.id DESC LIMIT ${next}"
+            ),
+            client: client.as_str().to_owned(),
+            status: query.status.map(JobStatus::as_str),
+            after: query
+                .after
+                .map(|cursor| (cursor.created_at, cursor.id.as_uuid())),
+            rows: query.limit.saturating_add(1),
+        }
+    }
+
+    /// The parameters, in the order the statement numbers them.
+    pub fn params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&self.client, Type::TEXT)];
+        if let Some(status) = &self.status {
+            params.push((status, Type::TEXT));
+        }
+        if let Some((created_at, id)) = &self.after {
+            params.push((created_at, Type::TIMESTAMPTZ));
+            params.push((id, Type::UUID));
+        }
+        params.push((&self.rows, Type::INT8));
+        params
+    }
+}
 
 /// The nonce insert and the conditional update in one statement: the update runs only if the
 /// insert did (the nonce was fresh) and only from a legal predecessor, which Postgres re-checks
@@ -138,14 +190,36 @@ UPDATE jobs
  WHERE status IN ('downloading', 'rendering')
    AND coalesce(deadline_at, updated_at + $1 * interval '1 millisecond') < now()";
 
-const PRUNE_NONCES_SQL: &str = "DELETE FROM webhook_nonces WHERE expires_at < now()";
+/// Up to `$2` jobs ended over `$1` ms ago, oldest first by `jobs_ended_by_update`, and their
+/// outbox events (deleted here rather than left to the cascade, to be counted). Rows another
+/// run holds are skipped, so two runs split the work; an active job is never selected.
+const DELETE_ENDED_SQL: &str = "\
+WITH doomed AS (
+    SELECT id FROM jobs
+     WHERE status IN ('completed', 'failed', 'expired')
+       AND updated_at < now() - $1 * interval '1 millisecond'
+     ORDER BY updated_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), events AS (
+    DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM doomed) RETURNING 1
+), gone AS (
+    DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM events)";
 
-/// A day, as the migration that made the fences says; a batch a run, by the age index.
+/// Up to `$1` expired nonces, by the expiry index.
+const PRUNE_NONCES_SQL: &str = "\
+DELETE FROM webhook_nonces
+ WHERE nonce IN (SELECT nonce FROM webhook_nonces WHERE expires_at < now()
+                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
+
+/// A day, as the migration that made the fences says; up to `$1`, by the age index.
 const PRUNE_FENCES_SQL: &str = "\
 DELETE FROM admission_fences
  WHERE job_id IN (SELECT job_id FROM admission_fences
                    WHERE created_at < now() - interval '1 day'
-                   ORDER BY created_at LIMIT 1000)";
+                   ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
 
 fn status_of(text: &str) -> Result<JobStatus, StoreError> {
     text.parse().map_err(StoreError::unknown)
@@ -299,30 +373,16 @@ impl JobStore for PgJobStore {
             .transpose()
     }
 
-    async fn list(&self, query: &JobQuery) -> Result<(Vec<JobRecord>, i64), StoreError> {
-        let status = query.status.map(JobStatus::as_str);
-        let count_sql = format!("SELECT count(*) FROM jobs j WHERE {LIST_FILTER}");
-        let page_sql = format!(
-            "{JOB_SELECT} WHERE {LIST_FILTER} ORDER BY j.created_at DESC, j.id DESC LIMIT $2 OFFSET $3"
-        );
-        let count_params: [(&(dyn ToSql + Sync), Type); 1] = [(&status, Type::TEXT)];
-        let page_params: [(&(dyn ToSql + Sync), Type); 3] = [
-            (&status, Type::TEXT),
-            (&query.limit, Type::INT8),
-            (&query.offset, Type::INT8),
-        ];
+    async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
+        let statement = PageStatement::new(client, query);
         let conn = db::checkout(&self.pool).await?;
-        // Neither statement needs the other's answer: sent together, one round trip.
-        let (total, page) = tokio::try_join!(
-            conn.query_typed(&count_sql, &count_params),
-            conn.query_typed(&page_sql, &page_params),
-        )?;
-        let total = total
-            .first()
-            .map(|row| row.get(0))
-            .ok_or_else(|| StoreError::new("count returned no row"))?;
-        let jobs = page.iter().map(job_record).collect::<Result<_, _>>()?;
-        Ok((jobs, total))
+        let rows = conn
+            .query_typed(&statement.sql, &statement.params())
+            .await?
+            .iter()
+            .map(job_record)
+            .collect::<Result<_, _>>()?;
+        Ok(JobPage::from_rows(rows, query.limit))
     }
 
     async fn transition(
@@ -386,13 +446,33 @@ impl JobStore for PgJobStore {
             .await?)
     }
 
-    async fn prune_nonces(&self) -> Result<u64, StoreError> {
+    async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
+        let params: [(&(dyn ToSql + Sync), Type); 2] =
+            [(&millis(retention), Type::INT8), (&batch, Type::INT8)];
         let conn = db::checkout(&self.pool).await?;
-        Ok(conn.execute_typed(PRUNE_NONCES_SQL, &[]).await?)
+        let row = conn
+            .query_typed(DELETE_ENDED_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::new("delete_ended returned no row"))?;
+        let count = |n: i64| u64::try_from(n).unwrap_or_default();
+        Ok(Deleted {
+            jobs: count(row.get(0)),
+            outbox_events: count(row.get(1)),
+        })
     }
 
-    async fn prune_fences(&self) -> Result<u64, StoreError> {
+    async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
-        Ok(conn.execute_typed(PRUNE_FENCES_SQL, &[]).await?)
+        Ok(conn
+            .execute_typed(PRUNE_NONCES_SQL, &[(&batch, Type::INT8)])
+            .await?)
+    }
+
+    async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(PRUNE_FENCES_SQL, &[(&batch, Type::INT8)])
+            .await?)
     }
 }

@@ -1,0 +1,441 @@
+//! `GET /v1/jobs` is the caller's own jobs, a cursor page at a time, read by index however many
+//! jobs others have; `GET /v1/jobs/{id}` is a capability; and the janitor deletes what has
+//! ended past `JOB_RETENTION`, in bounded batches, never an active job.
+
+use std::collections::HashSet;
+
+use osurender_core::domain::client::ClientKey;
+use osurender_core::domain::JobStatus;
+use osurender_core::janitor;
+use osurender_core::ports::jobs::{JobQuery, PageCursor};
+use osurender_core::store::postgres::jobs::PageStatement;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::app::{header, problem, TestApp};
+use crate::support::jobs::item_ids;
+use crate::support::replays::{fixture, render_form, valid_form};
+
+const ROOMY: &[(&str, &str)] = &[
+    ("RATE_LIMIT_RENDER", "1000/hour"),
+    ("RATE_LIMIT_READ", "100000/hour"),
+    ("MAX_ACTIVE_JOBS_PER_IP", "1000"),
+];
+
+impl TestApp {
+    /// Inserts `count` jobs of `client_ip` in `status`, the n-th created (and last updated)
+    /// `ago_secs + n * spacing_secs` seconds ago; `every` clients take turns when it is more
+    /// than 1 (`{client_ip}.{n % every}`). Their ids.
+    async fn insert_jobs(
+        &self,
+        client_ip: &str,
+        every: i64,
+        count: i64,
+        status: &str,
+        ago_secs: f64,
+        spacing_secs: f64,
+    ) -> Vec<String> {
+        self.db
+            .query(
+                "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at, \
+                                   updated_at)
+                 SELECT gen_random_uuid(), $2::text::job_status,
+                        CASE WHEN $3::int8 > 1 THEN $1::text || '.' || (g % $3::int8)
+                             ELSE $1::text END,
+                        'Default', '{\"skin\": \"Default\"}', 'replays/inserted.osr',
+                        now() - ($5::float8 + g * $6::float8) * interval '1 second',
+                        now() - ($5::float8 + g * $6::float8) * interval '1 second'
+                   FROM generate_series(1, $4::int8) g
+                 RETURNING id::text",
+                &[
+                    &client_ip,
+                    &status,
+                    &every,
+                    &count,
+                    &ago_secs,
+                    &spacing_secs,
+                ],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+
+    /// `client_ip`'s whole listing, `limit` at a time, following each page's `next`.
+    async fn follow_pages(&self, client_ip: &str, first: &str) -> (Vec<String>, Vec<usize>) {
+        let (mut ids, mut sizes) = (Vec::new(), Vec::new());
+        let mut path = first.to_owned();
+        loop {
+            let response = self.get_as(client_ip, &path).await;
+            assert_eq!(response.status(), StatusCode::OK, "{path}");
+            let page: Value = response.json().await.unwrap();
+            assert!(page.get("total").is_none() && page.get("offset").is_none());
+            sizes.push(item_ids(&page).len());
+            ids.extend(item_ids(&page));
+            match page.get("next") {
+                Some(next) => {
+                    let next = next.as_str().unwrap();
+                    let cursor = page["next_cursor"].as_str().unwrap();
+                    assert!(next.ends_with(&format!("cursor={cursor}")), "{next}");
+                    path = next.to_owned();
+                }
+                None => {
+                    assert!(page.get("next_cursor").is_none());
+                    return (ids, sizes);
+                }
+            }
+            assert!(sizes.len() < 1000, "the pages end");
+        }
+    }
+
+    /// The ids of `client_ip`'s jobs in listing order, as the database has them.
+    async fn listing_order(&self, client_ip: &str, status: Option<&str>) -> Vec<String> {
+        self.db
+            .query(
+                "SELECT id::text FROM jobs WHERE client_ip = $1
+                    AND ($2::text IS NULL OR status::text = $2)
+                  ORDER BY created_at DESC, id DESC",
+                &[&client_ip, &status],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
+    let app = TestApp::spawn(ROOMY).await;
+    let (alice, bob, carol) = ("198.51.100.71", "198.51.100.72", "198.51.100.73");
+    let done = app.submit(alice).await;
+    let response = app
+        .render(alice, render_form(fixture("valid_1.osr"), "b.osr", &[]))
+        .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let queued = response.json::<Value>().await.unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bobs = app.submit(bob).await;
+    app.report_ok(&done, json!({ "status": "rendering" })).await;
+    app.report_ok(
+        &done,
+        json!({ "status": "completed", "video_key": "renders/v.mp4", "thumb_key": "renders/t.jpg" }),
+    )
+    .await;
+
+    let page = app.list_as(alice, "").await;
+    assert_eq!(item_ids(&page), [queued.clone(), done.clone()]);
+    assert!(page.get("next").is_none());
+    assert_eq!(item_ids(&app.list_as(bob, "").await), [bobs.as_str()]);
+    assert!(item_ids(&app.list_as(carol, "").await).is_empty());
+
+    // The list carries no artifact links, not even for the caller's own completed job.
+    let listed = &page["items"][1];
+    assert_eq!(
+        (&listed["status"], &listed["artifacts"]),
+        (&json!("completed"), &Value::Null)
+    );
+    assert!(!page.to_string().contains("renders/"), "{page}");
+
+    // Filters narrow the caller's own jobs, never widen them.
+    for status in ["queued", "completed", "failed"] {
+        let query = format!("?status={status}");
+        let mine: HashSet<String> = item_ids(&app.list_as(bob, &query).await)
+            .into_iter()
+            .collect();
+        assert!(
+            mine.is_subset(&HashSet::from([bobs.clone()])),
+            "{status}: {mine:?}"
+        );
+        assert!(item_ids(&app.list_as(carol, &query).await).is_empty());
+    }
+    assert_eq!(
+        item_ids(&app.list_as(alice, "?status=completed").await),
+        [done.as_str()]
+    );
+    // Another client's cursor is only a place in time: it pages through the caller's own jobs.
+    let first = app.list_as(alice, "?limit=1").await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    for (client, own) in [(bob, vec![bobs.clone()]), (carol, vec![])] {
+        let page = app.list_as(client, &format!("?cursor={cursor}")).await;
+        let listed: HashSet<String> = item_ids(&page).into_iter().collect();
+        assert!(listed.is_subset(&own.into_iter().collect()), "{listed:?}");
+    }
+
+    // Whoever holds the id reads the job, links included.
+    let response = app.get_as(carol, &format!("/v1/jobs/{done}")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let job: Value = response.json().await.unwrap();
+    assert!(job["artifacts"]["video_url"].as_str().is_some(), "{job}");
+}
+
+#[tokio::test]
+async fn pages_follow_next_to_the_end_newest_first() {
+    let app = TestApp::spawn(ROOMY).await;
+    let me = "198.51.100.80";
+    app.insert_jobs(me, 1, 6, "completed", 0.0, 60.0).await;
+    app.insert_jobs(me, 1, 4, "failed", 30.0, 60.0).await;
+    // Two of one instant: the id breaks the tie, so no page repeats or skips either.
+    app.insert_jobs(me, 1, 2, "failed", 1000.0, 0.0).await;
+    app.insert_jobs("198.51.100.81", 1, 50, "completed", 0.0, 7.0)
+        .await;
+    let all = app.listing_order(me, None).await;
+    assert_eq!(all.len(), 12);
+
+    for (limit, sizes) in [
+        (5, vec![5, 5, 2]),
+        (6, vec![6, 6]),
+        (12, vec![12]),
+        (100, vec![12]),
+    ] {
+        let (ids, pages) = app
+            .follow_pages(me, &format!("/v1/jobs?limit={limit}"))
+            .await;
+        assert_eq!(ids, all, "limit {limit}");
+        assert_eq!(
+            pages, sizes,
+            "limit {limit}: `next` only while there is more"
+        );
+    }
+    let failed = app.listing_order(me, Some("failed")).await;
+    assert_eq!(failed.len(), 6);
+    let (ids, pages) = app.follow_pages(me, "/v1/jobs?status=failed&limit=4").await;
+    assert_eq!((ids, pages), (failed, vec![4, 2]));
+
+    let page = app.list_as(me, "?limit=1").await;
+    assert_eq!(item_ids(&page), all[..1]);
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let decoded = PageCursor::decode(&cursor).unwrap();
+    assert_eq!(decoded.id.to_string(), all[0]);
+    let past_the_end = PageCursor {
+        created_at: decoded.created_at - chrono::Duration::days(365),
+        ..decoded
+    };
+    let page = app
+        .list_as(me, &format!("?cursor={}", past_the_end.encode()))
+        .await;
+    assert!(item_ids(&page).is_empty() && page.get("next").is_none());
+
+    let truncated = &cursor[..cursor.len() - 2];
+    let padded = format!("{cursor}==");
+    let longer = format!("{cursor}AAAA");
+    for bad in [
+        "",
+        "x",
+        truncated,
+        &padded,
+        &longer,
+        "%00",
+        "not%20a%20cursor",
+    ] {
+        let response = app.get_as(me, &format!("/v1/jobs?cursor={bad}")).await;
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining"),
+            None,
+            "{bad}: no quota"
+        );
+        let body = problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+        assert!(
+            body["detail"].as_str().unwrap().starts_with("cursor"),
+            "{body}"
+        );
+    }
+    let body = problem(
+        app.get_as(me, "/v1/jobs?offset=10").await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("cursor"),
+        "{body}"
+    );
+}
+
+/// The planner's choice with 300,000 jobs of 3,000 other clients (mostly ended, as history is)
+/// and fresh statistics: every shape of the page statement reads its client's index range and
+/// no statement scans `jobs` whole.
+#[tokio::test]
+async fn listing_reads_by_index_with_a_large_table() {
+    let app = TestApp::spawn(ROOMY).await;
+    let me = "198.51.100.90";
+    app.insert_jobs("10.9.8", 3000, 270_050, "completed", 0.0, 8.0)
+        .await;
+    app.insert_jobs("10.9.7", 3000, 29_900, "failed", 4.0, 8.0)
+        .await;
+    app.insert_jobs("10.9.6", 50, 50, "queued", 2.0, 1.0).await;
+    app.insert_jobs(me, 1, 20, "completed", 1.0, 100.0).await;
+    app.insert_jobs(me, 1, 5, "failed", 3.0, 100.0).await;
+    let mine = app.submit(me).await;
+    app.db.batch_execute("ANALYZE jobs").await.unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 300_026);
+
+    let client = ClientKey::new(me.parse().unwrap(), 64);
+    let cursor = PageCursor {
+        created_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        id: uuid::Uuid::max().into(),
+    };
+    for (status, after, index) in [
+        (None, None, "jobs_by_client_age"),
+        (None, Some(cursor), "jobs_by_client_age"),
+        (Some(JobStatus::Failed), None, "jobs_by_client_status_age"),
+        (
+            Some(JobStatus::Queued),
+            Some(cursor),
+            "jobs_by_client_status_age",
+        ),
+    ] {
+        let query = JobQuery {
+            status,
+            limit: 20,
+            after,
+        };
+        let statement = PageStatement::new(&client, &query);
+        let explain = format!("EXPLAIN (FORMAT JSON) {}", statement.sql);
+        let plan: Value = app
+            .db
+            .query_typed(&explain, &statement.params())
+            .await
+            .unwrap()[0]
+            .get(0);
+        let nodes = plan_nodes(&plan[0]["Plan"]);
+        let label = format!("{status:?}, cursor {}", after.is_some());
+        assert!(
+            nodes.iter().all(|node| node["Node Type"] != "Seq Scan"),
+            "{label}: {plan:#}"
+        );
+        let listing = nodes
+            .iter()
+            .find(|node| node["Alias"] == "j")
+            .unwrap_or_else(|| panic!("{label}: {plan:#}"));
+        assert_eq!(listing["Index Name"], index, "{label}: {plan:#}");
+    }
+
+    let (ids, _) = app.follow_pages(me, "/v1/jobs?limit=10").await;
+    assert_eq!(ids, app.listing_order(me, None).await);
+    assert_eq!((ids.len(), &ids[0]), (26, &mine));
+}
+
+/// Every node of an `EXPLAIN (FORMAT JSON)` plan, subplans included.
+fn plan_nodes(node: &Value) -> Vec<&Value> {
+    let mut nodes = vec![node];
+    for child in node["Plans"].as_array().into_iter().flatten() {
+        nodes.extend(plan_nodes(child));
+    }
+    nodes
+}
+
+#[tokio::test]
+async fn the_janitor_deletes_what_ended_past_the_retention_and_nothing_active() {
+    let app = TestApp::spawn(&[ROOMY[0], ROOMY[2], ("JOB_RETENTION", "30d")]).await;
+    let old_done = app.submit("198.51.100.100").await;
+    let recent_done = app.submit("198.51.100.101").await;
+    let rendering = app.submit("198.51.100.102").await;
+    let queued = app.submit("198.51.100.103").await;
+    for job in [&old_done, &recent_done] {
+        app.report_ok(job, json!({ "status": "rendering" })).await;
+        app.report_ok(job, json!({ "status": "completed", "video_key": "v.mp4" }))
+            .await;
+    }
+    app.report_ok(&rendering, json!({ "status": "rendering", "progress": 5 }))
+        .await;
+    // A month old, all of them; the render still has a report due (its deadline ahead), and the
+    // queued one is ended by this very run, so it has only just ended.
+    app.db
+        .execute(
+            "UPDATE jobs SET created_at = now() - interval '40 days',
+                             updated_at = now() - interval '31 days',
+                             deadline_at = CASE WHEN status = 'rendering'
+                                                THEN now() + interval '1 hour' END
+              WHERE id::text = ANY ($1)",
+            &[&vec![old_done.clone(), rendering.clone(), queued.clone()]],
+        )
+        .await
+        .unwrap();
+    // Many more, past two batches; and a day short of the retention, which stay.
+    let batch = janitor::PRUNE_BATCH;
+    let bulk = app
+        .insert_jobs(
+            "203.0.113",
+            7,
+            2 * batch + 17,
+            "expired",
+            31.0 * 86_400.0,
+            1.0,
+        )
+        .await;
+    let kept = app
+        .insert_jobs("203.0.113.9", 1, 3, "failed", 29.0 * 86_400.0, 1.0)
+        .await;
+    app.db
+        .batch_execute(
+            "INSERT INTO outbox_events (job_id, event_type, payload)
+             SELECT id, 'render_job_created', '{}' FROM jobs WHERE replay_key = 'replays/inserted.osr';
+             INSERT INTO webhook_nonces VALUES ('spent-1', now() - interval '1 minute'),
+                                               ('live-1', now() + interval '1 minute');
+             INSERT INTO idempotency_keys (client_ip, endpoint, key, request_hash, token, status,
+                                           created_at, expires_at)
+             VALUES ('198.51.100.100', 'render', 'old', '\\x00', gen_random_uuid(), 'completed',
+                     now() - interval '2 days', now() - interval '1 day'),
+                    ('198.51.100.100', 'render', 'live', '\\x00', gen_random_uuid(), 'completed',
+                     now(), now() + interval '1 day');",
+        )
+        .await
+        .unwrap();
+    let events_before = app.count("SELECT count(*) FROM outbox_events").await;
+
+    let report = janitor::run(&app.instance().await).await.unwrap();
+    let deleted = bulk.len() as u64 + 1;
+    assert_eq!(report.jobs_deleted, deleted, "{report:?}");
+    assert_eq!(report.expired, 1, "{report:?}");
+    assert_eq!(
+        report.outbox_events_deleted, deleted,
+        "each deleted job's event: {report:?}"
+    );
+    assert_eq!(
+        (report.nonces_pruned, report.idempotency_keys_pruned),
+        (1, 1)
+    );
+    let events_after = app.count("SELECT count(*) FROM outbox_events").await;
+    assert_eq!(events_before - events_after, deleted as i64);
+
+    let left: HashSet<String> = app
+        .db
+        .query("SELECT id::text FROM jobs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let expected: HashSet<String> = [recent_done.clone(), rendering.clone(), queued.clone()]
+        .into_iter()
+        .chain(kept)
+        .collect();
+    assert_eq!(left, expected);
+    assert_eq!(
+        app.count("SELECT count(*) FROM outbox_events WHERE job_id NOT IN (SELECT id FROM jobs)")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.get(&format!("/v1/jobs/{old_done}")).await.status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(app.job(&rendering).await["status"], "rendering");
+    let left = "SELECT count(*) FROM webhook_nonces WHERE nonce LIKE '%-1'";
+    assert_eq!(app.count(left).await, 1, "the live nonce");
+    let left = "SELECT count(*) FROM idempotency_keys WHERE key = 'live'";
+    assert_eq!(app.count(left).await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 1);
+
+    let again = janitor::run(&app.instance().await).await.unwrap();
+    assert_eq!((again.jobs_deleted, again.outbox_events_deleted), (0, 0));
+    // Admission carries on as before.
+    let response = app.render("198.51.100.104", valid_form()).await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+}
