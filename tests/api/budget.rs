@@ -14,7 +14,7 @@
 use std::net::IpAddr;
 
 use osurender_core::admission::submit_render;
-use osurender_core::domain::client::ClientKey;
+use osurender_core::domain::client::{Caller, ClientKey};
 use osurender_core::request::FormUpload;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
@@ -167,7 +167,13 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
             content_length: Some(body.len() as u64),
             body: futures_util::stream::iter([Ok::<_, std::io::Error>(body)]),
         };
-        let submission = submit_render(&instance, &ClientKey::new(ip, 64), None, upload).await;
+        let submission = submit_render(
+            &instance,
+            &Caller::anonymous(ClientKey::new(ip, 64)),
+            None,
+            upload,
+        )
+        .await;
         assert!(submission.outcome.is_ok(), "{:?}", submission.outcome);
 
         let (pg, aws) = measure(label, &proxies);

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
+use osurender_core::config::MAX_KEY_CACHE_TTL;
 use osurender_core::domain::key::{ApiKey, KeyId};
 use osurender_core::keys::{KeyLookup, KeyRefusal};
 use osurender_core::ports::keys::KeyStore;
@@ -237,8 +238,8 @@ async fn a_revoked_key_is_refused_by_the_lookup() {
     assert_eq!(found.summary.id.to_string(), id);
     assert_eq!(found.signing_secret.expose(), created["signing_secret"]);
     let bearer = format!("Bearer {}", key.expose());
-    assert!(KeyLookup::new(store.clone())
-        .authenticate(&bearer)
+    assert!(KeyLookup::new(store.clone(), MAX_KEY_CACHE_TTL)
+        .authenticate(&bearer, async { Ok(()) })
         .await
         .is_ok());
 
@@ -249,9 +250,11 @@ async fn a_revoked_key_is_refused_by_the_lookup() {
 
     let found = store.find_by_hash(&key.hash()).await.unwrap().unwrap();
     assert!(found.is_revoked(), "find by hash reports it revoked");
-    // A fresh instance's lookup (an instance's cache is at most LOOKUP_TTL old).
+    // A fresh instance's lookup (an instance's cache is at most API_KEY_CACHE_TTL old).
     assert!(matches!(
-        KeyLookup::new(store.clone()).authenticate(&bearer).await,
+        KeyLookup::new(store.clone(), MAX_KEY_CACHE_TTL)
+            .authenticate(&bearer, async { Ok(()) })
+            .await,
         Err(KeyRefusal::Revoked)
     ));
     let listed = answer(&admin(&url, &["keys", "list"]));

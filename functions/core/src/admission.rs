@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::app::App;
 use crate::deadline;
-use crate::domain::client::ClientKey;
+use crate::domain::client::{Caller, ClientKey};
 use crate::domain::job::JobId;
 use crate::domain::render::{FieldError, RenderOptions};
 use crate::estimate::Defaults;
@@ -46,7 +46,7 @@ pub struct ReplayFile {
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
 pub async fn submit_render<S, O, E>(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
 ) -> Submission<Reply<JobId>>
@@ -59,13 +59,14 @@ where
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
+    let client = &caller.client;
     let request_hash = render_request_hash(&replay, &options);
     let deadline = app.config.request_deadline;
     let claim = key.map(|key| Claim::new(client, RENDER_ENDPOINT, key, deadline));
     let looked = claim_and_look(app, client, &replay, claim.clone(), &request_hash).await;
     let submission = match looked {
         Ok(Looked::Replay(response)) => return Submission::replayed(response),
-        Ok(Looked::Run(occupancy)) => admit(app, client, replay, options, occupancy, &claim).await,
+        Ok(Looked::Run(occupancy)) => admit(app, caller, replay, options, occupancy, &claim).await,
         Err(rejection) => Submission::refused(rejection),
     };
     // Only successes are kept: a refused request's repeat runs afresh. (A claim this request
@@ -213,7 +214,7 @@ async fn look(
 /// Steps 3b–10 of a request that holds its idempotency claim, if it has a key.
 async fn admit(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     replay: ReplayFile,
     options: RenderOptions,
     occupancy: Occupancy,
@@ -222,12 +223,12 @@ async fn admit(
     if let Some(existing) = occupancy.duplicate {
         return Submission::refused(Rejection::DuplicateReplay(existing));
     }
-    let limit = app.config.rate_limits.render;
-    let rate = match check_rate_limit(app, RENDER_ENDPOINT, limit, client).await {
+    let limit = caller.render_limit(app.config.rate_limits.render);
+    let rate = match check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let outcome = enqueue(app, client, replay, options, occupancy, claim.clone()).await;
+    let outcome = enqueue(app, caller, replay, options, occupancy, claim.clone()).await;
     Submission { outcome, rate }
 }
 
@@ -241,13 +242,14 @@ async fn admit(
 /// the outbox sweep delivers it.
 async fn enqueue(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     replay: ReplayFile,
     options: RenderOptions,
     occupancy: Occupancy,
     claim: Option<Claim>,
 ) -> Result<JobId, Rejection> {
-    let limits = capacity_limits(app);
+    let client = &caller.client;
+    let limits = capacity_limits(app, caller);
     if let Err(no_room) = occupancy.check(&limits) {
         return Err(no_room_rejection(app, client, no_room, &limits).await);
     }
@@ -275,11 +277,12 @@ async fn enqueue(
     Err(refusal)
 }
 
-fn capacity_limits(app: &App) -> CapacityLimits {
+/// The global caps are everyone's; the per-client one is the key's `max_active`, if any.
+fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
     CapacityLimits {
         max_queued: app.config.max_queued,
         max_rendering: app.config.max_rendering,
-        max_active_per_client: app.config.max_active_jobs_per_ip,
+        max_active_per_client: caller.max_active(app.config.max_active_jobs_per_ip),
     }
 }
 

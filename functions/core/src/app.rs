@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::keys::lookup::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::IdempotencyStore;
@@ -26,6 +27,8 @@ pub struct App {
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
     pub idempotency: Arc<dyn IdempotencyStore>,
+    /// The API keys requests carry, behind the instance's cache.
+    pub keys: Arc<KeyLookup>,
     /// Presigned links to the render workers' artifacts.
     pub artifacts: Arc<dyn ArtifactLinks>,
     /// What `GET /health` checks.

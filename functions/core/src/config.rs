@@ -32,6 +32,9 @@ pub struct Config {
     pub max_queued: i64,
     pub max_rendering: i64,
     pub max_active_jobs_per_ip: i64,
+    /// How long an instance keeps a key lookup's answer (keys/lookup.rs): at most
+    /// `MAX_KEY_CACHE_TTL`, the bound on a revocation taking effect.
+    pub key_cache_ttl: Duration,
     pub max_replay_bytes: usize,
     pub trusted_proxies: TrustedProxies,
     pub ipv6_prefix_len: u8,
@@ -82,6 +85,9 @@ pub struct RateLimits {
     pub legacy_skins_upload: RateLimit,
     /// The read endpoints (`GET /v1/jobs…`, `GET /v1/skins`): generous, per client.
     pub read: RateLimit,
+    /// Key lookups that reach the database (a key not in the instance's cache), per address:
+    /// what holds back a flood of made-up keys.
+    pub key_lookup: RateLimit,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +131,16 @@ impl Config {
                     .into(),
             });
         }
+        let key_cache_ttl: Duration = env
+            .parse::<Seconds>("API_KEY_CACHE_TTL", Seconds(30))?
+            .into();
+        if key_cache_ttl > MAX_KEY_CACHE_TTL {
+            return Err(ConfigError {
+                name: "API_KEY_CACHE_TTL",
+                reason: "must be at most 60s: a revoked key must stop working within a minute"
+                    .into(),
+            });
+        }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
         Ok(Self {
             // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
@@ -145,10 +161,12 @@ impl Config {
                 legacy_skins_upload: env
                     .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
                 read: env.parse("RATE_LIMIT_READ", limit("120/minute"))?,
+                key_lookup: env.parse("RATE_LIMIT_KEY_LOOKUP", limit("30/minute"))?,
             },
             max_queued: env.parse("MAX_QUEUED", 100)?,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
+            key_cache_ttl,
             max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
             trusted_proxies,
             ipv6_prefix_len,
@@ -194,6 +212,9 @@ impl Config {
 /// must not be deleted before, or a retry would be sent to a job that is gone, or an unknown
 /// admission resolved as never made.
 pub const MIN_JOB_RETENTION: Duration = Duration::from_secs(86_400);
+
+/// The longest a key lookup's answer may be kept: a revocation takes effect within it.
+pub const MAX_KEY_CACHE_TTL: Duration = Duration::from_secs(60);
 
 /// Shortest outbox lease: ample for one concurrent round of SQS calls and the marking statement.
 pub const MIN_LEASE: Duration = Duration::from_secs(30);

@@ -53,6 +53,9 @@ pub enum Rejection {
     /// accepted skew, a nonce seen before.
     InvalidSignature,
     StaleTimestamp,
+    /// `Authorization` is not `Bearer` and a well-formed key, or names no key that counts
+    /// (unknown, revoked): the detail says which.
+    InvalidApiKey(String),
     NonceReused,
     IllegalTransition(String),
     /// The replay store refused the write (a missing bucket, denied access): a fault of ours.
@@ -88,9 +91,10 @@ impl Rejection {
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::InvalidSignature | Self::StaleTimestamp | Self::NonceReused => {
-                StatusCode::UNAUTHORIZED
-            }
+            Self::InvalidSignature
+            | Self::StaleTimestamp
+            | Self::NonceReused
+            | Self::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
             Self::IllegalTransition(_) => StatusCode::CONFLICT,
             Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::QueueFull { .. }
@@ -129,6 +133,7 @@ impl Rejection {
             Self::InvalidSignature => "invalid_signature",
             Self::StaleTimestamp => "stale_timestamp",
             Self::NonceReused => "nonce_reused",
+            Self::InvalidApiKey(_) => "invalid_api_key",
             Self::IllegalTransition(_) => "illegal_transition",
             Self::StorageFailed => "storage_failed",
             Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "storage_unavailable",
@@ -163,6 +168,7 @@ impl Rejection {
             Self::InvalidSignature => "Invalid signature",
             Self::StaleTimestamp => "Stale timestamp",
             Self::NonceReused => "Nonce reused",
+            Self::InvalidApiKey(_) => "Invalid API key",
             Self::IllegalTransition(_) => "Illegal status transition",
             Self::StorageFailed => "Storage failed",
             Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "Storage unavailable",
@@ -188,6 +194,7 @@ impl Rejection {
             | Self::InvalidJobId(d)
             | Self::InvalidBody(d)
             | Self::PayloadTooLarge(d)
+            | Self::InvalidApiKey(d)
             | Self::IllegalTransition(d) => d.clone(),
             Self::InvalidSignature => {
                 "X-Signature must be the hex HMAC-SHA256 of the body under the webhook secret"
@@ -298,10 +305,14 @@ impl IntoResponse for Rejection {
             }
         }
         if status == StatusCode::UNAUTHORIZED {
-            // RFC 9110 wants a challenge on every 401: name the scheme the webhook uses.
+            // RFC 9110 wants a challenge on every 401: the scheme the refused credential was for.
+            let challenge = match &self {
+                Self::InvalidApiKey(_) => "Bearer error=\"invalid_token\"",
+                _ => "HMAC-SHA256 header=\"X-Signature\"",
+            };
             headers.insert(
                 header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("HMAC-SHA256 header=\"X-Signature\""),
+                HeaderValue::from_static(challenge),
             );
         }
         let body = serde_json::to_vec(&problem).expect("problem serializes");

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::aws;
 use crate::config::Config;
+use crate::keys::KeyLookup;
 use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::ports::StoreError;
 use crate::store::dynamo::DynamoRateLimiter;
 use crate::store::postgres::idempotency::PgIdempotencyStore;
 use crate::store::postgres::jobs::PgJobStore;
+use crate::store::postgres::keys::PgKeyStore;
 use crate::store::postgres::outbox::PgOutboxStore;
 use crate::store::postgres::skins::PgSkinRegistry;
 use crate::store::postgres::{self as db, PostgresCheck};
@@ -91,6 +93,10 @@ impl App {
             )),
             skin_names: Arc::new(PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER)),
             idempotency: Arc::new(PgIdempotencyStore::new(clients.pool.clone())),
+            keys: Arc::new(KeyLookup::new(
+                Arc::new(PgKeyStore::new(clients.pool.clone())),
+                config.key_cache_ttl,
+            )),
             config: Arc::new(config),
         }
     }

@@ -23,8 +23,11 @@ fn config(vars: &[(&str, &str)]) -> Config {
     .expect("test config is valid")
 }
 
-fn client(n: u8) -> ClientKey {
-    ClientKey::new(format!("203.0.113.{n}").parse().unwrap(), 64)
+fn client(n: u8) -> Caller {
+    Caller::anonymous(ClientKey::new(
+        format!("203.0.113.{n}").parse().unwrap(),
+        64,
+    ))
 }
 
 /// A render form: the replay under `file_name`, then the text fields.

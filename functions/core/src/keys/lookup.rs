@@ -2,17 +2,19 @@
 //! access for a malformed one), then looked up by its SHA-256, through a small per-instance
 //! cache so that a busy client's requests do not each cost a database read.
 //!
-//! The cache keeps an answer for `LOOKUP_TTL` (30 s) counted from before the read that
-//! produced it, so a revocation is honoured by every instance within 30 s of its commit (the
-//! issue asks for 60 s). It is bounded: at most `MAX_KNOWN` keys found and `MAX_UNKNOWN` hashes
+//! The cache keeps an answer for `API_KEY_CACHE_TTL` (30 s by default, at most 60 s) counted
+//! from before the read that produced it, so a revocation is honoured by every instance within
+//! that long of its commit (the issue asks for 60 s). It is bounded: at most `MAX_KNOWN` keys found and `MAX_UNKNOWN` hashes
 //! found to be no key; when a side is full of live entries, new answers are served but not
-//! kept. The unknown side makes a client that repeats a wrong key cost one read per 30 s; a
-//! flood of *different* random keys costs one indexed point read each (there is nothing to
-//! remember about a key never seen), and cannot grow memory past the bound. Such a flood is
-//! held back by the per-address rate limit of the requests that carry it, not here. Failed
-//! lookups are never kept: the next request asks again.
+//! kept. The unknown side makes a client that repeats a wrong key cost one read per TTL; a
+//! flood of *different* random keys would cost one indexed point read each (there is nothing
+//! to remember about a key never seen), and cannot grow memory past the bound. Such a flood is
+//! held back by the caller's `before_read` gate (keys/caller.rs: the per-address
+//! `RATE_LIMIT_KEY_LOOKUP`), which runs only when the cache cannot answer. Failed lookups are
+//! never kept: the next request asks again.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,9 +23,7 @@ use tokio::time::Instant;
 use crate::domain::key::{ApiKey, KeyHash, MalformedKey};
 use crate::ports::keys::{KeyRecord, KeyStore};
 use crate::ports::StoreError;
-
-/// How long a lookup's answer is kept (at most 60 s: the issue's bound on a revocation).
-pub const LOOKUP_TTL: Duration = Duration::from_secs(30);
+use crate::problem::Rejection;
 /// Keys found, kept per instance: far more than one instance serves within `LOOKUP_TTL`.
 pub const MAX_KNOWN: usize = 10_000;
 /// Hashes of no key, kept per instance.
@@ -42,6 +42,9 @@ pub enum KeyRefusal {
     /// The lookup failed: neither yes nor no.
     #[error("looking the API key up failed: {0}")]
     Unavailable(StoreError),
+    /// The gate before a database read refused it (the per-address lookup limit).
+    #[error("the key lookup was held back: {}", .0.code())]
+    Held(Rejection),
 }
 
 /// The key lookup of one instance: the store, behind the cache.
@@ -53,40 +56,61 @@ pub struct KeyLookup {
 }
 
 impl KeyLookup {
-    pub fn new(store: Arc<dyn KeyStore>) -> Self {
+    /// Answers are kept `ttl` (`API_KEY_CACHE_TTL`).
+    pub fn new(store: Arc<dyn KeyStore>, ttl: Duration) -> Self {
         Self {
             store,
-            ttl: LOOKUP_TTL,
+            ttl,
             known: Mutex::default(),
             unknown: Mutex::default(),
         }
     }
 
     /// The key record of an `Authorization` header's value, if it names a key that counts.
-    pub async fn authenticate(&self, authorization: &str) -> Result<KeyRecord, KeyRefusal> {
+    /// `before_read` runs (and may refuse) only when the cache cannot answer, before the read.
+    pub async fn authenticate(
+        &self,
+        authorization: &str,
+        before_read: impl Future<Output = Result<(), Rejection>>,
+    ) -> Result<KeyRecord, KeyRefusal> {
         let key = ApiKey::from_bearer(authorization)?;
-        match self.find(&key).await.map_err(KeyRefusal::Unavailable)? {
+        let found = match self.cached(&key) {
+            Some(found) => found,
+            None => {
+                before_read.await.map_err(KeyRefusal::Held)?;
+                self.find(&key).await.map_err(KeyRefusal::Unavailable)?
+            }
+        };
+        match found {
             None => Err(KeyRefusal::Unknown),
             Some(record) if record.is_revoked() => Err(KeyRefusal::Revoked),
             Some(record) => Ok(record),
         }
     }
 
-    /// The record of `key`, revoked or not; `None` when no key has its hash. At most
-    /// `LOOKUP_TTL` old.
+    /// The cache's live answer for `key`, if it has one: its record, or `None` for no key.
+    pub fn cached(&self, key: &ApiKey) -> Option<Option<KeyRecord>> {
+        let hash = key.hash();
+        let now = Instant::now();
+        if let Some((record, until)) = lock(&self.known).get(&hash) {
+            if now < *until {
+                return Some(Some(record.clone()));
+            }
+        }
+        match lock(&self.unknown).get(&hash) {
+            Some(until) if now < *until => Some(None),
+            _ => None,
+        }
+    }
+
+    /// The record of `key`, revoked or not; `None` when no key has its hash. At most the TTL
+    /// old.
     pub async fn find(&self, key: &ApiKey) -> Result<Option<KeyRecord>, StoreError> {
+        if let Some(found) = self.cached(key) {
+            return Ok(found);
+        }
         let hash = key.hash();
         let asked_at = Instant::now();
-        if let Some((record, until)) = lock(&self.known).get(&hash) {
-            if asked_at < *until {
-                return Ok(Some(record.clone()));
-            }
-        }
-        if let Some(until) = lock(&self.unknown).get(&hash) {
-            if asked_at < *until {
-                return Ok(None);
-            }
-        }
         let found = self.store.find_by_hash(&hash).await?;
         // Counted from before the read: the answer reflects the table at or after then.
         let until = asked_at + self.ttl;
@@ -136,6 +160,16 @@ mod tests {
     use crate::keys::create;
     use crate::store::memory::MemoryKeys;
 
+    const LOOKUP_TTL: Duration = Duration::from_secs(30);
+
+    /// `authenticate` with no gate before the read.
+    async fn authenticate(
+        lookup: &KeyLookup,
+        authorization: &str,
+    ) -> Result<KeyRecord, KeyRefusal> {
+        lookup.authenticate(authorization, async { Ok(()) }).await
+    }
+
     async fn setup() -> (Arc<MemoryKeys>, KeyLookup, ApiKey) {
         let store = Arc::new(MemoryKeys::default());
         let created = create(
@@ -146,7 +180,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let lookup = KeyLookup::new(store.clone());
+        let lookup = KeyLookup::new(store.clone(), LOOKUP_TTL);
         (store, lookup, created.key)
     }
 
@@ -157,25 +191,24 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_revocation_is_seen_once_the_cached_answer_expires() {
         let (store, lookup, key) = setup().await;
-        let record = lookup.authenticate(&bearer(&key)).await.unwrap();
+        let record = authenticate(&lookup, &bearer(&key)).await.unwrap();
         assert_eq!(record.summary.name.as_str(), "ci");
         assert_eq!(store.lookups(), 1);
 
         store.revoke(record.summary.id).await.unwrap();
         tokio::time::advance(LOOKUP_TTL - Duration::from_millis(1)).await;
         assert!(
-            lookup.authenticate(&bearer(&key)).await.is_ok(),
+            authenticate(&lookup, &bearer(&key)).await.is_ok(),
             "cached within the TTL"
         );
         assert_eq!(store.lookups(), 1, "answered from the cache");
 
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(matches!(
-            lookup.authenticate(&bearer(&key)).await,
+            authenticate(&lookup, &bearer(&key)).await,
             Err(KeyRefusal::Revoked)
         ));
         assert_eq!(store.lookups(), 2);
-        assert!(LOOKUP_TTL <= Duration::from_secs(60), "the issue's bound");
     }
 
     #[tokio::test(start_paused = true)]
@@ -184,18 +217,18 @@ mod tests {
         let stranger = ApiKey::generate(KeyKind::Sandbox).unwrap();
         for _ in 0..3 {
             assert!(matches!(
-                lookup.authenticate(&bearer(&stranger)).await,
+                authenticate(&lookup, &bearer(&stranger)).await,
                 Err(KeyRefusal::Unknown)
             ));
         }
         assert_eq!(store.lookups(), 1);
         tokio::time::advance(LOOKUP_TTL).await;
-        assert!(lookup.authenticate(&bearer(&stranger)).await.is_err());
+        assert!(authenticate(&lookup, &bearer(&stranger)).await.is_err());
         assert_eq!(store.lookups(), 2);
 
         for malformed in ["", "Bearer", "Bearer osr_live_short", "Basic abc"] {
             assert!(matches!(
-                lookup.authenticate(malformed).await,
+                authenticate(&lookup, malformed).await,
                 Err(KeyRefusal::Malformed(_))
             ));
         }
@@ -203,15 +236,34 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_gate_runs_only_when_the_store_is_read() {
+        let (store, lookup, key) = setup().await;
+        let held = lookup
+            .authenticate(&bearer(&key), async { Err(Rejection::LimiterUnavailable) })
+            .await;
+        assert!(matches!(
+            held,
+            Err(KeyRefusal::Held(Rejection::LimiterUnavailable))
+        ));
+        assert_eq!(store.lookups(), 0, "held back before the read");
+        assert!(authenticate(&lookup, &bearer(&key)).await.is_ok());
+        let cached = lookup
+            .authenticate(&bearer(&key), async { Err(Rejection::LimiterUnavailable) })
+            .await;
+        assert!(cached.is_ok(), "a cached answer needs no gate");
+        assert_eq!(store.lookups(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn failures_are_not_kept() {
         let (store, lookup, key) = setup().await;
         store.set_down(true);
         assert!(matches!(
-            lookup.authenticate(&bearer(&key)).await,
+            authenticate(&lookup, &bearer(&key)).await,
             Err(KeyRefusal::Unavailable(_))
         ));
         store.set_down(false);
-        assert!(lookup.authenticate(&bearer(&key)).await.is_ok());
+        assert!(authenticate(&lookup, &bearer(&key)).await.is_ok());
         assert_eq!(store.lookups(), 2);
     }
 

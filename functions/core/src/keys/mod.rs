@@ -1,7 +1,9 @@
 //! API keys (issue 13): creating, listing and revoking them (the `osurender-admin` commands,
-//! `admin`), and recognizing the key of a request (`KeyLookup`, with its per-instance cache).
+//! `admin`), recognizing the key of a request (`KeyLookup`, with its per-instance cache), and
+//! who a request is from (`caller`).
 
 pub mod admin;
+pub mod caller;
 pub mod lookup;
 
 use crate::domain::key::SigningSecret;
@@ -9,7 +11,7 @@ use crate::domain::key::{ApiKey, KeyId, KeyKind, KeyLimits, KeyName, RandomUnava
 use crate::ports::keys::{KeyRecord, KeyStore, KeySummary, NewKey};
 use crate::ports::StoreError;
 
-pub use lookup::{KeyLookup, KeyRefusal, LOOKUP_TTL};
+pub use lookup::{KeyLookup, KeyRefusal};
 
 /// A key just created: the key itself exists only here, to be shown once.
 #[derive(Debug)]

@@ -2,12 +2,13 @@
 //!
 //! A job's id is a capability: whoever holds it (the submitter got it in the 202) may read the
 //! job, artifact links included, and a random UUID cannot be guessed. The list is the caller's
-//! own jobs only (its client key, as admission counts it), by cursor pages, without artifact
-//! links: those are only handed out one job at a time.
+//! own jobs only (its client key, as admission counts it: the API key's with a key, the
+//! address's without), by cursor pages, without artifact links: those are only handed out one
+//! job at a time.
 //!
-//! Reads are rate-limited per client under their own generous limit (`RATE_LIMIT_READ`,
-//! endpoint `jobs`), after the request itself has been checked, so a malformed one costs no
-//! quota. Nothing shown identifies the submitter: the store does not even select it.
+//! Reads are rate-limited per client (the key, with one) under their own generous limit
+//! (`RATE_LIMIT_READ`, endpoint `jobs`), after the request itself has been checked, so a
+//! malformed one costs no quota. Nothing shown identifies the submitter: the store does not even select it.
 
 use std::time::Duration;
 
@@ -62,8 +63,11 @@ async fn get_job(
     headers: HeaderMap,
     JobPath(id): JobPath,
 ) -> Response {
-    let client = app.client_key(peer, &headers);
-    let rate = match limit_reads(&app, &client).await {
+    let caller = match app.caller(peer, &headers).await {
+        Ok(caller) => caller,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let rate = match limit_reads(&app, &caller.client).await {
         Ok(rate) => rate,
         Err(rejection) => return rejection.into_response(),
     };
@@ -155,12 +159,15 @@ async fn list_jobs(
         Ok(query) => query,
         Err(rejection) => return rejection.into_response(),
     };
-    let client = app.client_key(peer, &headers);
-    let rate = match limit_reads(&app, &client).await {
+    let caller = match app.caller(peer, &headers).await {
+        Ok(caller) => caller,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let rate = match limit_reads(&app, &caller.client).await {
         Ok(rate) => rate,
         Err(rejection) => return rejection.into_response(),
     };
-    let outcome = match app.jobs.list(&client, &query).await {
+    let outcome = match app.jobs.list(&caller.client, &query).await {
         Ok(page) => {
             let next_cursor = page.next.map(|cursor| cursor.encode());
             Ok(JobPage {

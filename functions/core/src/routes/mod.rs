@@ -17,9 +17,10 @@ use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
 use crate::domain::client::CF_CONNECTING_IP;
-use crate::domain::client::{resolve_client_ip, ClientKey};
+use crate::domain::client::{resolve_client_ip, Caller, ClientKey};
+use crate::keys::caller::identify;
 use crate::ports::idempotency::Reply;
-use crate::problem::rate_limit_headers;
+use crate::problem::{rate_limit_headers, Rejection};
 use crate::request::{FormUpload, Submission};
 
 /// The TCP peer of the request: the socket's remote address locally, API Gateway's
@@ -50,6 +51,13 @@ impl App {
             .and_then(|value| value.to_str().ok());
         let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
         ClientKey::new(ip, self.config.ipv6_prefix_len)
+    }
+
+    /// Who this request is from: its API key's client (`Authorization: Bearer`), or the
+    /// anonymous client of its address; a 401 for a key that does not count (keys/caller.rs).
+    pub async fn caller(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Caller, Rejection> {
+        let address = self.client_key(peer, headers);
+        identify(self, address, headers.get(header::AUTHORIZATION)).await
     }
 }
 

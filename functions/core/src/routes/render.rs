@@ -12,7 +12,7 @@ use axum::Router;
 use super::{form_upload, PeerAddr};
 use crate::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
 use crate::app::App;
-use crate::domain::client::ClientKey;
+use crate::domain::client::Caller;
 use crate::domain::job::JobId;
 use crate::metrics;
 use crate::ports::idempotency::{Reply, KEY_HEADER};
@@ -30,15 +30,20 @@ async fn render(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let client = app.client_key(peer, &headers);
-    let key = headers.get(KEY_HEADER);
-    let submission = submit_render(&app, &client, key, form_upload(&headers, body)).await;
-    log_decision(&client, &submission);
+    let caller = app.caller(peer, &headers).await;
+    let submission = match &caller {
+        Ok(caller) => {
+            let key = headers.get(KEY_HEADER);
+            submit_render(&app, caller, key, form_upload(&headers, body)).await
+        }
+        Err(rejection) => Submission::refused(rejection.clone()),
+    };
+    log_decision(caller.ok().as_ref(), &submission);
     metrics::admission(RENDER_ENDPOINT, &submission.outcome, started.elapsed());
     submission_response(submission)
 }
 
-fn log_decision(client: &ClientKey, submission: &Submission<Reply<JobId>>) {
+fn log_decision(caller: Option<&Caller>, submission: &Submission<Reply<JobId>>) {
     match &submission.outcome {
         Ok(Reply::Fresh(job_id)) => {
             tracing::info!(decision = "admitted", %job_id, "render admitted")
@@ -47,9 +52,9 @@ fn log_decision(client: &ClientKey, submission: &Submission<Reply<JobId>>) {
         Err(rejection) => tracing::info!(
             decision = "rejected",
             reason = rejection.code(),
-            // The key is counted by, never logged in full: the /64 or address's lock id is enough
-            // to correlate one client's requests.
-            client_lock = client.lock_id(),
+            // The client is counted by, never logged in full: its lock id (of the address's /64
+            // or address, or of the key) is enough to correlate one client's requests.
+            client_lock = caller.map(|caller| caller.client.lock_id()),
             "render rejected"
         ),
     }

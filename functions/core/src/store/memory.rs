@@ -20,6 +20,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
 use crate::estimate::Recent;
+use crate::keys::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
@@ -44,6 +45,7 @@ pub struct Memory {
     pub limiter: Arc<MemoryLimiter>,
     pub objects: Arc<MemoryObjects>,
     pub queue: Arc<MemoryQueue>,
+    pub keys: Arc<MemoryKeys>,
 }
 
 impl Memory {
@@ -55,8 +57,10 @@ impl Memory {
             limiter: Arc::new(MemoryLimiter::new(calls.clone())),
             objects: Arc::new(MemoryObjects::new(calls.clone())),
             queue: Arc::new(MemoryQueue::new(calls.clone())),
+            keys: Arc::default(),
             calls,
         };
+        let key_cache_ttl = config.key_cache_ttl;
         let app = App {
             config: Arc::new(config),
             limiter: memory.limiter.clone(),
@@ -67,6 +71,7 @@ impl Memory {
             skins: memory.objects.clone(),
             skin_names: memory.database.clone(),
             idempotency: memory.database.clone(),
+            keys: Arc::new(KeyLookup::new(memory.keys.clone(), key_cache_ttl)),
             artifacts: memory.objects.clone(),
             dependencies: Arc::new([memory.database.clone() as Arc<dyn Dependency>]),
         };

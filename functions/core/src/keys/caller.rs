@@ -1,0 +1,62 @@
+//! Who a request is from (DESIGN.md §9, "API keys"): without `Authorization`, the anonymous
+//! client of its address, as always; with one, the key's client, or a 401 `invalid_api_key`
+//! for a malformed, unknown or revoked key. Resolved before anything else about the request,
+//! so a refused key spends no quota and writes nothing.
+//!
+//! Only a key the instance's cache cannot answer for costs a database read, and that read is
+//! first counted against the address's `RATE_LIMIT_KEY_LOOKUP`: a flood of made-up keys is
+//! held to that many reads per address. A failed lookup is a 503, never a 401: an unknown
+//! answer is not a no.
+
+use axum::http::HeaderValue;
+
+use crate::app::App;
+use crate::domain::client::{Caller, ClientKey};
+use crate::keys::lookup::KeyRefusal;
+use crate::problem::Rejection;
+use crate::request::check_rate_limit;
+
+/// The rate-limited endpoint name of key lookups that reach the database.
+pub const KEY_LOOKUP_ENDPOINT: &str = "key_lookup";
+
+/// The caller of a request from `address` with this `Authorization` header, if any.
+pub async fn identify(
+    app: &App,
+    address: ClientKey,
+    authorization: Option<&HeaderValue>,
+) -> Result<Caller, Rejection> {
+    let Some(authorization) = authorization else {
+        return Ok(Caller::anonymous(address));
+    };
+    // A header that is not visible ASCII cannot be `Bearer osr_…`: malformed, like any other.
+    let authorization = authorization.to_str().unwrap_or_default();
+    let before_read = async {
+        let limit = app.config.rate_limits.key_lookup;
+        check_rate_limit(app, KEY_LOOKUP_ENDPOINT, limit, &address)
+            .await
+            .map(drop)
+    };
+    match app.keys.authenticate(authorization, before_read).await {
+        Ok(record) => {
+            let summary = record.summary;
+            Ok(Caller::keyed(
+                summary.id,
+                summary.kind,
+                summary.limits,
+                address,
+            ))
+        }
+        Err(KeyRefusal::Malformed(malformed)) => Err(Rejection::InvalidApiKey(format!(
+            "Authorization must be `Bearer <key>`: {malformed}"
+        ))),
+        Err(KeyRefusal::Unknown) => Err(Rejection::InvalidApiKey("unknown API key".into())),
+        Err(KeyRefusal::Revoked) => Err(Rejection::InvalidApiKey(
+            "this API key has been revoked".into(),
+        )),
+        Err(KeyRefusal::Unavailable(error)) => {
+            tracing::error!(%error, "API key lookup failed");
+            Err(Rejection::DatabaseUnavailable)
+        }
+        Err(KeyRefusal::Held(rejection)) => Err(rejection),
+    }
+}
