@@ -11,6 +11,7 @@ mod budget;
 mod faults;
 mod hostile;
 mod idempotency;
+mod keys;
 mod lifecycle;
 mod listing;
 mod outcomes;

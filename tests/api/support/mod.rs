@@ -6,11 +6,13 @@
 //! - `invariants`: the state every fault, crash and storm must leave intact;
 //! - `replays` and `skins`: the builders of what clients upload, and the forms that carry it;
 //! - `jobs`: submissions, status reads and signed worker reports;
+//! - `keys`: API keys made in the test's database, and requests that carry them;
 //! - `queue`: the render queue and the outbox that feeds it.
 
 pub mod app;
 pub mod invariants;
 pub mod jobs;
+pub mod keys;
 pub mod proxy;
 pub mod queue;
 pub mod replays;

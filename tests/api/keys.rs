@@ -1,0 +1,350 @@
+//! Issue 13: `Authorization: Bearer <key>`. With a key the key is the client: its render limit
+//! and `max_active`, its idempotency and duplicate scope, its job list, its advisory lock, from
+//! whatever address; without one nothing changes. A key that does not count is a 401 before
+//! anything else, spending no quota and writing nothing.
+
+use std::time::{Duration, Instant};
+
+use osurender_core::domain::key::{ApiKey, KeyKind};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::support::app::{header, problem, python_lock_id, TestApp};
+use crate::support::jobs::item_ids;
+use crate::support::keys::TestKey;
+use crate::support::replays::{render_form, unique_replay, valid_form};
+
+async fn accepted_job(response: reqwest::Response) -> String {
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let body: Value = response.json().await.unwrap();
+    body["job_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_keys_limits_replace_the_address_defaults_and_leave_the_address_alone() {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/hour", 20).await;
+    for n in 0..7u64 {
+        let response = app
+            .render_with("203.0.113.10", &key.bearer, valid_form())
+            .await;
+        assert_eq!(header(&response, "x-ratelimit-limit"), Some(60));
+        assert_eq!(header(&response, "x-ratelimit-remaining"), Some(59 - n));
+        accepted_job(response).await;
+    }
+    // More than RATE_LIMIT_RENDER (5) and MAX_ACTIVE_JOBS_PER_IP (2) went through: the
+    // address's own quota is untouched.
+    let anonymous = app.render("203.0.113.10", valid_form()).await;
+    assert_eq!(header(&anonymous, "x-ratelimit-limit"), Some(5));
+    assert_eq!(header(&anonymous, "x-ratelimit-remaining"), Some(4));
+    accepted_job(anonymous).await;
+    assert_eq!(
+        app.job_client_keys().await,
+        vec!["203.0.113.10".to_owned(), key.client()]
+    );
+}
+
+#[tokio::test]
+async fn one_key_from_two_addresses_is_one_client_and_two_keys_from_one_are_two() {
+    let app = TestApp::spawn(&[]).await;
+    let shared = app.create_key("2/hour", 20).await;
+    accepted_job(
+        app.render_with("203.0.113.20", &shared.bearer, valid_form())
+            .await,
+    )
+    .await;
+    accepted_job(
+        app.render_with("198.51.100.20", &shared.bearer, valid_form())
+            .await,
+    )
+    .await;
+    let third = app
+        .render_with("198.51.100.21", &shared.bearer, valid_form())
+        .await;
+    problem(third, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+
+    let single = app.create_key("100/hour", 1).await;
+    accepted_job(
+        app.render_with("203.0.113.21", &single.bearer, valid_form())
+            .await,
+    )
+    .await;
+    let second = app
+        .render_with("198.51.100.22", &single.bearer, valid_form())
+        .await;
+    let body = problem(
+        second,
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_active_jobs",
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("at most 1 "),
+        "{body}"
+    );
+
+    // Two keys on one address: each its own quota.
+    let (a, b) = (
+        app.create_key("1/hour", 20).await,
+        app.create_key("1/hour", 20).await,
+    );
+    accepted_job(
+        app.render_with("203.0.113.22", &a.bearer, valid_form())
+            .await,
+    )
+    .await;
+    accepted_job(
+        app.render_with("203.0.113.22", &b.bearer, valid_form())
+            .await,
+    )
+    .await;
+    let again = app
+        .render_with("203.0.113.22", &a.bearer, valid_form())
+        .await;
+    problem(again, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+}
+
+#[tokio::test]
+async fn a_key_that_does_not_count_is_a_401_that_spends_and_writes_nothing() {
+    let app = TestApp::spawn(&[]).await;
+    let revoked = app.create_key("60/hour", 20).await;
+    app.revoke_key(&revoked).await;
+    let unknown = format!(
+        "Bearer {}",
+        ApiKey::generate(KeyKind::Live).unwrap().expose()
+    );
+    let malformed = [
+        "Bearer nope".to_owned(),
+        "Basic dXNlcjpwYXNz".to_owned(),
+        revoked.bearer.trim_start_matches("Bearer ").to_owned(),
+        format!("{}x", revoked.bearer),
+    ];
+    let refused = malformed
+        .iter()
+        .map(|header| (header.as_str(), "Authorization must be"))
+        .chain([
+            (unknown.as_str(), "unknown API key"),
+            (revoked.bearer.as_str(), "revoked"),
+        ]);
+    for (authorization, detail) in refused {
+        for _ in 0..2 {
+            let response = app
+                .render_with("203.0.113.30", authorization, valid_form())
+                .await;
+            let challenge = response.headers()["www-authenticate"].to_str().unwrap();
+            assert!(challenge.starts_with("Bearer"), "{challenge}");
+            assert!(response.headers().get("x-ratelimit-limit").is_none());
+            let body = problem(response, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+            assert!(body["detail"].as_str().unwrap().contains(detail), "{body}");
+        }
+        let read = app
+            .get_with("203.0.113.30", authorization, "/v1/jobs")
+            .await;
+        problem(read, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 0);
+    assert!(app.replay_objects().await.is_empty());
+    let anonymous = app.render("203.0.113.30", valid_form()).await;
+    assert_eq!(
+        header(&anonymous, "x-ratelimit-remaining"),
+        Some(4),
+        "no render quota spent"
+    );
+    let read = app.get_as("203.0.113.30", "/v1/jobs").await;
+    assert_eq!(
+        header(&read, "x-ratelimit-remaining"),
+        Some(119),
+        "no read quota spent"
+    );
+}
+
+#[tokio::test]
+async fn key_lookups_that_reach_the_database_are_limited_per_address() {
+    let app = TestApp::spawn(&[("RATE_LIMIT_KEY_LOOKUP", "3/hour")]).await;
+    let key = app.create_key("60/hour", 20).await;
+    for _ in 0..3 {
+        let made_up = format!(
+            "Bearer {}",
+            ApiKey::generate(KeyKind::Live).unwrap().expose()
+        );
+        let response = app
+            .render_with("203.0.113.40", &made_up, valid_form())
+            .await;
+        problem(response, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    }
+    let made_up = format!(
+        "Bearer {}",
+        ApiKey::generate(KeyKind::Live).unwrap().expose()
+    );
+    let flood = app
+        .render_with("203.0.113.40", &made_up, valid_form())
+        .await;
+    problem(flood, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // The same address's real key is not in the cache yet: held back too; from elsewhere it
+    // works, and once cached it needs no lookup (and no lookup quota) at all.
+    let held = app
+        .render_with("203.0.113.40", &key.bearer, valid_form())
+        .await;
+    problem(held, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    accepted_job(
+        app.render_with("198.51.100.40", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+    accepted_job(
+        app.render_with("203.0.113.40", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_revocation_takes_effect_once_the_cache_ttl_has_passed() {
+    let app = TestApp::spawn(&[("API_KEY_CACHE_TTL", "1")]).await;
+    let key = app.create_key("60/hour", 20).await;
+    accepted_job(
+        app.render_with("203.0.113.50", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+    app.revoke_key(&key).await;
+    let revoked_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let response = app
+        .render_with("203.0.113.50", &key.bearer, valid_form())
+        .await;
+    assert!(revoked_at.elapsed() < Duration::from_secs(60));
+    problem(response, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+}
+
+#[tokio::test]
+async fn a_key_lists_its_own_jobs_not_its_addresss() {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/hour", 20).await;
+    let keyed = accepted_job(
+        app.render_with("203.0.113.60", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+    let elsewhere = accepted_job(
+        app.render_with("198.51.100.60", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+    let anonymous = app.submit("203.0.113.60").await;
+
+    let response = app.get_with("203.0.113.60", &key.bearer, "/v1/jobs").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut listed = item_ids(&response.json().await.unwrap());
+    listed.sort();
+    let mut expected = vec![keyed, elsewhere];
+    expected.sort();
+    assert_eq!(listed, expected);
+    assert_eq!(
+        item_ids(&app.list_as("203.0.113.60", "").await),
+        vec![anonymous]
+    );
+}
+
+#[tokio::test]
+async fn idempotency_and_duplicates_are_scoped_to_the_key() {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/hour", 20).await;
+    let replay = unique_replay();
+    let form = || render_form(replay.clone(), "play.osr", &[]);
+    let first = accepted_job(app.render_with("203.0.113.70", &key.bearer, form()).await).await;
+    let duplicate = app.render_with("198.51.100.70", &key.bearer, form()).await;
+    let body = problem(duplicate, StatusCode::CONFLICT, "duplicate_replay").await;
+    assert_eq!(body["job_id"], first.as_str());
+    // The address's own client has no such job.
+    let anonymous = accepted_job(app.render("203.0.113.70", form()).await).await;
+    assert_ne!(anonymous, first);
+
+    let idem_replay = unique_replay();
+    let idem_form = || render_form(idem_replay.clone(), "play.osr", &[]);
+    let keyed = [
+        ("Authorization", key.bearer.as_str()),
+        ("Idempotency-Key", "key-scope-1"),
+    ];
+    let made = accepted_job(
+        app.render_with_headers("203.0.113.71", &keyed, idem_form())
+            .await,
+    )
+    .await;
+    let retried = app
+        .render_with_headers("198.51.100.71", &keyed, idem_form())
+        .await;
+    assert_eq!(retried.headers()["idempotent-replayed"], "true");
+    assert_eq!(accepted_job(retried).await, made);
+    let unkeyed = [("Idempotency-Key", "key-scope-1")];
+    let other = app
+        .render_with_headers("203.0.113.71", &unkeyed, idem_form())
+        .await;
+    assert!(other.headers().get("idempotent-replayed").is_none());
+    assert_ne!(
+        accepted_job(other).await,
+        made,
+        "the address's own key scope"
+    );
+}
+
+#[tokio::test]
+async fn a_key_clients_lock_is_the_documented_one() {
+    let app = TestApp::spawn(&[("DB_TIMEOUT_MS", "20000")]).await;
+    let key: TestKey = app.create_key("60/hour", 20).await;
+    let (holder, connection) = tokio_postgres::connect(&app.database_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&python_lock_id(&key.client())],
+        )
+        .await
+        .unwrap();
+    let blocked = tokio::spawn({
+        let (http, url, bearer) = (app.http.clone(), app.url("/v1/render"), key.bearer.clone());
+        async move {
+            http.post(url)
+                .header("CF-Connecting-IP", "203.0.113.80")
+                .header("Authorization", bearer)
+                .multipart(valid_form())
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    let same_address = tokio::time::timeout(
+        Duration::from_secs(10),
+        app.render("203.0.113.80", valid_form()),
+    )
+    .await
+    .expect("the address's own client is not held up");
+    assert_eq!(same_address.status(), StatusCode::ACCEPTED);
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                   WHERE l.locktype = 'advisory' AND NOT l.granted \
+                   AND d.datname = current_database()";
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while app.count(waiting).await == 0 {
+        assert!(
+            Instant::now() < give_up,
+            "the key's request never reached its lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !blocked.is_finished(),
+        "the key's client waits for its lock"
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), blocked)
+        .await
+        .expect("the released lock lets the request through")
+        .unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED);
+}

@@ -1,0 +1,95 @@
+//! API keys as the tests make them: created and revoked in the test server's own database
+//! through the core's key use case (as `osurender-admin` does), and requests that carry them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use osurender_core::domain::key::{KeyId, KeyKind, KeyLimits, KeyName};
+use osurender_core::keys::create;
+use osurender_core::ports::keys::{KeyStore, Revocation};
+use osurender_core::store::postgres::keys::PgKeyStore;
+use osurender_core::store::postgres::{parse_url, pool};
+use reqwest::multipart::Form;
+use reqwest::Response;
+
+use crate::support::app::TestApp;
+
+/// A key made for a test: what a client sends, and the key's id.
+pub struct TestKey {
+    /// The `Authorization` header's value: `Bearer osr_live_…`.
+    pub bearer: String,
+    pub id: KeyId,
+}
+
+impl TestKey {
+    /// The key's client as jobs record it: `key:<uuid>`.
+    pub fn client(&self) -> String {
+        self.id.client_name()
+    }
+}
+
+impl TestApp {
+    fn key_store(&self) -> Arc<dyn KeyStore> {
+        let config = parse_url(&self.database_url).unwrap();
+        Arc::new(PgKeyStore::new(
+            pool(config, 1, Duration::from_secs(5)).unwrap(),
+        ))
+    }
+
+    /// A live key with this render limit (`60/minute`) and `max_active`.
+    pub async fn create_key(&self, render_limit: &str, max_active: u32) -> TestKey {
+        let limits = KeyLimits::new(render_limit.parse().unwrap(), max_active).unwrap();
+        let name = KeyName::parse("test").unwrap();
+        let created = create(self.key_store().as_ref(), name, KeyKind::Live, limits)
+            .await
+            .unwrap();
+        TestKey {
+            bearer: format!("Bearer {}", created.key.expose()),
+            id: created.record.summary.id,
+        }
+    }
+
+    pub async fn revoke_key(&self, key: &TestKey) {
+        let revoked = self.key_store().revoke(key.id).await.unwrap();
+        assert!(matches!(revoked, Revocation::Revoked(_)));
+    }
+
+    /// `POST /v1/render` for `client_ip` with `Authorization: {authorization}`.
+    pub async fn render_with(&self, client_ip: &str, authorization: &str, form: Form) -> Response {
+        self.render_with_headers(client_ip, &[("Authorization", authorization)], form)
+            .await
+    }
+
+    /// `POST /v1/render` for `client_ip` with these headers.
+    pub async fn render_with_headers(
+        &self,
+        client_ip: &str,
+        headers: &[(&str, &str)],
+        form: Form,
+    ) -> Response {
+        let request = self
+            .http
+            .post(self.url("/v1/render"))
+            .header("CF-Connecting-IP", client_ip);
+        headers
+            .iter()
+            .fold(request, |request, (name, value)| {
+                request.header(*name, *value)
+            })
+            .multipart(form)
+            .send()
+            .await
+            .expect("request completes")
+    }
+
+    /// `GET path` for `client_ip` with `Authorization: {authorization}`.
+    pub async fn get_with(&self, client_ip: &str, authorization: &str, path: &str) -> Response {
+        self.http
+            .get(self.url(path))
+            .header("CF-Connecting-IP", client_ip)
+            .header("Authorization", authorization)
+            .send()
+            .await
+            .expect("request completes")
+    }
+}
