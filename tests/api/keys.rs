@@ -42,6 +42,26 @@ async fn a_keys_limits_replace_the_address_defaults_and_leave_the_address_alone(
         app.job_client_keys().await,
         vec!["203.0.113.10".to_owned(), key.client()]
     );
+    // The address is still recorded, for the key's jobs only.
+    let addresses = app
+        .db
+        .query(
+            "SELECT client_ip, client_addr, count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let addresses: Vec<(String, Option<String>, i64)> = addresses
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    assert_eq!(
+        addresses,
+        vec![
+            ("203.0.113.10".to_owned(), None, 1),
+            (key.client(), Some("203.0.113.10".to_owned()), 7),
+        ]
+    );
 }
 
 #[tokio::test]

@@ -257,6 +257,7 @@ async fn enqueue(
     let job = NewJob {
         id,
         client: client.clone(),
+        address: caller.key.map(|_| caller.address.clone()),
         options,
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,

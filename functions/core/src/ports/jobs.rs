@@ -86,6 +86,9 @@ impl Occupancy {
 pub struct NewJob {
     pub id: JobId,
     pub client: ClientKey,
+    /// The address a key client's job came from (jobs.client_addr); `None` for an anonymous
+    /// client, whose `client` is its address.
+    pub address: Option<ClientKey>,
     pub options: RenderOptions,
     pub replay_key: String,
     pub replay_sha256: [u8; 32],

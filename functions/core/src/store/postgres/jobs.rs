@@ -302,6 +302,7 @@ impl JobStore for PgJobStore {
         let args = serde_json::json!({
             "id": job.id,
             "client_ip": job.client.as_str(),
+            "client_addr": job.address.as_ref().map(ClientKey::as_str),
             "client_lock": job.client.lock_id(),
             "global_lock": global_capacity_lock(),
             "skin": job.options.skin.as_str(),
