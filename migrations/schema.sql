@@ -85,8 +85,9 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO jobs (id, client_ip, skin, config, replay_key, replay_sha256)
-    VALUES (v_id, v_client, p ->> 'skin', p -> 'config', p ->> 'replay_key', v_hash);
+    INSERT INTO jobs (id, client_ip, client_addr, skin, config, replay_key, replay_sha256)
+    VALUES (v_id, v_client, p ->> 'client_addr', p ->> 'skin', p -> 'config', p ->> 'replay_key',
+            v_hash);
     INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
     VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
             now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
@@ -250,6 +251,7 @@ CREATE TABLE public.jobs (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     deadline_at timestamp with time zone,
     replay_sha256 bytea,
+    client_addr text,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
