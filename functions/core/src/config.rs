@@ -359,6 +359,19 @@ mod tests {
             let error = config(&[("JOB_RETENTION", short)]).unwrap_err();
             assert!(error.to_string().starts_with("JOB_RETENTION"), "{error}");
         }
+        assert_eq!(config(&[]).unwrap().key_cache_ttl, Duration::from_secs(30));
+        assert_eq!(
+            config(&[("API_KEY_CACHE_TTL", "1m")])
+                .unwrap()
+                .key_cache_ttl,
+            MAX_KEY_CACHE_TTL
+        );
+        let error = config(&[("API_KEY_CACHE_TTL", "61")]).unwrap_err();
+        assert!(
+            error.to_string().starts_with("API_KEY_CACHE_TTL"),
+            "{error}"
+        );
+        assert_eq!(config(&[]).unwrap().rate_limits.key_lookup.requests, 30);
         assert_eq!(config(&[("REPLAY_BUCKET", "r")]).unwrap().skin_bucket, "r");
         assert_eq!(
             config(&[("REPLAY_BUCKET", "r")]).unwrap().artifact_bucket,
