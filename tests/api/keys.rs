@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::support::app::{header, problem, python_lock_id, TestApp};
 use crate::support::jobs::item_ids;
 use crate::support::keys::TestKey;
+use crate::support::proxy::Fault;
 use crate::support::replays::{render_form, unique_replay, valid_form};
 
 async fn accepted_job(response: reqwest::Response) -> String {
@@ -367,4 +368,27 @@ async fn a_key_clients_lock_is_the_documented_one() {
         .expect("the released lock lets the request through")
         .unwrap();
     assert_eq!(status, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn a_failed_key_lookup_is_a_503_not_a_401() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[("DB_TIMEOUT_MS", "1000")]).await;
+    let key = app.create_key("60/hour", 20).await;
+    proxies.postgres.set_fault(Fault::Refuse);
+    proxies.postgres.cut_connections();
+    let response = app
+        .render_with("203.0.113.90", &key.bearer, valid_form())
+        .await;
+    problem(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "database_unavailable",
+    )
+    .await;
+    proxies.postgres.set_fault(Fault::None);
+    accepted_job(
+        app.render_with("203.0.113.90", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
 }
