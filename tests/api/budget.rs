@@ -14,7 +14,8 @@
 use std::net::IpAddr;
 
 use osurender_core::admission::submit_render;
-use osurender_core::domain::client::{Caller, ClientKey};
+use osurender_core::domain::caller::Caller;
+use osurender_core::domain::client::ClientKey;
 use osurender_core::request::FormUpload;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;

@@ -19,7 +19,8 @@ use sha2::{Digest, Sha256};
 
 use crate::app::App;
 use crate::deadline;
-use crate::domain::client::{Caller, ClientKey};
+use crate::domain::caller::Caller;
+use crate::domain::client::ClientKey;
 use crate::domain::job::JobId;
 use crate::domain::render::{FieldError, RenderOptions};
 use crate::estimate::Defaults;

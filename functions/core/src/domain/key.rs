@@ -13,7 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::client::advisory_lock_id;
+use super::client::{advisory_lock_id, ClientKey};
 use super::rate::RateLimit;
 
 const LIVE_PREFIX: &str = "osr_live_";
@@ -186,6 +186,12 @@ impl KeyId {
     /// idempotency scope); it cannot be taken for an address, which never contains `k`.
     pub fn client_name(&self) -> String {
         format!("key:{}", self.0.hyphenated())
+    }
+
+    /// The key's client: its name, so that its limits, idempotency scope, duplicates and jobs
+    /// are the key's wherever it connects from.
+    pub fn client(&self) -> ClientKey {
+        ClientKey::named(self.client_name())
     }
 
     /// The per-client advisory lock id of the key's client, by the formula every client's lock

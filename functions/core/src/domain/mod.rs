@@ -1,5 +1,6 @@
 //! Domain types, each validated once at the edge so the rest of the code can trust it.
 
+pub mod caller;
 pub mod client;
 pub mod job;
 pub mod key;

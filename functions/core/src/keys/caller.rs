@@ -11,7 +11,8 @@
 use axum::http::HeaderValue;
 
 use crate::app::App;
-use crate::domain::client::{Caller, ClientKey};
+use crate::domain::caller::Caller;
+use crate::domain::client::ClientKey;
 use crate::keys::lookup::KeyRefusal;
 use crate::problem::Rejection;
 use crate::request::check_rate_limit;

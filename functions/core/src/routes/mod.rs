@@ -16,8 +16,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
+use crate::domain::caller::Caller;
 use crate::domain::client::CF_CONNECTING_IP;
-use crate::domain::client::{resolve_client_ip, Caller, ClientKey};
+use crate::domain::client::{resolve_client_ip, ClientKey};
 use crate::keys::caller::identify;
 use crate::ports::idempotency::Reply;
 use crate::problem::{rate_limit_headers, Rejection};

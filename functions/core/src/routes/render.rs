@@ -12,7 +12,7 @@ use axum::Router;
 use super::{form_upload, PeerAddr};
 use crate::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
 use crate::app::App;
-use crate::domain::client::Caller;
+use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
 use crate::metrics;
 use crate::ports::idempotency::{Reply, KEY_HEADER};

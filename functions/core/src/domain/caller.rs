@@ -1,0 +1,81 @@
+//! Who a request is from: the client its limits are counted by (an address, or an API key
+//! wherever it connects from), and the address it came from.
+
+use super::client::ClientKey;
+use super::key::{KeyId, KeyKind, KeyLimits};
+use super::rate::RateLimit;
+
+/// Who a request is from, resolved at the edge: the client its limits and scopes are counted
+/// by, and the address it came from (recorded, and what an anonymous client is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub client: ClientKey,
+    pub address: ClientKey,
+    /// The key's kind and limits, for a key client; `None` for an anonymous one.
+    pub key: Option<(KeyKind, KeyLimits)>,
+}
+
+impl Caller {
+    /// A client without a key: counted by its address, under the configured limits.
+    pub fn anonymous(address: ClientKey) -> Self {
+        Self {
+            client: address.clone(),
+            address,
+            key: None,
+        }
+    }
+
+    /// A key's client: counted by the key, under the key's limits.
+    pub fn keyed(id: KeyId, kind: KeyKind, limits: KeyLimits, address: ClientKey) -> Self {
+        Self {
+            client: id.client(),
+            address,
+            key: Some((kind, limits)),
+        }
+    }
+
+    /// The render limit: the key's, or `default` (`RATE_LIMIT_RENDER`) without a key.
+    pub fn render_limit(&self, default: RateLimit) -> RateLimit {
+        self.key.map_or(default, |(_, limits)| limits.render)
+    }
+
+    /// How many jobs the client may have active: the key's `max_active`, or `default`
+    /// (`MAX_ACTIVE_JOBS_PER_IP`) without a key.
+    pub fn max_active(&self, default: i64) -> i64 {
+        self.key
+            .map_or(default, |(_, limits)| i64::from(limits.max_active))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_key_client_is_its_key_wherever_it_connects_from() {
+        let id: KeyId = "5f0c9a4e-1b2d-4c3e-8f70-0123456789ab".parse().unwrap();
+        let limits = KeyLimits::default();
+        let from = |addr| Caller::keyed(id, KeyKind::Live, limits, ClientKey::new(ip(addr), 64));
+        let (a, b) = (from("203.0.113.1"), from("198.51.100.7"));
+        assert_eq!(a.client, b.client);
+        assert_eq!(
+            a.client.as_str(),
+            "key:5f0c9a4e-1b2d-4c3e-8f70-0123456789ab"
+        );
+        assert_eq!(a.client.lock_id(), id.lock_id());
+        assert_eq!(a.address.as_str(), "203.0.113.1");
+        let five = "5/minute".parse().unwrap();
+        assert_eq!(a.render_limit(five), limits.render);
+        assert_eq!(a.max_active(2), 20);
+
+        let anonymous = Caller::anonymous(ClientKey::new(ip("203.0.113.1"), 64));
+        assert_eq!(anonymous.client, a.address);
+        assert_eq!(anonymous.render_limit(five), five);
+        assert_eq!(anonymous.max_active(2), 2);
+    }
+}

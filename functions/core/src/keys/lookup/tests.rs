@@ -1,0 +1,134 @@
+//! The lookup's cache against the in-memory key store, on a paused clock.
+
+use super::*;
+use crate::domain::key::{KeyKind, KeyLimits, KeyName};
+use crate::keys::create;
+use crate::store::memory::MemoryKeys;
+
+const LOOKUP_TTL: Duration = Duration::from_secs(30);
+
+/// `authenticate` with no gate before the read.
+async fn authenticate(lookup: &KeyLookup, authorization: &str) -> Result<KeyRecord, KeyRefusal> {
+    lookup.authenticate(authorization, async { Ok(()) }).await
+}
+
+async fn setup() -> (Arc<MemoryKeys>, KeyLookup, ApiKey) {
+    let store = Arc::new(MemoryKeys::default());
+    let created = create(
+        store.as_ref(),
+        KeyName::parse("ci").unwrap(),
+        KeyKind::Live,
+        KeyLimits::default(),
+    )
+    .await
+    .unwrap();
+    let lookup = KeyLookup::new(store.clone(), LOOKUP_TTL);
+    (store, lookup, created.key)
+}
+
+fn bearer(key: &ApiKey) -> String {
+    format!("Bearer {}", key.expose())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_revocation_is_seen_once_the_cached_answer_expires() {
+    let (store, lookup, key) = setup().await;
+    let record = authenticate(&lookup, &bearer(&key)).await.unwrap();
+    assert_eq!(record.summary.name.as_str(), "ci");
+    assert_eq!(store.lookups(), 1);
+
+    store.revoke(record.summary.id).await.unwrap();
+    tokio::time::advance(LOOKUP_TTL - Duration::from_millis(1)).await;
+    assert!(
+        authenticate(&lookup, &bearer(&key)).await.is_ok(),
+        "cached within the TTL"
+    );
+    assert_eq!(store.lookups(), 1, "answered from the cache");
+
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(matches!(
+        authenticate(&lookup, &bearer(&key)).await,
+        Err(KeyRefusal::Revoked)
+    ));
+    assert_eq!(store.lookups(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_keys_are_remembered_for_the_ttl_and_malformed_ones_never_read() {
+    let (store, lookup, _) = setup().await;
+    let stranger = ApiKey::generate(KeyKind::Sandbox).unwrap();
+    for _ in 0..3 {
+        assert!(matches!(
+            authenticate(&lookup, &bearer(&stranger)).await,
+            Err(KeyRefusal::Unknown)
+        ));
+    }
+    assert_eq!(store.lookups(), 1);
+    tokio::time::advance(LOOKUP_TTL).await;
+    assert!(authenticate(&lookup, &bearer(&stranger)).await.is_err());
+    assert_eq!(store.lookups(), 2);
+
+    for malformed in ["", "Bearer", "Bearer osr_live_short", "Basic abc"] {
+        assert!(matches!(
+            authenticate(&lookup, malformed).await,
+            Err(KeyRefusal::Malformed(_))
+        ));
+    }
+    assert_eq!(store.lookups(), 2, "malformed keys cost no read");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_gate_runs_only_when_the_store_is_read() {
+    let (store, lookup, key) = setup().await;
+    let held = lookup
+        .authenticate(&bearer(&key), async { Err(Rejection::LimiterUnavailable) })
+        .await;
+    assert!(matches!(
+        held,
+        Err(KeyRefusal::Held(Rejection::LimiterUnavailable))
+    ));
+    assert_eq!(store.lookups(), 0, "held back before the read");
+    assert!(authenticate(&lookup, &bearer(&key)).await.is_ok());
+    let cached = lookup
+        .authenticate(&bearer(&key), async { Err(Rejection::LimiterUnavailable) })
+        .await;
+    assert!(cached.is_ok(), "a cached answer needs no gate");
+    assert_eq!(store.lookups(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_not_kept() {
+    let (store, lookup, key) = setup().await;
+    store.set_down(true);
+    assert!(matches!(
+        authenticate(&lookup, &bearer(&key)).await,
+        Err(KeyRefusal::Unavailable(_))
+    ));
+    store.set_down(false);
+    assert!(authenticate(&lookup, &bearer(&key)).await.is_ok());
+    assert_eq!(store.lookups(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_unknown_side_is_bounded_and_makes_room_as_entries_expire() {
+    let (store, lookup, _) = setup().await;
+    let strangers: Vec<ApiKey> = (0..=MAX_UNKNOWN)
+        .map(|_| ApiKey::generate(KeyKind::Live).unwrap())
+        .collect();
+    for stranger in &strangers {
+        lookup.find(stranger).await.unwrap();
+    }
+    assert_eq!(
+        lock(&lookup.unknown).len(),
+        MAX_UNKNOWN,
+        "the last was not kept"
+    );
+    let reads = store.lookups();
+    lookup.find(&strangers[MAX_UNKNOWN]).await.unwrap();
+    assert_eq!(store.lookups(), reads + 1, "read again: it was not kept");
+
+    tokio::time::advance(LOOKUP_TTL).await;
+    let late = ApiKey::generate(KeyKind::Live).unwrap();
+    lookup.find(&late).await.unwrap();
+    assert_eq!(lock(&lookup.unknown).len(), 1, "expired entries made room");
+}
