@@ -5,6 +5,7 @@ pub mod jobs;
 pub mod migrations;
 pub mod outbox;
 pub mod skins;
+pub mod tls;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -18,6 +19,8 @@ use tokio_postgres::{NoTls, Row};
 use crate::deadline;
 use crate::ports::health::Dependency;
 use crate::ports::StoreError;
+pub use tls::Tls;
+
 impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> Self {
         // The server's message ("canceling statement due to lock timeout", …) is in the source.
@@ -44,19 +47,22 @@ pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreErro
 
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
+/// Its connections are made as `tls` says (`DB_SSLMODE`), whatever `pg`'s `sslmode` was.
 pub fn pool(
     mut pg: tokio_postgres::Config,
+    tls: &Tls,
     size: usize,
     timeout: Duration,
 ) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
-    let manager = Manager::from_config(
-        pg,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    pg.ssl_mode(tls.ssl_mode());
+    let recycling = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls.connector() {
+        Some(connector) => Manager::from_config(pg, connector.clone(), recycling),
+        None => Manager::from_config(pg, NoTls, recycling),
+    };
     Pool::builder(manager)
         .max_size(size.max(1))
         .runtime(Runtime::Tokio1)
