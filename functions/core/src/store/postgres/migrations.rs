@@ -106,29 +106,7 @@ pub async fn connect_and_apply(
 }
 
 fn connecting(error: deadpool_postgres::PoolError) -> StoreError {
-    StoreError::new(format!("connecting: {}", chain(&error)))
-}
-
-/// An error and its sources, `: `-separated (pool and refinery errors keep the cause there).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        // The server's own words ("relation \"jobs\" already exists"), with their SQLSTATE.
-        let server = cause
-            .downcast_ref::<tokio_postgres::Error>()
-            .and_then(tokio_postgres::Error::as_db_error);
-        if let Some(db) = server {
-            // The last word: what lies below repeats it.
-            return format!("{text}: {}: {}", db.code().code(), db.message());
-        }
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
+    StoreError::new(format!("connecting: {}", db::chain(&error)))
 }
 
 fn names_missing_database(error: &deadpool_postgres::PoolError) -> bool {
@@ -231,7 +209,10 @@ async fn apply_locked(client: &mut Client) -> Result<Outcome, StoreError> {
         .run_async(client)
         .await
         .map_err(|e| {
-            StoreError::new(format!("migration failed, nothing applied: {}", chain(&e)))
+            StoreError::new(format!(
+                "migration failed, nothing applied: {}",
+                db::chain(&e)
+            ))
         })?;
     Ok(Outcome::Applied(
         report

@@ -33,10 +33,33 @@ impl From<tokio_postgres::Error> for StoreError {
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
-    /// Checking a connection out sends no statement.
+    /// Checking a connection out sends no statement. Why a connection failed is in the
+    /// sources ("error performing TLS handshake": "invalid peer certificate: UnknownIssuer").
     fn from(error: deadpool_postgres::PoolError) -> Self {
-        Self::new(error.to_string())
+        Self::new(chain(&error))
     }
+}
+
+/// An error and its sources, `: `-separated (pool and refinery errors keep the cause there).
+pub(super) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // The server's own words ("relation \"jobs\" already exists"), with their SQLSTATE.
+        let server = cause
+            .downcast_ref::<tokio_postgres::Error>()
+            .and_then(tokio_postgres::Error::as_db_error);
+        if let Some(db) = server {
+            // The last word: what lies below repeats it.
+            return format!("{text}: {}: {}", db.code().code(), db.message());
+        }
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// `DATABASE_URL`'s connection settings.
