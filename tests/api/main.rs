@@ -16,3 +16,4 @@ mod outcomes;
 mod render;
 mod skins;
 mod storms;
+mod tls;
