@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,10 +24,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use axum::Router;
+use rustls::pki_types::pem::PemObject;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
-use support::{connect, connect_tls, database_url, server_url, shipped_migrations, tls_server};
+use support::{connect, database_url, server_url, shipped_migrations};
 
 mod support;
 
@@ -350,6 +353,41 @@ async fn the_database_secret_is_read_per_event() {
     delete_secret(&secrets, &arn).await;
     assert_eq!(status(&created), "SUCCESS", "{created}");
     assert_eq!(created["Data"]["Applied"], shipped_migrations().join(","));
+}
+
+/// The TLS-only server's port and the directory of its CA (`ca.pem`) and the application
+/// role's password (`app-password`), where infra/lib.sh puts them.
+pub fn tls_server() -> (u16, PathBuf) {
+    let port = std::env::var("PG_TLS_PORT").map_or(55433, |port| port.parse().unwrap());
+    let dir = std::env::var_os("PG_TLS_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/pg-tls"),
+        PathBuf::from,
+    );
+    (port, dir)
+}
+
+/// A connection to `database` on the TLS-only server as `postgres`, verified with its CA.
+pub async fn connect_tls(database: &str) -> tokio_postgres::Client {
+    let (port, dir) = tls_server();
+    let pem = std::fs::read(dir.join("ca.pem"))
+        .unwrap_or_else(|e| panic!("{}/ca.pem (run ./infra/up.sh): {e}", dir.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(
+        rustls::pki_types::CertificateDer::pem_slice_iter(&pem).map(Result::unwrap),
+    );
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let url = format!("postgres://postgres@localhost:{port}/{database}?sslmode=require");
+    let (client, connection) = tokio_postgres::connect(&url, MakeRustlsConnect::new(config))
+        .await
+        .unwrap_or_else(|e| panic!("the TLS PostgreSQL at {url} (run ./infra/up.sh): {e}"));
+    tokio::spawn(connection);
+    client
 }
 
 /// The secret path as deployed (`DB_SSLMODE=verify-full`): the secret's username and password
