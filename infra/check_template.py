@@ -6,6 +6,7 @@ Run by infra/lint-template with the deploy venv's Python (samtranslator reads Cl
 short tags: !Ref, !Sub, !GetAtt ...). Prints every property that does not hold and exits 1.
 """
 import json
+import os
 import re
 import sys
 
@@ -164,6 +165,13 @@ def main(template_path, samconfig_path):
     # DB_SSLMODE reaches every function; verify-full unless told otherwise.
     check(ref(globals_env.get("DB_SSLMODE")) == "DbSslMode", "Globals: DB_SSLMODE from DbSslMode")
     check(params.get("DbSslMode", {}).get("Default") == "verify-full", "DbSslMode defaults to verify-full")
+    # ... and allows exactly the modes the code reads (config.rs `DbSslMode::from_str`), so a
+    # deploy never passes one the functions refuse at start.
+    config_rs = os.path.join(os.path.dirname(os.path.abspath(template_path)), "functions/core/src/config.rs")
+    from_str = open(config_rs).read().partition("impl FromStr for DbSslMode")[2].partition("\n}\n")[0]
+    code_modes = sorted(re.findall(r'"([a-z-]+)" => Ok\(Self::', from_str))
+    allowed = sorted(params.get("DbSslMode", {}).get("AllowedValues", []))
+    check(code_modes and allowed == code_modes, f"DbSslMode AllowedValues {allowed} = config.rs's modes {code_modes}")
 
     # The dashboard: valid JSON, built from the metrics the functions emit.
     dashboard = [r for r in resources.values() if r["Type"] == "AWS::CloudWatch::Dashboard"]

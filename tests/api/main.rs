@@ -17,3 +17,4 @@ mod outcomes;
 mod render;
 mod skins;
 mod storms;
+mod tls;

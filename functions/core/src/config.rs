@@ -2,6 +2,7 @@
 //! and the README's configuration table mirrors it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -15,6 +16,11 @@ pub struct Config {
     pub db_pool_size: usize,
     /// Bound on connecting and on each statement, below the function's timeout.
     pub db_timeout: Duration,
+    /// TLS to Postgres (`DB_SSLMODE`); it decides, whatever `DATABASE_URL`'s `sslmode` says.
+    pub db_sslmode: DbSslMode,
+    /// `DB_SSLROOTCERT`: a PEM file of CAs trusted besides the compiled-in AWS ones
+    /// (verify-full only).
+    pub db_sslrootcert: Option<PathBuf>,
     /// Every request is answered within this (deadline.rs); on Lambda also before the
     /// invocation's own deadline, less a margin.
     pub request_deadline: Duration,
@@ -75,6 +81,29 @@ pub struct Config {
     pub cors_allow_origin: Option<String>,
 }
 
+/// `DB_SSLMODE`, with libpq's meanings: `disable` sends everything in the clear; `require`
+/// encrypts but accepts any server certificate (so not proof against someone in the path);
+/// `verify-full` accepts only a certificate that chains to a trusted root and names the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbSslMode {
+    Disable,
+    Require,
+    VerifyFull,
+}
+
+impl FromStr for DbSslMode {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "disable" => Ok(Self::Disable),
+            "require" => Ok(Self::Require),
+            "verify-full" => Ok(Self::VerifyFull),
+            _ => Err("expected disable, require or verify-full"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimits {
     pub render: RateLimit,
@@ -126,6 +155,17 @@ impl Config {
             });
         }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
+        let db_sslmode = env.parse("DB_SSLMODE", DbSslMode::Disable)?;
+        let db_sslrootcert = lookup("DB_SSLROOTCERT")
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from);
+        if db_sslrootcert.is_some() && db_sslmode != DbSslMode::VerifyFull {
+            // libpq would verify the chain under `require` then; here it would do nothing.
+            return Err(ConfigError {
+                name: "DB_SSLROOTCERT",
+                reason: "is only read with DB_SSLMODE=verify-full".into(),
+            });
+        }
         Ok(Self {
             // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
             database_url: lookup("DATABASE_URL")
@@ -133,6 +173,8 @@ impl Config {
                 .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/osurender".into()),
             db_pool_size: env.parse("DB_POOL_SIZE", 2)?,
             db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
+            db_sslmode,
+            db_sslrootcert,
             request_deadline: Duration::from_millis(env.parse("REQUEST_DEADLINE_MS", 10_000)?),
             listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
             rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
@@ -343,6 +385,32 @@ mod tests {
             config(&[("REPLAY_BUCKET", "r")]).unwrap().artifact_bucket,
             "r"
         );
+    }
+
+    #[test]
+    fn database_tls_settings() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.db_sslmode, DbSslMode::Disable);
+        assert_eq!(c.db_sslrootcert, None);
+        let c = config(&[
+            ("DB_SSLMODE", "verify-full"),
+            ("DB_SSLROOTCERT", "/etc/ca.pem"),
+        ])
+        .unwrap();
+        assert_eq!(c.db_sslmode, DbSslMode::VerifyFull);
+        assert_eq!(c.db_sslrootcert, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(
+            config(&[("DB_SSLMODE", "require")]).unwrap().db_sslmode,
+            DbSslMode::Require
+        );
+        for unknown in ["prefer", "verify-ca", "VERIFY-FULL", "on", ""] {
+            let error = config(&[("DB_SSLMODE", unknown)]).unwrap_err().to_string();
+            assert!(error.starts_with("DB_SSLMODE: "), "{unknown}: {error}");
+        }
+        let error = config(&[("DB_SSLMODE", "require"), ("DB_SSLROOTCERT", "/ca.pem")])
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("DB_SSLROOTCERT: "), "{error}");
     }
 
     #[test]

@@ -44,7 +44,12 @@ impl Clients {
         postgres: tokio_postgres::Config,
     ) -> Result<Self, StoreError> {
         Ok(Self {
-            pool: db::pool(postgres, config.db_pool_size, config.db_timeout)?,
+            pool: db::pool(
+                postgres,
+                &db::Tls::from_config(config)?,
+                config.db_pool_size,
+                config.db_timeout,
+            )?,
             dynamodb: aws::dynamodb(&sdk),
             s3: aws::s3(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),

@@ -6,7 +6,8 @@
 //! - `invariants`: the state every fault, crash and storm must leave intact;
 //! - `replays` and `skins`: the builders of what clients upload, and the forms that carry it;
 //! - `jobs`: submissions, status reads and signed worker reports;
-//! - `queue`: the render queue and the outbox that feeds it.
+//! - `queue`: the render queue and the outbox that feeds it;
+//! - `tls`: the TLS-only PostgreSQL of the `DB_SSLMODE` tests, and connections to it.
 
 pub mod app;
 pub mod invariants;
@@ -15,3 +16,4 @@ pub mod proxy;
 pub mod queue;
 pub mod replays;
 pub mod skins;
+pub mod tls;
