@@ -12,6 +12,7 @@ mod faults;
 mod hostile;
 mod idempotency;
 mod lifecycle;
+mod origin;
 mod outcomes;
 mod render;
 mod skins;

@@ -231,8 +231,9 @@ async fn the_stage_is_not_part_of_the_path_and_other_paths_are_404() {
 #[tokio::test]
 async fn every_listed_route_is_served() {
     let limiter = Arc::new(RecordingLimiter::default());
-    let verifier = Verifier::new(Some(&"k".repeat(64))).unwrap();
-    let router = http::service(http::all_routes(verifier), app(&[], limiter.clone()));
+    let app = app(&[("WEBHOOK_SECRET", &"k".repeat(64))], limiter.clone());
+    let verifier = Verifier::from_app(&app).await.unwrap();
+    let router = http::service(http::all_routes(verifier), app);
     for (method, path) in ROUTES {
         let uri = path.replace("{id}", "0b5c4a52-2d1e-4c4e-9a0f-6c1d2e3f4a5b");
         let request = Request::builder()

@@ -6,7 +6,8 @@
 //! - `invariants`: the state every fault, crash and storm must leave intact;
 //! - `replays` and `skins`: the builders of what clients upload, and the forms that carry it;
 //! - `jobs`: submissions, status reads and signed worker reports;
-//! - `queue`: the render queue and the outbox that feeds it.
+//! - `queue`: the render queue and the outbox that feeds it;
+//! - `secrets`: secrets in the stand-in's Secrets Manager, created and rotated.
 
 pub mod app;
 pub mod invariants;
@@ -14,4 +15,5 @@ pub mod jobs;
 pub mod proxy;
 pub mod queue;
 pub mod replays;
+pub mod secrets;
 pub mod skins;
