@@ -175,20 +175,21 @@ impl RotatingSecret {
     }
 }
 
-/// The versions' values, each long enough to be a secret (the message never quotes one).
+/// The values to accept: the current one, which must be long enough to be a secret (the message
+/// never quotes it), and the previous one unless it is too short (a mistake since corrected).
 fn usable(versions: SecretVersions) -> Result<Vec<Vec<u8>>, String> {
-    std::iter::once(versions.current)
-        .chain(versions.previous)
-        .map(|value| {
-            if value.len() < MIN_SECRET_BYTES {
-                Err(format!(
-                    "a version is shorter than {MIN_SECRET_BYTES} bytes"
-                ))
-            } else {
-                Ok(value.into_bytes())
-            }
-        })
-        .collect()
+    if versions.current.len() < MIN_SECRET_BYTES {
+        return Err(format!(
+            "the current version is shorter than {MIN_SECRET_BYTES} bytes"
+        ));
+    }
+    let previous = versions
+        .previous
+        .filter(|value| value.len() >= MIN_SECRET_BYTES);
+    Ok(std::iter::once(versions.current)
+        .chain(previous)
+        .map(String::into_bytes)
+        .collect())
 }
 
 #[cfg(test)]
@@ -264,6 +265,11 @@ mod tests {
         secrets.put(ID, OLD);
         tokio::time::advance(RETRY_FAILED_READ).await;
         assert_eq!(secret.matches(OLD.as_bytes()).await, Ok(true));
+        assert_eq!(
+            secret.matches(b"too-short").await,
+            Ok(false),
+            "never accepted"
+        );
         assert_eq!(secrets.reads(), 3);
     }
 }
