@@ -173,6 +173,60 @@ def main(template_path, samconfig_path):
     allowed = sorted(params.get("DbSslMode", {}).get("AllowedValues", []))
     check(code_modes and allowed == code_modes, f"DbSslMode AllowedValues {allowed} = config.rs's modes {code_modes}")
 
+    # An origin only our edge reaches (docs/DEPLOY.md, "An origin only Cloudflare reaches"): the
+    # custom domain and no execute-api endpoint by default, mutual TLS available; every API
+    # function checks X-Origin-Secret against the secret OriginSecretArn names; the webhook key
+    # is read by ARN at start, never resolved into a variable; each secret readable by exactly
+    # the functions that need it, and nothing else readable.
+    check(params.get("DisableExecuteApiEndpoint", {}).get("Default") == "true",
+          "DisableExecuteApiEndpoint defaults to true")
+    check(api.get("DisableExecuteApiEndpoint") == {"Fn::If": ["ExecuteApiEndpointDisabled", True, False]},
+          "Api: DisableExecuteApiEndpoint from its parameter")
+    check({"CustomDomainName", "CertificateArn"} <= set(params), "custom domain parameters")
+    domain = resources.get("ApiDomain", {})
+    check(domain.get("Type") == "AWS::ApiGateway::DomainName", "ApiDomain: a custom domain")
+    check(ref(domain.get("Properties", {}).get("RegionalCertificateArn")) == "CertificateArn",
+          "ApiDomain: the CertificateArn certificate")
+    check("MutualTlsAuthentication" in domain.get("Properties", {}),
+          "ApiDomain: mutual TLS (Authenticated Origin Pulls) available")
+    mapping = resources.get("ApiDomainMapping", {})
+    check(mapping.get("Type") == "AWS::ApiGateway::BasePathMapping"
+          and ref(mapping.get("Properties", {}).get("RestApiId")) == "Api",
+          "ApiDomainMapping: the domain maps to the API")
+    for name in ("OriginSecretArn", "WebhookSecretArn"):
+        check("Default" not in params.get(name, {"Default": None}), f"{name}: a required parameter")
+    check("{{resolve:" not in open(template_path).read(), "no {{resolve:...}}: secrets are read at start")
+    for name, fn in functions.items():
+        props = fn["Properties"]
+        env = props.get("Environment", {}).get("Variables", {})
+        http = any(e.get("Type") == "Api" for e in props.get("Events", {}).values())
+        readable = set()
+        for policy in props.get("Policies", []):
+            for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                actions = statement.get("Action")
+                actions = actions if isinstance(actions, list) else [actions]
+                if any(a.startswith("secretsmanager:") for a in actions):
+                    check(actions == ["secretsmanager:GetSecretValue"], f"{name}: only GetSecretValue")
+                    resource = statement.get("Resource")
+                    for item in resource if isinstance(resource, list) else [resource]:
+                        check(ref(item) is not None, f"{name}: a secret policy names exact ARNs")
+                        readable.add(ref(item))
+        needed = {"DbSecretArn"} if "DB_SECRET_ARN" in env else set()
+        if http:
+            check(ref(env.get("CF_ORIGIN_SECRET_ARN")) == "OriginSecretArn",
+                  f"{name}: CF_ORIGIN_SECRET_ARN from OriginSecretArn")
+            needed.add("OriginSecretArn")
+        else:
+            check("CF_ORIGIN_SECRET_ARN" not in env, f"{name}: no origin secret off the API")
+        if "WEBHOOK_SECRET_ARN" in env:
+            check(ref(env["WEBHOOK_SECRET_ARN"]) == "WebhookSecretArn", f"{name}: WEBHOOK_SECRET_ARN")
+            needed.add("WebhookSecretArn")
+        check("WEBHOOK_SECRET" not in env and "CF_ORIGIN_SECRET" not in env,
+              f"{name}: no secret value in a variable")
+        check(readable == needed, f"{name}: reads secrets {sorted(readable)}, needs {sorted(needed)}")
+    check("WEBHOOK_SECRET_ARN" in functions["JobWebhookFunction"]["Properties"]["Environment"]["Variables"],
+          "JobWebhookFunction: WEBHOOK_SECRET_ARN")
+
     # The dashboard: valid JSON, built from the metrics the functions emit.
     dashboard = [r for r in resources.values() if r["Type"] == "AWS::CloudWatch::Dashboard"]
     check(len(dashboard) == 1, "one CloudWatch dashboard")

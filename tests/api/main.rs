@@ -13,6 +13,7 @@ mod hostile;
 mod idempotency;
 mod lifecycle;
 mod listing;
+mod origin;
 mod outcomes;
 mod render;
 mod skins;

@@ -44,11 +44,9 @@ async fn verified_app(server: &TlsServer) -> (TestApp, String) {
 /// its start-up migration, which would refuse it), on a port of its own.
 async fn serve_instance(config: &Config) -> SocketAddr {
     let clients = Clients::new(config).await.expect("nothing connects yet");
-    let verifier = Verifier::from_config(config).unwrap();
-    let router = http::service(
-        http::all_routes(verifier),
-        App::new(config.clone(), &clients),
-    );
+    let app = App::new(config.clone(), &clients);
+    let verifier = Verifier::from_app(&app).await.unwrap();
+    let router = http::service(http::all_routes(verifier), app);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let service = router.into_make_service_with_connect_info::<SocketAddr>();

@@ -68,6 +68,10 @@ pub enum Rejection {
     AdmissionUnknown,
     /// The request's deadline (`REQUEST_DEADLINE_MS`) ran out before it could be answered.
     DeadlineExceeded,
+    /// The request did not come through our edge: no or a wrong `X-Origin-Secret`.
+    OriginForbidden,
+    /// A secret the request is checked against (origin, webhook) could not be read.
+    SecretUnavailable,
 }
 
 impl Rejection {
@@ -88,6 +92,7 @@ impl Rejection {
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::OriginForbidden => StatusCode::FORBIDDEN,
             Self::InvalidSignature | Self::StaleTimestamp | Self::NonceReused => {
                 StatusCode::UNAUTHORIZED
             }
@@ -100,7 +105,8 @@ impl Rejection {
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown
-            | Self::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::DeadlineExceeded
+            | Self::SecretUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -136,6 +142,8 @@ impl Rejection {
             Self::DatabaseUnavailable => "database_unavailable",
             Self::AdmissionUnknown => "admission_unknown",
             Self::DeadlineExceeded => "deadline_exceeded",
+            Self::OriginForbidden => "origin_forbidden",
+            Self::SecretUnavailable => "secret_unavailable",
         }
     }
 
@@ -170,6 +178,8 @@ impl Rejection {
             Self::DatabaseUnavailable => "Database unavailable",
             Self::AdmissionUnknown => "Admission outcome unknown",
             Self::DeadlineExceeded => "Deadline exceeded",
+            Self::OriginForbidden => "Origin forbidden",
+            Self::SecretUnavailable => "Secret unavailable",
         }
     }
 
@@ -233,6 +243,12 @@ impl Rejection {
                  Idempotency-Key, a retry finds a job this request may have made)"
                     .into()
             }
+            Self::OriginForbidden => {
+                "requests reach this API only through its public address".into()
+            }
+            Self::SecretUnavailable => {
+                "the service cannot check this request right now; try again".into()
+            }
         }
     }
 
@@ -248,7 +264,8 @@ impl Rejection {
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown
-            | Self::DeadlineExceeded => Some(RETRY_UNAVAILABLE_SECS),
+            | Self::DeadlineExceeded
+            | Self::SecretUnavailable => Some(RETRY_UNAVAILABLE_SECS),
             _ => None,
         }
     }

@@ -8,6 +8,7 @@ use crate::aws;
 use crate::config::Config;
 use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::ports::StoreError;
+use crate::secrets::RotatingSecret;
 use crate::store::dynamo::DynamoRateLimiter;
 use crate::store::postgres::idempotency::PgIdempotencyStore;
 use crate::store::postgres::jobs::PgJobStore;
@@ -15,6 +16,7 @@ use crate::store::postgres::outbox::PgOutboxStore;
 use crate::store::postgres::skins::PgSkinRegistry;
 use crate::store::postgres::{self as db, PostgresCheck};
 use crate::store::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
+use crate::store::secrets::SecretsManagerStore;
 use crate::store::sqs::SqsRenderQueue;
 
 /// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
@@ -25,6 +27,7 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
+    pub secretsmanager: aws_sdk_secretsmanager::Client,
     /// The shared AWS configuration: what presigning needs (credentials, region, endpoint).
     pub sdk: aws_config::SdkConfig,
 }
@@ -53,6 +56,7 @@ impl Clients {
             dynamodb: aws::dynamodb(&sdk),
             s3: aws::s3(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
+            secretsmanager: aws_sdk_secretsmanager::Client::new(&sdk),
             sdk,
         })
     }
@@ -74,6 +78,10 @@ impl App {
             &config.render_queue_name,
         ));
         let postgres = Arc::new(PostgresCheck::new(clients.pool.clone()));
+        let secrets = Arc::new(SecretsManagerStore::new(clients.secretsmanager.clone()));
+        let origin_secret = config.origin_secret.as_ref().map(|source| {
+            RotatingSecret::new(source, secrets.clone(), config.secret_refresh_interval)
+        });
         Self {
             dependencies: Arc::new([postgres, limiter.clone(), replays.clone(), queue.clone()]),
             artifacts: Arc::new(S3ArtifactLinks::new(
@@ -96,7 +104,18 @@ impl App {
             )),
             skin_names: Arc::new(PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER)),
             idempotency: Arc::new(PgIdempotencyStore::new(clients.pool.clone())),
+            secrets,
+            origin_secret,
             config: Arc::new(config),
+        }
+    }
+
+    /// Reads the origin secret when it is kept in Secrets Manager: once per instance, before
+    /// the first request. A failure is logged, never fatal: requests answer 503 until a read
+    /// succeeds (secrets.rs).
+    pub async fn read_secrets(&self) {
+        if let Some(secret) = &self.origin_secret {
+            secret.read().await;
         }
     }
 }

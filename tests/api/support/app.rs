@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Mutex, Once};
 
+use osurender_core::http::ORIGIN_SECRET_HEADER;
 use osurender_core::{App, Clients};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
@@ -75,6 +76,7 @@ pub struct TestApp {
     pub addr: SocketAddr,
     /// The server's configuration, to build more instances of the core against its resources.
     pub config: osurender_core::Config,
+    /// Sends `X-Origin-Secret` when the server was given `CF_ORIGIN_SECRET`, as our edge would.
     pub http: reqwest::Client,
     pub db: tokio_postgres::Client,
     pub database_url: String,
@@ -167,6 +169,11 @@ impl TestApp {
         vars.retain(|_, v| v != UNSET);
         let config = osurender_core::Config::from_lookup(|name| vars.get(name).cloned())
             .expect("test config is valid");
+        // The tests' requests come through our edge: with the origin secret it adds.
+        let mut edge_headers = reqwest::header::HeaderMap::new();
+        if let Some(secret) = vars.get("CF_ORIGIN_SECRET") {
+            edge_headers.insert(ORIGIN_SECRET_HEADER, secret.parse().unwrap());
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = osurender_local::start(config.clone(), listener)
             .await
@@ -177,7 +184,10 @@ impl TestApp {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         TestApp {
             addr,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .default_headers(edge_headers)
+                .build()
+                .unwrap(),
             db,
             database_url,
             s3: osurender_core::aws::s3(&sdk),

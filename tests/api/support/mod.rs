@@ -8,6 +8,7 @@
 //! - `jobs`: submissions, status reads and signed worker reports;
 //! - `queue`: the render queue and the outbox that feeds it;
 //! - `tls`: the TLS-only PostgreSQL of the `DB_SSLMODE` tests, and connections to it.
+//! - `secrets`: secrets in the stand-in's Secrets Manager, created and rotated.
 
 pub mod app;
 pub mod invariants;
@@ -15,5 +16,6 @@ pub mod jobs;
 pub mod proxy;
 pub mod queue;
 pub mod replays;
+pub mod secrets;
 pub mod skins;
 pub mod tls;

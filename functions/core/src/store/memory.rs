@@ -31,10 +31,12 @@ use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
 use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
 use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
+use crate::ports::secrets::{SecretStore, SecretVersions};
 use crate::ports::skins::{
     self, ByteChunks, Copied, NameClaim, ObjectVersion, PresignedPost, SkinRegistry, SkinStore,
 };
 use crate::ports::StoreError;
+use crate::secrets::RotatingSecret;
 
 /// Every adapter of one in-memory App, shared with the test that drives it.
 #[derive(Clone)]
@@ -44,6 +46,7 @@ pub struct Memory {
     pub limiter: Arc<MemoryLimiter>,
     pub objects: Arc<MemoryObjects>,
     pub queue: Arc<MemoryQueue>,
+    pub secrets: Arc<MemorySecrets>,
 }
 
 impl Memory {
@@ -55,10 +58,20 @@ impl Memory {
             limiter: Arc::new(MemoryLimiter::new(calls.clone())),
             objects: Arc::new(MemoryObjects::new(calls.clone())),
             queue: Arc::new(MemoryQueue::new(calls.clone())),
+            secrets: Arc::new(MemorySecrets::default()),
             calls,
         };
+        let origin_secret = config.origin_secret.as_ref().map(|source| {
+            RotatingSecret::new(
+                source,
+                memory.secrets.clone(),
+                config.secret_refresh_interval,
+            )
+        });
         let app = App {
             config: Arc::new(config),
+            secrets: memory.secrets.clone(),
+            origin_secret,
             limiter: memory.limiter.clone(),
             jobs: memory.database.clone(),
             replays: memory.objects.clone(),
@@ -1206,5 +1219,42 @@ impl KeyStore for MemoryKeys {
             .iter()
             .find(|(stored, _)| stored == hash)
             .map(|(_, row)| row.clone()))
+    }
+}
+
+/// Secrets by id: `put` rotates one as Secrets Manager does (the current value becomes the
+/// previous); `reads` counts the reads. An unknown id fails to read.
+#[derive(Default)]
+pub struct MemorySecrets {
+    versions: Mutex<HashMap<String, SecretVersions>>,
+    reads: Mutex<usize>,
+}
+
+impl MemorySecrets {
+    pub fn put(&self, id: &str, value: &str) {
+        let mut versions = lock(&self.versions);
+        let previous = versions.remove(id).map(|old| old.current);
+        versions.insert(
+            id.to_owned(),
+            SecretVersions {
+                current: value.to_owned(),
+                previous,
+            },
+        );
+    }
+
+    pub fn reads(&self) -> usize {
+        *lock(&self.reads)
+    }
+}
+
+#[async_trait]
+impl SecretStore for MemorySecrets {
+    async fn versions(&self, id: &str) -> Result<SecretVersions, StoreError> {
+        *lock(&self.reads) += 1;
+        lock(&self.versions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| StoreError::new(format!("no secret `{id}`")))
     }
 }
