@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::app::App;
 use crate::ports::StoreError;
+use crate::skins::ingest;
 
 /// What one run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -30,6 +31,8 @@ pub struct JanitorReport {
     pub idempotency_keys_pruned: u64,
     /// Fences of resolved admissions past their day: deleted.
     pub admission_fences_pruned: u64,
+    /// Presigned uploads' ingest claims past their day (skins/ingest.rs): deleted.
+    pub skin_ingests_pruned: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
@@ -46,6 +49,10 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
         nonces_pruned: app.jobs.prune_nonces().await?,
         idempotency_keys_pruned: app.idempotency.prune().await?,
         admission_fences_pruned: app.jobs.prune_fences().await?,
+        skin_ingests_pruned: app
+            .skin_names
+            .prune_ingests(ingest::CLAIMS_KEPT, ingest::PRUNE_BATCH)
+            .await?,
     };
     if report != JanitorReport::default() {
         tracing::info!(?report, "janitor run");
