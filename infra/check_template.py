@@ -20,6 +20,9 @@ PROXY_CONNECTION_BUDGET = 100
 # figure for one GET inside a region) and the copy within S3 after it.
 S3_BYTES_PER_SECOND = 10 * 1024 * 1024
 SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction", "AdminFunction"]
+# skin-ingest inflates up to 256 MiB per upload: at most this many run at once, so a flood of
+# uploads (or of events) waits in S3's async-invoke queue instead of multiplying the work.
+MAX_INGEST_CONCURRENCY = 10
 
 failures = []
 
@@ -139,6 +142,18 @@ def main(template_path, samconfig_path):
         "SkinIngestFunction: Timeout must cover reading and copying the largest upload",
     )
     check(ingest.get("MemorySize", 128) <= 512, "SkinIngestFunction: the check streams; <= 512 MB")
+    reserved = ingest.get("ReservedConcurrentExecutions")
+    reserved_default = int(default_of(template, reserved) or 0)
+    check(
+        1 <= reserved_default <= MAX_INGEST_CONCURRENCY,
+        f"SkinIngestFunction: ReservedConcurrentExecutions must be 1..{MAX_INGEST_CONCURRENCY} "
+        f"by default, is {reserved_default}",
+    )
+    if ref(reserved):
+        check(
+            int(params.get(ref(reserved), {}).get("MaxValue", 1 << 31)) <= MAX_INGEST_CONCURRENCY,
+            f"{ref(reserved)}: MaxValue must be at most {MAX_INGEST_CONCURRENCY}",
+        )
 
     # JSON access logs on the API stage.
     api = resources["Api"]["Properties"]

@@ -225,7 +225,7 @@ async fn the_webhook_secret_from_secrets_manager_accepts_current_and_previous() 
         let app = &app;
         let job = &job;
         async move {
-            let body = signed_body(fields);
+            let body = signed_body(job, fields);
             let signature = sign(key.as_bytes(), body.as_bytes());
             app.post_webhook(job, &body, Some(&signature)).await
         }

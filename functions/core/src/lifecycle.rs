@@ -1,11 +1,13 @@
 //! `POST /v1/jobs/{id}/webhook`: render workers report progress and results.
 //!
-//! A report is a JSON body `{status, progress, video_key, thumb_key, error, timestamp, nonce}`
-//! signed with HMAC-SHA256 under the webhook secret (`WEBHOOK_SECRET`, or on AWS the Secrets
-//! Manager secret `WEBHOOK_SECRET_ARN`, its current or previous version), hex in `X-Signature`. The checks run
-//! cheapest first and nothing is written before the signature, the fields and the timestamp
-//! pass; then one statement spends the nonce and applies the transition (`jobs::transition`).
-//! So a forged, stale, replayed or illegal report changes no job.
+//! A report is a JSON body `{job_id, status, progress, video_key, thumb_key, error, timestamp,
+//! nonce}` signed with HMAC-SHA256 under the webhook secret (`WEBHOOK_SECRET`, or on AWS the
+//! Secrets Manager secret `WEBHOOK_SECRET_ARN`, its current or previous version), hex in
+//! `X-Signature`. The checks run cheapest first and nothing is written before the signature, the
+//! job, the fields and the timestamp pass; then one statement spends the nonce and applies the
+//! transition (`jobs::transition`). So a forged, stale, replayed, re-targeted or illegal report
+//! changes no job: the signed `job_id` must be the URL's, so a captured report cannot move
+//! another job.
 
 use std::time::Duration;
 
@@ -110,7 +112,8 @@ pub struct Report {
     /// Epoch seconds when the worker signed the report.
     pub timestamp: i64,
     pub nonce: String,
-    /// Optional; when present it must name the job in the URL, which binds the signature to it.
+    /// The job the worker reports on: required, and it must be the URL's (`check_job`). An
+    /// `Option` only so its absence is told apart (400) from a malformed value (422).
     pub job_id: Option<JobId>,
 }
 
@@ -125,7 +128,8 @@ pub async fn receive(
 ) -> Result<(JobStatus, f32), Rejection> {
     check_signature(verifier, signature, body).await?;
     let report = parse_report(body)?;
-    let transition = check_report(&report, id, app.config.render_stall_timeout)?;
+    check_job(&report, id)?;
+    let transition = check_report(&report, app.config.render_stall_timeout)?;
     let nonce = check_freshness(&report, epoch_secs() as i64)?;
     let outcome = app
         .jobs
@@ -171,17 +175,22 @@ fn parse_report(body: &[u8]) -> Result<Report, Rejection> {
     })
 }
 
+/// The signature covers `job_id`, so a report applies to the job it names and no other: a
+/// report without one is malformed (400), one naming another job is refused (403 `wrong_job`).
+pub fn check_job(report: &Report, id: JobId) -> Result<(), Rejection> {
+    match report.job_id {
+        None => Err(Rejection::InvalidBody(
+            "the report must name its job: `job_id`, signed with the rest".into(),
+        )),
+        Some(named) if named != id => Err(Rejection::WrongJob),
+        Some(_) => Ok(()),
+    }
+}
+
 /// The report's fields, as the transition to apply. Keys come only with `completed` (which
 /// needs `video_key`), an error only with `failed`; a completed job is at 100 %.
-pub fn check_report(
-    report: &Report,
-    id: JobId,
-    stall_timeout: Duration,
-) -> Result<Transition, Rejection> {
+pub fn check_report(report: &Report, stall_timeout: Duration) -> Result<Transition, Rejection> {
     let invalid = |reason: &str| Rejection::InvalidField(reason.to_owned());
-    if report.job_id.is_some_and(|named| named != id) {
-        return Err(invalid("job_id: does not name the job in the URL"));
-    }
     let progress = match report.progress {
         Some(p) if !(0.0..=100.0).contains(&p) => {
             return Err(invalid("progress: must be a number from 0 to 100"))
@@ -333,7 +342,6 @@ mod tests {
         let id = JobId::new();
         let rendering = check_report(
             &report(json!({ "status": "rendering", "progress": 42.5 })),
-            id,
             STALL,
         )
         .unwrap();
@@ -342,19 +350,18 @@ mod tests {
         assert_eq!(rendering.deadline_in, Some(STALL));
 
         let done = report(json!({ "status": "completed", "video_key": "v.mp4", "job_id": id }));
-        let done = check_report(&done, id, STALL).unwrap();
+        let done = check_report(&done, STALL).unwrap();
         assert_eq!(done.progress, Some(100.0));
         assert_eq!(done.video_key.as_deref(), Some("v.mp4"));
         assert_eq!(done.deadline_in, None);
 
-        let failed = check_report(&report(json!({ "status": "failed" })), id, STALL).unwrap();
+        let failed = check_report(&report(json!({ "status": "failed" })), STALL).unwrap();
         assert_eq!(failed.error.as_deref(), Some(DEFAULT_ERROR));
         assert_eq!(failed.progress, None);
     }
 
     #[test]
     fn bad_fields_are_refused_by_name() {
-        let id = JobId::new();
         for (fields, field) in [
             (
                 json!({ "status": "rendering", "progress": 101 }),
@@ -379,12 +386,8 @@ mod tests {
                 json!({ "status": "failed", "error": "e".repeat(2001) }),
                 "error",
             ),
-            (
-                json!({ "status": "rendering", "job_id": JobId::new() }),
-                "job_id",
-            ),
         ] {
-            let err = check_report(&report(fields.clone()), id, STALL).unwrap_err();
+            let err = check_report(&report(fields.clone()), STALL).unwrap_err();
             assert_eq!(err.code(), "invalid_field", "{fields}");
             assert!(
                 err.detail().starts_with(field),
@@ -392,6 +395,26 @@ mod tests {
                 err.detail()
             );
         }
+    }
+
+    #[test]
+    fn a_report_applies_only_to_the_job_it_names() {
+        let id = JobId::new();
+        let naming =
+            |job: serde_json::Value| report(json!({ "status": "rendering", "job_id": job }));
+        assert_eq!(check_job(&naming(json!(id)), id), Ok(()));
+        assert_eq!(
+            check_job(&naming(json!(JobId::new())), id),
+            Err(Rejection::WrongJob)
+        );
+        for unnamed in [
+            report(json!({ "status": "rendering" })),
+            naming(json!(null)),
+        ] {
+            assert_eq!(check_job(&unnamed, id).unwrap_err().code(), "invalid_body");
+        }
+        let malformed = br#"{"status":"rendering","timestamp":1,"nonce":"abcdefgh","job_id":"x"}"#;
+        assert_eq!(parse_report(malformed).unwrap_err().code(), "invalid_field");
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub enum Rejection {
     InvalidSignature,
     StaleTimestamp,
     NonceReused,
+    /// A genuine report, signed for another job than the URL's: a replay attempt.
+    WrongJob,
     IllegalTransition(String),
     /// The replay store refused the write (a missing bucket, denied access): a fault of ours.
     StorageFailed,
@@ -96,6 +98,7 @@ impl Rejection {
             Self::InvalidSignature | Self::StaleTimestamp | Self::NonceReused => {
                 StatusCode::UNAUTHORIZED
             }
+            Self::WrongJob => StatusCode::FORBIDDEN,
             Self::IllegalTransition(_) => StatusCode::CONFLICT,
             Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::QueueFull { .. }
@@ -135,6 +138,7 @@ impl Rejection {
             Self::InvalidSignature => "invalid_signature",
             Self::StaleTimestamp => "stale_timestamp",
             Self::NonceReused => "nonce_reused",
+            Self::WrongJob => "wrong_job",
             Self::IllegalTransition(_) => "illegal_transition",
             Self::StorageFailed => "storage_failed",
             Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "storage_unavailable",
@@ -171,6 +175,7 @@ impl Rejection {
             Self::InvalidSignature => "Invalid signature",
             Self::StaleTimestamp => "Stale timestamp",
             Self::NonceReused => "Nonce reused",
+            Self::WrongJob => "Report for another job",
             Self::IllegalTransition(_) => "Illegal status transition",
             Self::StorageFailed => "Storage failed",
             Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "Storage unavailable",
@@ -205,6 +210,9 @@ impl Rejection {
             }
             Self::StaleTimestamp => "the timestamp is too far from the server's clock".into(),
             Self::NonceReused => "this nonce was already used; sign each report afresh".into(),
+            Self::WrongJob => {
+                "the signed report names another job (`job_id`); it applies only to that job".into()
+            }
             Self::RateLimited(rate) => format!(
                 "rate limit of {} requests exceeded; retry in {} s",
                 rate.limit, rate.retry_after
