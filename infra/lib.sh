@@ -13,9 +13,11 @@ mkdir -p "$OSR_LOCAL"
 : "${AWS_ACCESS_KEY_ID:=test}"
 : "${AWS_SECRET_ACCESS_KEY:=test}"
 : "${OSURENDER_PYTHON:=$OSR_VENV/bin/python}"
-# The TLS-only PostgreSQL of the DB_SSLMODE tests (infra/postgres-tls.sh) and its CAs.
-: "${PG_TLS_PORT:=55433}"
+# The TLS-only PostgreSQL of the DB_SSLMODE tests (infra/postgres-tls.sh) and its CAs. Its port
+# is PG_TLS_PORT when set, else a free one postgres-tls.sh picks once for this checkout and keeps
+# in $PG_TLS_DIR/port (where the tests read it), so two checkouts on one machine never collide.
 : "${PG_TLS_DIR:=$OSR_LOCAL/pg-tls}"
+PG_TLS_PORT="${PG_TLS_PORT:-}"
 export DATABASE_URL AWS_ENDPOINT_URL AWS_REGION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY OSURENDER_PYTHON
 export PG_TLS_PORT PG_TLS_DIR
 

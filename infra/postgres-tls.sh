@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the TLS-only PostgreSQL of the DB_SSLMODE tests answers on 127.0.0.1:$PG_TLS_PORT
-# (default 55433): a private cluster (.local/pg/tls-<port>, stopped by infra/down.sh) with
+# (unset: a free port picked once for this checkout and kept in $PG_TLS_DIR/port): a private
+# cluster (.local/pg/tls-<port>, stopped by infra/down.sh) with
 # ssl=on and pg_hba accepting TLS connections only (`hostssl`: a plain one is refused), whose
 # certificate is for the name `localhost` only and signed by a CA made here. In $PG_TLS_DIR
 # (default .local/pg-tls) the tests find ca.pem (that CA) and other-ca.pem (a CA that signed
@@ -11,13 +12,15 @@ source "$(dirname "$0")/lib.sh"
 
 port="$PG_TLS_PORT"
 certs="$PG_TLS_DIR"
+base="$(pg_private_base)"
 command -v openssl >/dev/null || die "openssl is needed for the test certificates (apt-get install openssl)"
 [[ -n "$pg_bindir" ]] || die "no PostgreSQL server binaries found (on Debian: apt-get install postgresql)"
 ready() { "$pg_bindir/pg_isready" -q -h 127.0.0.1 -p "$port" 2>/dev/null; }
 psql_tls() { "$pg_bindir/psql" "host=127.0.0.1 port=$port user=postgres dbname=postgres sslmode=require" -wXqtA "$@"; }
 
-base="$(pg_private_base)"
-data="$base/tls-$port"
+# ours PORT: this checkout's cluster is the one running on PORT.
+ours() { [[ -f "$base/tls-$1/postmaster.pid" ]]; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # make_ca NAME: a self-signed CA, $certs/NAME.pem and NAME.key.
 make_ca() {
@@ -39,6 +42,15 @@ if [[ ! -f "$certs/ca.pem" || ! -f "$certs/server.crt" ]]; then
   openssl rand -hex 16 >"$certs/app-password"
   log "made the test CAs and a server certificate for localhost in $certs"
 fi
+
+# The port: as set, or this checkout's own; a remembered port another server took is given up.
+if [[ -z "$PG_TLS_PORT" && -f "$certs/port" ]]; then port="$(cat "$certs/port")"; fi
+if [[ -z "$port" ]] || { [[ -z "$PG_TLS_PORT" ]] && ready && ! ours "$port"; }; then
+  port="$(free_port)"
+  log "picked port $port for this checkout's TLS cluster"
+fi
+echo "$port" >"$certs/port"
+data="$base/tls-$port"
 
 if [[ ! -f "$data/PG_VERSION" ]]; then
   as_pg "$pg_bindir/initdb" -D "$data" -A trust -U postgres -E UTF8 --no-locale >"$base/initdb-tls-$port.log" 2>&1 ||
@@ -66,7 +78,7 @@ for file in server.crt server.key; do
 done
 
 if ready; then
-  [[ -n "${changed:-}" ]] && as_pg "$pg_bindir/pg_ctl" -D "$data" reload >/dev/null
+  if [[ -n "${changed:-}" ]] && ours "$port"; then as_pg "$pg_bindir/pg_ctl" -D "$data" reload >/dev/null; fi
   log "the TLS cluster already answers on 127.0.0.1:$port"
 else
   sock="$data"; ((${#sock} > 90)) && sock=""

@@ -356,14 +356,19 @@ async fn the_database_secret_is_read_per_event() {
 }
 
 /// The TLS-only server's port and the directory of its CA (`ca.pem`) and the application
-/// role's password (`app-password`), where infra/lib.sh puts them.
+/// role's password (`app-password`), where infra/lib.sh and infra/postgres-tls.sh put them.
 pub fn tls_server() -> (u16, PathBuf) {
-    let port = std::env::var("PG_TLS_PORT").map_or(55433, |port| port.parse().unwrap());
     let dir = std::env::var_os("PG_TLS_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/pg-tls"),
         PathBuf::from,
     );
-    (port, dir)
+    // As set, or the port infra/postgres-tls.sh picked for this checkout.
+    let port = std::env::var("PG_TLS_PORT")
+        .ok()
+        .filter(|port| !port.is_empty())
+        .or_else(|| std::fs::read_to_string(dir.join("port")).ok())
+        .expect("PG_TLS_PORT, or the port file of infra/postgres-tls.sh");
+    (port.trim().parse().expect("a port"), dir)
 }
 
 /// A connection to `database` on the TLS-only server as `postgres`, verified with its CA.

@@ -19,10 +19,6 @@ pub struct TlsServer {
 impl TlsServer {
     /// Where `infra/lib.sh` puts it (`PG_TLS_PORT`, `PG_TLS_DIR`, or their defaults).
     pub fn local() -> TlsServer {
-        let port = std::env::var("PG_TLS_PORT")
-            .ok()
-            .map(|port| port.parse().expect("PG_TLS_PORT is a port"))
-            .unwrap_or(55433);
         let dir = std::env::var_os("PG_TLS_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.local/pg-tls"));
@@ -31,6 +27,16 @@ impl TlsServer {
             "no {}: run ./infra/up.sh (infra/postgres-tls.sh)",
             dir.join("ca.pem").display()
         );
+        // As set, or the port infra/postgres-tls.sh picked for this checkout.
+        let port = std::env::var("PG_TLS_PORT")
+            .ok()
+            .filter(|port| !port.is_empty())
+            .or_else(|| std::fs::read_to_string(dir.join("port")).ok())
+            .expect("PG_TLS_PORT, or the port file of infra/postgres-tls.sh");
+        let port = port
+            .trim()
+            .parse()
+            .expect("the TLS cluster's port is a port");
         TlsServer { port, dir }
     }
 
