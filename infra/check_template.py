@@ -6,6 +6,7 @@ Run by infra/lint-template with the deploy venv's Python (samtranslator reads Cl
 short tags: !Ref, !Sub, !GetAtt ...). Prints every property that does not hold and exits 1.
 """
 import json
+import os
 import re
 import sys
 
@@ -19,6 +20,9 @@ PROXY_CONNECTION_BUDGET = 100
 # figure for one GET inside a region) and the copy within S3 after it.
 S3_BYTES_PER_SECOND = 10 * 1024 * 1024
 SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction", "AdminFunction"]
+# skin-ingest inflates up to 256 MiB per upload: at most this many run at once, so a flood of
+# uploads (or of events) waits in S3's async-invoke queue instead of multiplying the work.
+MAX_INGEST_CONCURRENCY = 10
 
 failures = []
 
@@ -138,6 +142,18 @@ def main(template_path, samconfig_path):
         "SkinIngestFunction: Timeout must cover reading and copying the largest upload",
     )
     check(ingest.get("MemorySize", 128) <= 512, "SkinIngestFunction: the check streams; <= 512 MB")
+    reserved = ingest.get("ReservedConcurrentExecutions")
+    reserved_default = int(default_of(template, reserved) or 0)
+    check(
+        1 <= reserved_default <= MAX_INGEST_CONCURRENCY,
+        f"SkinIngestFunction: ReservedConcurrentExecutions must be 1..{MAX_INGEST_CONCURRENCY} "
+        f"by default, is {reserved_default}",
+    )
+    if ref(reserved):
+        check(
+            int(params.get(ref(reserved), {}).get("MaxValue", 1 << 31)) <= MAX_INGEST_CONCURRENCY,
+            f"{ref(reserved)}: MaxValue must be at most {MAX_INGEST_CONCURRENCY}",
+        )
 
     # JSON access logs on the API stage.
     api = resources["Api"]["Properties"]
@@ -164,6 +180,67 @@ def main(template_path, samconfig_path):
     # DB_SSLMODE reaches every function; verify-full unless told otherwise.
     check(ref(globals_env.get("DB_SSLMODE")) == "DbSslMode", "Globals: DB_SSLMODE from DbSslMode")
     check(params.get("DbSslMode", {}).get("Default") == "verify-full", "DbSslMode defaults to verify-full")
+    # ... and allows exactly the modes the code reads (config.rs `DbSslMode::from_str`), so a
+    # deploy never passes one the functions refuse at start.
+    config_rs = os.path.join(os.path.dirname(os.path.abspath(template_path)), "functions/core/src/config.rs")
+    from_str = open(config_rs).read().partition("impl FromStr for DbSslMode")[2].partition("\n}\n")[0]
+    code_modes = sorted(re.findall(r'"([a-z-]+)" => Ok\(Self::', from_str))
+    allowed = sorted(params.get("DbSslMode", {}).get("AllowedValues", []))
+    check(code_modes and allowed == code_modes, f"DbSslMode AllowedValues {allowed} = config.rs's modes {code_modes}")
+
+    # An origin only our edge reaches (docs/DEPLOY.md, "An origin only Cloudflare reaches"): the
+    # custom domain and no execute-api endpoint by default, mutual TLS available; every API
+    # function checks X-Origin-Secret against the secret OriginSecretArn names; the webhook key
+    # is read by ARN at start, never resolved into a variable; each secret readable by exactly
+    # the functions that need it, and nothing else readable.
+    check(params.get("DisableExecuteApiEndpoint", {}).get("Default") == "true",
+          "DisableExecuteApiEndpoint defaults to true")
+    check(api.get("DisableExecuteApiEndpoint") == {"Fn::If": ["ExecuteApiEndpointDisabled", True, False]},
+          "Api: DisableExecuteApiEndpoint from its parameter")
+    check({"CustomDomainName", "CertificateArn"} <= set(params), "custom domain parameters")
+    domain = resources.get("ApiDomain", {})
+    check(domain.get("Type") == "AWS::ApiGateway::DomainName", "ApiDomain: a custom domain")
+    check(ref(domain.get("Properties", {}).get("RegionalCertificateArn")) == "CertificateArn",
+          "ApiDomain: the CertificateArn certificate")
+    check("MutualTlsAuthentication" in domain.get("Properties", {}),
+          "ApiDomain: mutual TLS (Authenticated Origin Pulls) available")
+    mapping = resources.get("ApiDomainMapping", {})
+    check(mapping.get("Type") == "AWS::ApiGateway::BasePathMapping"
+          and ref(mapping.get("Properties", {}).get("RestApiId")) == "Api",
+          "ApiDomainMapping: the domain maps to the API")
+    for name in ("OriginSecretArn", "WebhookSecretArn"):
+        check("Default" not in params.get(name, {"Default": None}), f"{name}: a required parameter")
+    check("{{resolve:" not in open(template_path).read(), "no {{resolve:...}}: secrets are read at start")
+    for name, fn in functions.items():
+        props = fn["Properties"]
+        env = props.get("Environment", {}).get("Variables", {})
+        http = any(e.get("Type") == "Api" for e in props.get("Events", {}).values())
+        readable = set()
+        for policy in props.get("Policies", []):
+            for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                actions = statement.get("Action")
+                actions = actions if isinstance(actions, list) else [actions]
+                if any(a.startswith("secretsmanager:") for a in actions):
+                    check(actions == ["secretsmanager:GetSecretValue"], f"{name}: only GetSecretValue")
+                    resource = statement.get("Resource")
+                    for item in resource if isinstance(resource, list) else [resource]:
+                        check(ref(item) is not None, f"{name}: a secret policy names exact ARNs")
+                        readable.add(ref(item))
+        needed = {"DbSecretArn"} if "DB_SECRET_ARN" in env else set()
+        if http:
+            check(ref(env.get("CF_ORIGIN_SECRET_ARN")) == "OriginSecretArn",
+                  f"{name}: CF_ORIGIN_SECRET_ARN from OriginSecretArn")
+            needed.add("OriginSecretArn")
+        else:
+            check("CF_ORIGIN_SECRET_ARN" not in env, f"{name}: no origin secret off the API")
+        if "WEBHOOK_SECRET_ARN" in env:
+            check(ref(env["WEBHOOK_SECRET_ARN"]) == "WebhookSecretArn", f"{name}: WEBHOOK_SECRET_ARN")
+            needed.add("WebhookSecretArn")
+        check("WEBHOOK_SECRET" not in env and "CF_ORIGIN_SECRET" not in env,
+              f"{name}: no secret value in a variable")
+        check(readable == needed, f"{name}: reads secrets {sorted(readable)}, needs {sorted(needed)}")
+    check("WEBHOOK_SECRET_ARN" in functions["JobWebhookFunction"]["Properties"]["Environment"]["Variables"],
+          "JobWebhookFunction: WEBHOOK_SECRET_ARN")
 
     # The dashboard: valid JSON, built from the metrics the functions emit.
     dashboard = [r for r in resources.values() if r["Type"] == "AWS::CloudWatch::Dashboard"]

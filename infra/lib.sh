@@ -13,7 +13,13 @@ mkdir -p "$OSR_LOCAL"
 : "${AWS_ACCESS_KEY_ID:=test}"
 : "${AWS_SECRET_ACCESS_KEY:=test}"
 : "${OSURENDER_PYTHON:=$OSR_VENV/bin/python}"
+# The TLS-only PostgreSQL of the DB_SSLMODE tests (infra/postgres-tls.sh) and its CAs. Its port
+# is PG_TLS_PORT when set, else a free one postgres-tls.sh picks once for this checkout and keeps
+# in $PG_TLS_DIR/port (where the tests read it), so two checkouts on one machine never collide.
+: "${PG_TLS_DIR:=$OSR_LOCAL/pg-tls}"
+PG_TLS_PORT="${PG_TLS_PORT:-}"
 export DATABASE_URL AWS_ENDPOINT_URL AWS_REGION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY OSURENDER_PYTHON
+export PG_TLS_PORT PG_TLS_DIR
 
 log() { printf '[%s] %s\n' "$(basename "$0" .sh)" "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
@@ -28,4 +34,26 @@ wait_for_port() {
     ((SECONDS < deadline)) || return 1
     sleep 0.2
   done
+}
+
+# PostgreSQL server binaries: Debian's newest /usr/lib/postgresql/<ver>/bin, else whatever is on PATH.
+pg_bindir="$(find /usr/lib/postgresql -path '*/bin/initdb' 2>/dev/null | sort -V | tail -n1 | xargs -r dirname)"
+[[ -z "$pg_bindir" ]] && command -v initdb >/dev/null && pg_bindir="$(dirname "$(command -v initdb)")"
+
+# as_pg CMD...: run a server command as the postgres OS user when we are root (postgres refuses root).
+as_pg() { if ((EUID == 0)); then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
+
+# pg_private_base: prints the directory of the private clusters (.local/pg, which infra/down.sh
+# stops), made reachable for the postgres OS user: if the repo is not (e.g. under /root), a
+# symlink to a directory in /var/tmp.
+pg_private_base() {
+  local base="$OSR_LOCAL/pg"
+  if ((EUID == 0)) && [[ ! -e "$base" ]] && ! runuser -u postgres -- test -x "$OSR_LOCAL"; then
+    local alt; alt="/var/tmp/osurender-pg-$(printf %s "$OSR_ROOT" | sha256sum | cut -c1-12)"
+    mkdir -p "$alt" && ln -s "$alt" "$base"
+  fi
+  mkdir -p "$base"
+  base="$(readlink -f "$base")"
+  if ((EUID == 0)); then chown postgres: "$base"; fi
+  printf '%s\n' "$base"
 }

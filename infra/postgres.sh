@@ -9,17 +9,13 @@ url="${DATABASE_URL%%\?*}"
 db="${url##*/}"
 admin_url="${url%/*}/postgres"
 
-# Server binaries: Debian's newest /usr/lib/postgresql/<ver>/bin, else whatever is on PATH.
-bindir="$(find /usr/lib/postgresql -path '*/bin/initdb' 2>/dev/null | sort -V | tail -n1 | xargs -r dirname)"
-[[ -z "$bindir" ]] && command -v initdb >/dev/null && bindir="$(dirname "$(command -v initdb)")"
+bindir="$pg_bindir"
 pgtool() { if command -v "$1" >/dev/null; then command -v "$1"; elif [[ -n "$bindir" ]]; then echo "$bindir/$1"; else echo "$1"; fi; }
 PSQL="$(pgtool psql)"
 
 ready() { if command -v pg_isready >/dev/null; then pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; else port_open 127.0.0.1 "$port"; fi; }
 wait_ready() { for _ in $(seq 1 100); do ready && return 0; sleep 0.2; done; return 1; }
 can_login() { "$PSQL" "$admin_url" -wXqtAc 'select 1' >/dev/null 2>&1; }
-# as_pg CMD...: run a server command as the postgres OS user when we are root (postgres refuses root).
-as_pg() { if ((EUID == 0)); then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 start_debian_cluster() {
   command -v pg_lsclusters >/dev/null || return 1
@@ -37,15 +33,7 @@ start_debian_cluster() {
 
 start_private_cluster() {
   [[ -n "$bindir" ]] || die "no PostgreSQL server binaries found (on Debian: apt-get install postgresql)"
-  local base="$OSR_LOCAL/pg"
-  # The postgres OS user must reach the data dir; if the repo is not reachable for it (e.g. under /root), use /var/tmp.
-  if ((EUID == 0)) && [[ ! -e "$base" ]] && ! runuser -u postgres -- test -x "$OSR_LOCAL"; then
-    local alt; alt="/var/tmp/osurender-pg-$(printf %s "$OSR_ROOT" | sha256sum | cut -c1-12)"
-    mkdir -p "$alt" && ln -s "$alt" "$base"
-  fi
-  mkdir -p "$base"
-  base="$(readlink -f "$base")"
-  ((EUID == 0)) && chown postgres: "$base"
+  local base; base="$(pg_private_base)"
   local data="$base/$port"
   if [[ ! -f "$data/PG_VERSION" ]]; then
     as_pg "$bindir/initdb" -D "$data" -A trust -U postgres -E UTF8 --no-locale >"$base/initdb-$port.log" 2>&1 ||

@@ -291,6 +291,18 @@ CREATE SEQUENCE public.outbox_events_id_seq
 ALTER SEQUENCE public.outbox_events_id_seq OWNED BY public.outbox_events.id;
 
 --
+-- Name: skin_ingests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.skin_ingests (
+    key text NOT NULL,
+    etag text NOT NULL,
+    claim uuid,
+    claimed_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone
+);
+
+--
 -- Name: skins; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -299,6 +311,8 @@ CREATE TABLE public.skins (
     claim uuid NOT NULL,
     claimed_at timestamp with time zone DEFAULT now() NOT NULL,
     stored_at timestamp with time zone,
+    folded text GENERATED ALWAYS AS (lower(btrim(name, ' '::text))) STORED,
+    shadowed boolean DEFAULT false NOT NULL,
     CONSTRAINT skins_name_check CHECK ((name ~ '^[A-Za-z0-9_ -]{1,128}$'::text))
 );
 
@@ -358,6 +372,13 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.outbox_events
     ADD CONSTRAINT outbox_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: skin_ingests skin_ingests_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.skin_ingests
+    ADD CONSTRAINT skin_ingests_pkey PRIMARY KEY (key);
 
 --
 -- Name: skins skins_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -450,6 +471,24 @@ CREATE INDEX outbox_events_by_job ON public.outbox_events USING btree (job_id);
 --
 
 CREATE INDEX outbox_events_pending ON public.outbox_events USING btree (available_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: skin_ingests_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX skin_ingests_by_age ON public.skin_ingests USING btree (claimed_at);
+
+--
+-- Name: skins_folded; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX skins_folded ON public.skins USING btree (folded) WHERE (NOT shadowed);
+
+--
+-- Name: skins_listed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX skins_listed ON public.skins USING btree (name COLLATE "C") WHERE (stored_at IS NOT NULL);
 
 --
 -- Name: webhook_nonces_by_expiry; Type: INDEX; Schema: public; Owner: -

@@ -155,7 +155,7 @@ async fn refused_reports_change_nothing() {
     let before = app.row(&job).await;
 
     // Forged: another secret, no signature, a signature of another body, not hex.
-    let body = signed_body(json!({ "status": "rendering", "progress": 50 }));
+    let body = signed_body(&job, json!({ "status": "rendering", "progress": 50 }));
     let forged = sign(b"not-the-webhook-secret-at-all", body.as_bytes());
     let other = sign(WEBHOOK_SECRET.as_bytes(), b"{}");
     for signature in [
@@ -170,7 +170,7 @@ async fn refused_reports_change_nothing() {
     }
     // Stale: more than five minutes off, either way.
     for skew in [-400i64, 400] {
-        let mut fields = json!({ "status": "rendering", "nonce": fresh_nonce() });
+        let mut fields = json!({ "status": "rendering", "nonce": fresh_nonce(), "job_id": job });
         fields["timestamp"] = json!(now() as i64 + skew);
         let body = fields.to_string();
         let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
@@ -186,21 +186,24 @@ async fn refused_reports_change_nothing() {
         let response = app.report(&job, fields).await;
         problem(response, StatusCode::CONFLICT, "illegal_transition").await;
     }
-    // Malformed: not JSON, a bad field, too large, another job's report.
+    // Malformed: not JSON, a bad field, too large.
     let not_json = "{\"status\":";
     let signature = sign(WEBHOOK_SECRET.as_bytes(), not_json.as_bytes());
     let response = app.post_webhook(&job, not_json, Some(&signature)).await;
     problem(response, StatusCode::BAD_REQUEST, "invalid_body").await;
     for fields in [
         json!({ "status": "rendering", "progress": 150 }),
-        json!({ "status": "rendering", "job_id": uuid::Uuid::new_v4() }),
+        json!({ "status": "rendering", "job_id": "not-a-uuid" }),
         json!({ "status": "rendering", "nonce": "tiny" }),
         json!({ "status": "paused" }),
     ] {
         let response = app.report(&job, fields).await;
         problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
     }
-    let huge = signed_body(json!({ "status": "failed", "error": "x".repeat(20_000) }));
+    let huge = signed_body(
+        &job,
+        json!({ "status": "failed", "error": "x".repeat(20_000) }),
+    );
     let signature = sign(WEBHOOK_SECRET.as_bytes(), huge.as_bytes());
     let response = app.post_webhook(&job, &huge, Some(&signature)).await;
     problem(response, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
@@ -212,7 +215,10 @@ async fn refused_reports_change_nothing() {
 
     // Replayed: the same signed report twice, or its nonce with another body.
     let nonce = fresh_nonce();
-    let body = signed_body(json!({ "status": "rendering", "progress": 20, "nonce": nonce }));
+    let body = signed_body(
+        &job,
+        json!({ "status": "rendering", "progress": 20, "nonce": nonce }),
+    );
     let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
     let first = app.post_webhook(&job, &body, Some(&signature)).await;
     assert_eq!(first.status(), StatusCode::OK);
@@ -229,7 +235,7 @@ async fn refused_reports_change_nothing() {
     let other_job = app.submit("203.0.113.121").await;
     let other_before = app.row(&other_job).await;
     let redirected = app.post_webhook(&other_job, &body, Some(&signature)).await;
-    problem(redirected, StatusCode::UNAUTHORIZED, "nonce_reused").await;
+    problem(redirected, StatusCode::FORBIDDEN, "wrong_job").await;
     assert_eq!(app.row(&job).await, after_first);
     assert_eq!(app.row(&other_job).await, other_before);
 
@@ -259,6 +265,54 @@ async fn refused_reports_change_nothing() {
     assert_eq!(app.row(&job).await, ended);
 }
 
+/// The signed body names its job: without `job_id` a report is malformed (400); a genuine
+/// report captured on its way to one job and replayed to another is refused (403) before its
+/// nonce is spent, so neither job moves and it still applies to its own job afterwards.
+#[tokio::test]
+async fn a_report_applies_only_to_the_job_it_names() {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let target = app.submit("203.0.113.130").await;
+    let victim = app.submit("203.0.113.131").await;
+    let (target_before, victim_before) = (app.row(&target).await, app.row(&victim).await);
+
+    // Left out, or null.
+    let unnamed = signed_body(&target, json!({ "status": "downloading", "job_id": null }));
+    let mut null_job: Value = serde_json::from_str(&unnamed).unwrap();
+    null_job["job_id"] = Value::Null;
+    for body in [unnamed, null_job.to_string()] {
+        let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
+        let response = app.post_webhook(&target, &body, Some(&signature)).await;
+        problem(response, StatusCode::BAD_REQUEST, "invalid_body").await;
+    }
+
+    let captured = signed_body(&target, json!({ "status": "downloading", "progress": 7 }));
+    let signature = sign(WEBHOOK_SECRET.as_bytes(), captured.as_bytes());
+    for _ in 0..3 {
+        let replayed = app.post_webhook(&victim, &captured, Some(&signature)).await;
+        problem(replayed, StatusCode::FORBIDDEN, "wrong_job").await;
+    }
+    // Named in any spelling of its UUID, another job is still another job.
+    let upper = signed_body(
+        &target,
+        json!({ "status": "downloading", "job_id": victim.to_uppercase() }),
+    );
+    let response = app
+        .post_webhook(
+            &target,
+            &upper,
+            Some(&sign(WEBHOOK_SECRET.as_bytes(), upper.as_bytes())),
+        )
+        .await;
+    problem(response, StatusCode::FORBIDDEN, "wrong_job").await;
+    assert_eq!(app.row(&victim).await, victim_before);
+    assert_eq!(app.row(&target).await, target_before);
+
+    let delivered = app.post_webhook(&target, &captured, Some(&signature)).await;
+    assert_eq!(delivered.status(), StatusCode::OK);
+    assert_eq!(app.status_of(&target).await, "downloading");
+    assert_eq!(app.row(&victim).await, victim_before);
+}
+
 #[tokio::test]
 async fn concurrent_reports_apply_once() {
     let app = TestApp::spawn(&[ROOMY]).await;
@@ -267,7 +321,7 @@ async fn concurrent_reports_apply_once() {
         .await;
 
     // One signed report delivered ten times at once: one applies, the rest are replays.
-    let body = signed_body(json!({ "status": "rendering", "progress": 50 }));
+    let body = signed_body(&job, json!({ "status": "rendering", "progress": 50 }));
     let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
     let statuses: Vec<StatusCode> = join_all((0..10).map(|_| async {
         app.post_webhook(&job, &body, Some(&signature))

@@ -5,15 +5,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
 use osurender_core::domain::render::SkinName;
-use osurender_core::skins;
 use osurender_core::skins::ingest::IngestOutcome;
+use osurender_core::{janitor, skins};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp};
 use crate::support::skins::{
-    compressed_bomb, declare_size, noise, osk, post_to_s3, skin, upload_form, LEGACY, V1,
+    compressed_bomb, declare_size, noise, osk, post_to_s3, skin, upload_form, with_unix_mode,
+    LEGACY, V1,
 };
 
 /// Long windows keep counting tests clear of a window boundary.
@@ -87,7 +88,7 @@ async fn uploads_a_skin_and_lists_it() {
     assert_eq!(header(&listing, "x-ratelimit-limit"), Some(120));
     assert_eq!(header(&listing, "x-ratelimit-remaining"), Some(119));
     let body: Value = listing.json().await.unwrap();
-    assert_eq!(body, json!({ "skins": ["Default"] }));
+    assert_eq!(body, json!({ "skins": ["Default"], "next": null }));
 
     let bytes = skin("cool");
     let response = app
@@ -425,11 +426,12 @@ async fn presigned_upload_end_to_end() {
     assert_eq!(app.skin_names().await, ["Big Skin", "Default"]);
     assert_eq!(app.object("skins/Big Skin.osk").await, bytes);
     assert!(app.objects("incoming/").await.is_empty());
-    // A second event for the same object finds nothing to do.
+    // A second event for the same object is refused unread: the name is taken now.
     assert_eq!(
         skins::ingest(&core, &app.bucket, &key).await.unwrap(),
-        IngestOutcome::Gone
+        IngestOutcome::Refused("a skin named `Big Skin` exists already".into())
     );
+    assert_eq!(app.skin_names().await, ["Big Skin", "Default"]);
     // Now the name is taken for the presigned path as well.
     let again = app
         .request_upload(ip, json!({ "name": "Big Skin", "size": 1000 }))
@@ -604,4 +606,473 @@ async fn the_dev_server_ingests_presigned_uploads_on_its_own() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(app.objects("incoming/").await.is_empty());
+}
+
+/// Names are trimmed at the edge and compared ignoring case, on every path that names a skin:
+/// the `name` field, the file's stem, the presigned request; `Default` in any case is taken.
+#[tokio::test]
+async fn names_are_trimmed_and_compared_ignoring_case() {
+    let app = TestApp::spawn(ROOMY).await;
+    let ip = "198.51.100.30";
+    let response = app
+        .upload_skin(
+            V1,
+            ip,
+            upload_form(skin("first"), "x.osk", Some("  Mixed Case ")),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({ "skin": "Mixed Case" })
+    );
+    assert_eq!(app.object("skins/Mixed Case.osk").await, skin("first"));
+
+    for (path, name, file) in [
+        (V1, Some("Mixed Case"), "x.osk"),
+        (V1, Some(" mixed case"), "x.osk"),
+        (LEGACY, Some("MIXED CASE   "), "x.osk"),
+        (LEGACY, Some("mIxEd cAsE"), "x.osk"),
+        (V1, None, " MIXED case .osk"),
+        (V1, Some("dEfAuLt "), "x.osk"),
+    ] {
+        let form = upload_form(skin("again"), file, name);
+        let response = app.upload_skin(path, ip, form).await;
+        problem(response, StatusCode::CONFLICT, "skin_exists").await;
+    }
+    for name in ["   ", " ", ""] {
+        let form = upload_form(skin("blank"), "x.osk", Some(name));
+        let body = problem(
+            app.upload_skin(V1, ip, form).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+        )
+        .await;
+        assert!(
+            body["detail"].as_str().unwrap().starts_with("name:"),
+            "{body}"
+        );
+    }
+    problem(
+        app.upload_skin(V1, ip, upload_form(skin("blank"), "   .osk", None))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    )
+    .await;
+    for name in [" MIXED CASE ", "mixed case", "DEFAULT"] {
+        let response = app
+            .request_upload(ip, json!({ "name": name, "size": 1000 }))
+            .await;
+        problem(response, StatusCode::CONFLICT, "skin_exists").await;
+    }
+    problem(
+        app.request_upload(ip, json!({ "name": "    ", "size": 1000 }))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    )
+    .await;
+    // A presigned upload's name is trimmed too.
+    let response = app
+        .request_upload(ip, json!({ "name": "  Spaced Out  ", "size": 1000 }))
+        .await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["skin"], "Spaced Out");
+    assert!(body["upload"]["fields"]["key"]
+        .as_str()
+        .unwrap()
+        .ends_with("/Spaced Out.osk"));
+
+    // Twelve spellings of one new name at once: one is stored, under the spelling that won.
+    let spellings = ["Race", "race", "RACE", " Race", "race ", "  rAcE  "];
+    let responses = join_all((0..12).map(|i| {
+        let path = if i % 2 == 0 { V1 } else { LEGACY };
+        let form = upload_form(skin(&format!("r{i}")), "x.osk", Some(spellings[i % 6]));
+        app.upload_skin(path, ip, form)
+    }))
+    .await;
+    let mut created = Vec::new();
+    for response in responses {
+        match response.status() {
+            StatusCode::CREATED => created.push(response.json::<Value>().await.unwrap()),
+            status => assert_eq!(status, StatusCode::CONFLICT),
+        }
+    }
+    assert_eq!(created.len(), 1, "{created:?}");
+    let winner = created[0]["skin"].as_str().unwrap().to_owned();
+    assert_eq!(winner.to_lowercase(), "race");
+    assert_eq!(app.objects("skins/").await.len(), 2, "one object per skin");
+    assert_eq!(
+        app.skin_names().await,
+        ["Default", "Mixed Case", winner.as_str()]
+    );
+
+    // A dead upload's claim is taken over by another spelling, which it is stored under.
+    app.db
+        .batch_execute(
+            "INSERT INTO skins (name, claim, claimed_at)
+             VALUES ('Abandoned One', gen_random_uuid(), now() - interval '1 hour')",
+        )
+        .await
+        .unwrap();
+    let form = upload_form(skin("revived"), "x.osk", Some(" abandoned ONE"));
+    let response = app.upload_skin(V1, ip, form).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(app.object("skins/abandoned ONE.osk").await, skin("revived"));
+    assert!(app.skin_names().await.contains(&"abandoned ONE".to_owned()));
+    assert_eq!(
+        app.count("SELECT count(*) FROM skins WHERE lower(name) = 'abandoned one'")
+            .await,
+        1
+    );
+}
+
+/// An entry whose Unix mode is a symlink, a device, a FIFO or a socket makes the archive
+/// invalid (415), directly and presigned; regular files and directories with Unix modes pass.
+#[tokio::test]
+async fn links_devices_fifos_and_sockets_are_refused() {
+    let app = TestApp::spawn(ROOMY).await;
+    let ip = "198.51.100.31";
+    let core = app.instance().await;
+    let archive = |marker: &str| {
+        osk(&[
+            (
+                "skin.ini",
+                format!("[General]\nName: {marker}\n").as_bytes(),
+            ),
+            ("sounds/", b""),
+            ("sounds/drum-hitnormal.wav", b"RIFF0000WAVE"),
+        ])
+    };
+    for (i, mode) in [0o120777, 0o020666, 0o060660, 0o010644, 0o140755]
+        .into_iter()
+        .enumerate()
+    {
+        let bytes = with_unix_mode(archive(&format!("m{i}")), mode);
+        let name = format!("Special {i}");
+        for path in [V1, LEGACY] {
+            let form = upload_form(bytes.clone(), "x.osk", Some(&name));
+            let body = problem(
+                app.upload_skin(path, ip, form).await,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_skin",
+            )
+            .await;
+            assert!(
+                body["detail"].as_str().unwrap().contains("regular files"),
+                "{body}"
+            );
+        }
+        let response = app
+            .request_upload(ip, json!({ "name": name, "size": bytes.len() }))
+            .await;
+        let body: Value = response.json().await.unwrap();
+        assert!(post_to_s3(&app.http, &body["upload"], bytes)
+            .await
+            .status()
+            .is_success());
+        let key = body["upload"]["fields"]["key"].as_str().unwrap();
+        match skins::ingest(&core, &app.bucket, key).await.unwrap() {
+            IngestOutcome::Refused(reason) => {
+                assert!(reason.contains("not a valid skin"), "{reason}")
+            }
+            other => panic!("{mode:o}: {other:?}"),
+        }
+    }
+    assert!(app.objects("skins/").await.is_empty());
+    assert!(app.objects("incoming/").await.is_empty());
+    assert_eq!(app.skin_names().await, ["Default"]);
+
+    // Files 0644 and directories 0755, as Info-ZIP on Unix writes them, are a skin.
+    let regular = with_unix_mode(archive("regular"), 0o100644);
+    let form = upload_form(regular, "x.osk", Some("Regular"));
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+}
+
+impl TestApp {
+    /// `GET /v1/skins?{query}`.
+    async fn skin_page(&self, query: &str) -> Response {
+        self.http
+            .get(self.url(&format!("/v1/skins?{query}")))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Every name, page by page of `limit`, following `next`; and how many pages.
+    async fn all_skin_pages(&self, limit: usize) -> (Vec<String>, usize) {
+        let (mut names, mut pages) = (Vec::new(), 0);
+        let mut query = format!("limit={limit}");
+        loop {
+            let response = self.skin_page(&query).await;
+            assert_eq!(response.status(), StatusCode::OK);
+            let page: Value = response.json().await.unwrap();
+            let skins: Vec<String> = serde_json::from_value(page["skins"].clone()).unwrap();
+            assert!(skins.len() <= limit + 1, "{limit}: {}", skins.len());
+            names.extend(skins);
+            pages += 1;
+            match page["next"].as_str() {
+                Some(next) => query = format!("limit={limit}&cursor={next}"),
+                None => return (names, pages),
+            }
+        }
+    }
+}
+
+/// `GET /v1/skins` pages through the registry with an opaque cursor: every stored name once,
+/// `Default` in its place, nothing claimed but unstored, nothing that is only an S3 object; the
+/// page size is bounded and the query runs on the registry's index.
+#[tokio::test]
+async fn the_skin_list_pages_through_the_registry() {
+    let app = TestApp::spawn(&[("RATE_LIMIT_READ", "1000/hour")]).await;
+    // 2,400 stored names around `Default` in byte order (digits, capitals, lowercase), one
+    // in-flight claim, and an object no upload registered.
+    app.db
+        .batch_execute(
+            "INSERT INTO skins (name, claim, stored_at)
+             SELECT prefix || lpad(i::text, 4, '0'), gen_random_uuid(), now()
+               FROM generate_series(1, 800) AS i, unnest(ARRAY['0 ', 'Dark ', 'z ']) AS prefix;
+             INSERT INTO skins (name, claim) VALUES ('Dangling', gen_random_uuid())",
+        )
+        .await
+        .unwrap();
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key("skins/Only In S3.osk")
+        .body(skin("s3").into())
+        .send()
+        .await
+        .unwrap();
+    let mut expected: Vec<String> = app
+        .db
+        .query("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    expected.push("Default".into());
+    expected.sort();
+
+    for limit in [1000, 333, 7] {
+        let (names, pages) = app.all_skin_pages(limit).await;
+        assert_eq!(names, expected, "limit {limit}");
+        assert_eq!(pages, 2400usize.div_ceil(limit), "limit {limit}");
+    }
+    // No limit: the largest page, and a cursor for the rest.
+    let first: Value = app.skin_page("").await.json().await.unwrap();
+    assert_eq!(first["skins"].as_array().unwrap().len(), 1000);
+    assert!(first["next"].is_string());
+
+    for query in [
+        "limit=0",
+        "limit=1001",
+        "limit=-1",
+        "limit=ten",
+        "cursor=%25%25",
+        "cursor=",
+        "cursor=_w",
+        &format!("cursor={}", "eHh4".repeat(60)),
+    ] {
+        let response = app.skin_page(query).await;
+        assert!(header(&response, "x-ratelimit-limit").is_none(), "{query}");
+        problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    }
+
+    // The page query is an index range scan, whatever the table's size.
+    app.db.batch_execute("ANALYZE skins").await.unwrap();
+    let plan: String = app
+        .db
+        .query(
+            "EXPLAIN SELECT name FROM skins WHERE stored_at IS NOT NULL \
+             AND name COLLATE \"C\" > 'Dark 0400' ORDER BY name COLLATE \"C\" LIMIT 1001",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(plan.contains("skins_listed"), "{plan}");
+}
+
+/// One presigned policy, one ingest. Once a policy's upload is published, the same policy
+/// POSTed again 100 times (the same file and others) and each S3 event delivered costs a
+/// registry read and a DELETE each: nothing read, inflated or copied. Before that, the same
+/// object delivered ten times at once is checked and copied once.
+#[tokio::test]
+async fn a_presigned_policy_is_ingested_once() {
+    let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
+    let core = app.instance().await;
+    let ip = "198.51.100.32";
+    let bytes = osk(&[
+        ("skin.ini", b"[General]\nName: Once\n"),
+        ("big.wav", &noise(200_000)),
+    ]);
+    let response = app
+        .request_upload(ip, json!({ "name": "Once", "size": bytes.len() }))
+        .await;
+    let body: Value = response.json().await.unwrap();
+    let upload = &body["upload"];
+    let key = upload["fields"]["key"].as_str().unwrap().to_owned();
+    assert!(post_to_s3(&app.http, upload, bytes.clone())
+        .await
+        .status()
+        .is_success());
+
+    // Ten deliveries of one event at once: one run checks and copies; the others find it
+    // claimed (or, once it is done, gone).
+    proxies.reset();
+    let outcomes = join_all((0..10).map(|_| skins::ingest(&core, &app.bucket, &key))).await;
+    let outcomes: Vec<IngestOutcome> = outcomes.into_iter().map(Result::unwrap).collect();
+    let published = outcomes
+        .iter()
+        .filter(|o| matches!(o, IngestOutcome::Published(_)))
+        .count();
+    assert_eq!(published, 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| matches!(
+            o,
+            IngestOutcome::Published(_) | IngestOutcome::InProgress | IngestOutcome::Gone
+        ) || matches!(o, IngestOutcome::Refused(r) if r.contains("exists"))),
+        "{outcomes:?}"
+    );
+    let concurrent = proxies.aws.counts();
+    assert_eq!(concurrent.op("S3.PutObject"), 1, "one copy: {concurrent:?}");
+    assert_eq!(app.skin_names().await, ["Default", "Once"]);
+    assert_eq!(app.object("skins/Once.osk").await, bytes);
+
+    // The same work for one delivery alone, on a second upload of the same bytes.
+    let response = app
+        .request_upload(ip, json!({ "name": "Alone", "size": bytes.len() }))
+        .await;
+    let alone: Value = response.json().await.unwrap();
+    assert!(post_to_s3(&app.http, &alone["upload"], bytes.clone())
+        .await
+        .status()
+        .is_success());
+    let alone_key = alone["upload"]["fields"]["key"].as_str().unwrap();
+    proxies.reset();
+    assert!(matches!(
+        skins::ingest(&core, &app.bucket, alone_key).await.unwrap(),
+        IngestOutcome::Published(_)
+    ));
+    let single = proxies.aws.counts();
+    assert!(single.op("S3.GetObject") >= 2, "{single:?}");
+    for op in ["S3.GetObject", "S3.PutObject"] {
+        assert_eq!(
+            concurrent.op(op),
+            single.op(op),
+            "{op}: {concurrent:?} {single:?}"
+        );
+    }
+
+    // The policy POSTed again 100 times, the same file or another, each delivered: no-ops.
+    let other = skin("another file");
+    for i in 0..100 {
+        let file = if i % 2 == 0 {
+            bytes.clone()
+        } else {
+            other.clone()
+        };
+        assert!(post_to_s3(&app.http, upload, file)
+            .await
+            .status()
+            .is_success());
+    }
+    proxies.reset();
+    for _ in 0..100 {
+        match skins::ingest(&core, &app.bucket, &key).await.unwrap() {
+            IngestOutcome::Refused(reason) => assert!(reason.contains("exists"), "{reason}"),
+            IngestOutcome::Gone => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let (aws, pg) = (proxies.aws.counts(), proxies.postgres.counts());
+    for op in ["S3.GetObject", "S3.HeadObject", "S3.PutObject"] {
+        assert_eq!(aws.op(op), 0, "{op}: {aws:?}");
+    }
+    assert!(aws.op("S3.DeleteObject") <= 100, "{aws:?}");
+    assert!(aws.http_requests() <= 100, "{aws:?}");
+    assert!(pg.pg_round_trips <= 100, "{pg:?}");
+    assert_eq!(
+        app.object("skins/Once.osk").await,
+        bytes,
+        "published once, never replaced"
+    );
+    assert!(app.objects("incoming/").await.is_empty());
+}
+
+/// Before its name is taken, a policy whose upload was refused is not ingested again either:
+/// the same file or another POSTed to it later is refused unread, and the name stays free.
+#[tokio::test]
+async fn a_refused_policy_is_not_ingested_again() {
+    let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
+    let core = app.instance().await;
+    let ip = "198.51.100.33";
+    let invalid = with_unix_mode(skin("linked"), 0o120777);
+    let response = app
+        .request_upload(ip, json!({ "name": "Second Try", "size": invalid.len() }))
+        .await;
+    let body: Value = response.json().await.unwrap();
+    let upload = &body["upload"];
+    let key = upload["fields"]["key"].as_str().unwrap().to_owned();
+    assert!(post_to_s3(&app.http, upload, invalid.clone())
+        .await
+        .status()
+        .is_success());
+    assert!(matches!(
+        skins::ingest(&core, &app.bucket, &key).await.unwrap(),
+        IngestOutcome::Refused(reason) if reason.contains("not a valid skin")
+    ));
+
+    for (file, why) in [
+        (invalid, "ingested already"),
+        (skin("valid"), "another file"),
+    ] {
+        assert!(post_to_s3(&app.http, upload, file)
+            .await
+            .status()
+            .is_success());
+        proxies.reset();
+        match skins::ingest(&core, &app.bucket, &key).await.unwrap() {
+            IngestOutcome::Refused(reason) => assert!(reason.contains(why), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        let aws = proxies.aws.counts();
+        assert_eq!(aws.op("S3.GetObject"), 0, "{aws:?}");
+        assert_eq!(aws.op("S3.PutObject"), 0, "{aws:?}");
+    }
+    assert!(app.objects("incoming/").await.is_empty());
+    assert_eq!(app.skin_names().await, ["Default"]);
+    // The name is free for a new policy.
+    let response = app
+        .request_upload(ip, json!({ "name": "Second Try", "size": 1000 }))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// Ingest claims are kept a day (past any policy and any retry of its event), then pruned.
+#[tokio::test]
+async fn the_janitor_prunes_day_old_ingest_claims_only() {
+    let app = TestApp::spawn(&[]).await;
+    let core = app.instance().await;
+    app.db
+        .batch_execute(
+            "INSERT INTO skin_ingests (key, etag, claim, claimed_at, finished_at) VALUES \
+             ('incoming/a/A.osk', 'e1', NULL, now() - interval '25 hours', now()), \
+             ('incoming/b/B.osk', 'e2', gen_random_uuid(), now() - interval '26 hours', NULL), \
+             ('incoming/c/C.osk', 'e3', NULL, now() - interval '23 hours', now())",
+        )
+        .await
+        .unwrap();
+    assert_eq!(janitor::run(&core).await.unwrap().skin_ingests_pruned, 2);
+    assert_eq!(app.count("SELECT count(*) FROM skin_ingests").await, 1);
+    assert_eq!(janitor::run(&core).await.unwrap().skin_ingests_pruned, 0);
 }

@@ -10,12 +10,12 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-use osurender_core::config::MAX_KEY_CACHE_TTL;
+use osurender_core::config::{DbSslMode, MAX_KEY_CACHE_TTL};
 use osurender_core::domain::key::{ApiKey, KeyId};
 use osurender_core::keys::{KeyLookup, KeyRefusal};
 use osurender_core::ports::keys::KeyStore;
 use osurender_core::store::postgres::keys::PgKeyStore;
-use osurender_core::store::postgres::{self as db, migrations};
+use osurender_core::store::postgres::{self as db, migrations, Tls};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -53,7 +53,7 @@ async fn fresh_database(test: &str, migrated: bool) -> String {
         .unwrap();
     let url = database_url(&name);
     if migrated {
-        migrations::connect_and_apply(db::parse_url(&url).unwrap(), TIMEOUT)
+        migrations::connect_and_apply(db::parse_url(&url).unwrap(), &plain(), TIMEOUT)
             .await
             .expect("migrations");
     } else {
@@ -91,8 +91,13 @@ fn sha256(text: &str) -> Vec<u8> {
     Sha256::digest(text.as_bytes()).to_vec()
 }
 
+/// The local server is plain (DB_SSLMODE's default).
+fn plain() -> Tls {
+    Tls::new(DbSslMode::Disable, None).unwrap()
+}
+
 fn store(url: &str) -> PgKeyStore {
-    PgKeyStore::new(db::pool(db::parse_url(url).unwrap(), 1, TIMEOUT).unwrap())
+    PgKeyStore::new(db::pool(db::parse_url(url).unwrap(), &plain(), 1, TIMEOUT).unwrap())
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use std::time::Instant;
 use aws_sdk_s3::primitives::ByteStream;
 use osurender_core::skins;
 use osurender_core::skins::ingest::IngestOutcome;
-use osurender_core::store::postgres::migrations;
+use osurender_core::store::postgres::{migrations, Tls};
 use osurender_core::{App, Clients, Config};
 use zip::write::SimpleFileOptions;
 use zip::CompressionMethod;
@@ -44,7 +44,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "AWS_TIMEOUT_MS" => Some("60000".into()),
         other => std::env::var(other).ok(),
     })?;
-    migrations::connect_and_apply(database_url.parse()?, config.db_timeout).await?;
+    let tls = Tls::from_config(&config)?;
+    migrations::connect_and_apply(database_url.parse()?, &tls, config.db_timeout).await?;
     let clients = Clients::new(&config).await?;
     if let Err(error) = clients.s3.create_bucket().bucket(BUCKET).send().await {
         let exists = error

@@ -14,7 +14,9 @@ use crate::ports::limiter::RateLimiter;
 use crate::ports::outbox::OutboxStore;
 use crate::ports::queue::EventPublisher;
 use crate::ports::replays::ReplayStore;
+use crate::ports::secrets::SecretStore;
 use crate::ports::skins::{SkinRegistry, SkinStore};
+use crate::secrets::RotatingSecret;
 
 #[derive(Clone)]
 pub struct App {
@@ -33,4 +35,9 @@ pub struct App {
     pub artifacts: Arc<dyn ArtifactLinks>,
     /// What `GET /health` checks.
     pub dependencies: Arc<[Arc<dyn Dependency>]>,
+    /// Where the secrets `CF_ORIGIN_SECRET_ARN` and `WEBHOOK_SECRET_ARN` name are read from.
+    pub secrets: Arc<dyn SecretStore>,
+    /// What every request's `X-Origin-Secret` must be, when the origin is closed to all but
+    /// our edge (`CF_ORIGIN_SECRET`).
+    pub origin_secret: Option<RotatingSecret>,
 }

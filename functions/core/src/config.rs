@@ -2,6 +2,7 @@
 //! and the README's configuration table mirrors it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -15,6 +16,11 @@ pub struct Config {
     pub db_pool_size: usize,
     /// Bound on connecting and on each statement, below the function's timeout.
     pub db_timeout: Duration,
+    /// TLS to Postgres (`DB_SSLMODE`); it decides, whatever `DATABASE_URL`'s `sslmode` says.
+    pub db_sslmode: DbSslMode,
+    /// `DB_SSLROOTCERT`: a PEM file of CAs trusted besides the compiled-in AWS ones
+    /// (verify-full only).
+    pub db_sslrootcert: Option<PathBuf>,
     /// Every request is answered within this (deadline.rs); on Lambda also before the
     /// invocation's own deadline, less a margin.
     pub request_deadline: Duration,
@@ -41,8 +47,17 @@ pub struct Config {
     /// The SQS render queue: its URL, or its name to look the URL up by.
     pub render_queue_url: Option<String>,
     pub render_queue_name: String,
-    /// Shared with the render workers; `job-webhook` refuses to start without it.
-    pub webhook_secret: Option<String>,
+    /// The key render workers sign reports with (`WEBHOOK_SECRET`, or `WEBHOOK_SECRET_ARN` on
+    /// AWS); `job-webhook` refuses to start without one.
+    pub webhook_secret: Option<SecretSource>,
+    /// The value our edge (a Cloudflare Transform Rule) puts in `X-Origin-Secret`
+    /// (`CF_ORIGIN_SECRET`, or `CF_ORIGIN_SECRET_ARN`). Set, every request must carry it, checked
+    /// before anything else (http.rs); unset, no request is checked.
+    pub origin_secret: Option<SecretSource>,
+    /// A secret read from Secrets Manager is read again, on a value that matches neither of its
+    /// known ones, at most this often: a rotation is learned without a redeploy, and a flood of
+    /// wrong values costs one read per interval.
+    pub secret_refresh_interval: Duration,
     /// Bucket of uploaded skins (`skins/{name}.osk`, `incoming/…`); the replay bucket by default.
     pub skin_bucket: String,
     /// Direct skin uploads up to this size; larger ones go through a presigned POST.
@@ -76,6 +91,29 @@ pub struct Config {
     /// Lambda only: the origin (`https://example.com`, or `*`) whose pages may read the API's
     /// answers (CORS; API Gateway answers the preflights). `None`: no CORS headers.
     pub cors_allow_origin: Option<String>,
+}
+
+/// `DB_SSLMODE`, with libpq's meanings: `disable` sends everything in the clear; `require`
+/// encrypts but accepts any server certificate (so not proof against someone in the path);
+/// `verify-full` accepts only a certificate that chains to a trusted root and names the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbSslMode {
+    Disable,
+    Require,
+    VerifyFull,
+}
+
+impl FromStr for DbSslMode {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "disable" => Ok(Self::Disable),
+            "require" => Ok(Self::Require),
+            "verify-full" => Ok(Self::VerifyFull),
+            _ => Err("expected disable, require or verify-full"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +180,17 @@ impl Config {
             });
         }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
+        let db_sslmode = env.parse("DB_SSLMODE", DbSslMode::Disable)?;
+        let db_sslrootcert = lookup("DB_SSLROOTCERT")
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from);
+        if db_sslrootcert.is_some() && db_sslmode != DbSslMode::VerifyFull {
+            // libpq would verify the chain under `require` then; here it would do nothing.
+            return Err(ConfigError {
+                name: "DB_SSLROOTCERT",
+                reason: "is only read with DB_SSLMODE=verify-full".into(),
+            });
+        }
         Ok(Self {
             // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
             database_url: lookup("DATABASE_URL")
@@ -149,6 +198,8 @@ impl Config {
                 .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/osurender".into()),
             db_pool_size: env.parse("DB_POOL_SIZE", 2)?,
             db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
+            db_sslmode,
+            db_sslrootcert,
             request_deadline: Duration::from_millis(env.parse("REQUEST_DEADLINE_MS", 10_000)?),
             listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
             rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
@@ -172,7 +223,11 @@ impl Config {
             ipv6_prefix_len,
             render_queue_url: lookup("RENDER_QUEUE_URL").filter(|url| !url.is_empty()),
             render_queue_name: env.string("RENDER_QUEUE_NAME", "osurender-render-jobs"),
-            webhook_secret: lookup("WEBHOOK_SECRET").filter(|secret| !secret.is_empty()),
+            webhook_secret: SecretSource::from_lookup(&lookup, "WEBHOOK_SECRET")?,
+            origin_secret: SecretSource::from_lookup(&lookup, "CF_ORIGIN_SECRET")?,
+            secret_refresh_interval: env
+                .parse::<Seconds>("SECRET_REFRESH_INTERVAL", Seconds(30))?
+                .into(),
             skin_bucket: lookup("SKIN_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             max_skin_bytes: env.parse("MAX_SKIN_BYTES", 4 * 1024 * 1024)?,
             max_skin_upload_bytes: env.parse("MAX_SKIN_UPLOAD_BYTES", 200 * 1024 * 1024)?,
@@ -212,6 +267,60 @@ impl Config {
 /// must not be deleted before, or a retry would be sent to a job that is gone, or an unknown
 /// admission resolved as never made.
 pub const MIN_JOB_RETENTION: Duration = Duration::from_secs(86_400);
+/// A shorter shared secret could be guessed (or brute-forced from one signed report).
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// Where a shared secret comes from: the environment (`{NAME}`, and `{NAME}_PREVIOUS` while a
+/// rotation is under way), or a Secrets Manager secret (`{NAME}_ARN`) whose `AWSCURRENT` and
+/// `AWSPREVIOUS` versions are both accepted, so rotating it needs no redeploy.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    Fixed {
+        current: String,
+        previous: Option<String>,
+    },
+    /// The secret's ARN (or name).
+    Stored(String),
+}
+
+impl SecretSource {
+    /// `None` when neither `{name}` nor `{name}_ARN` is set (empty counts as unset).
+    fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        name: &'static str,
+    ) -> Result<Option<Self>, ConfigError> {
+        let set = |suffix: &str| lookup(&format!("{name}{suffix}")).filter(|v| !v.is_empty());
+        let error = |reason: String| ConfigError { name, reason };
+        let too_short = |value: &String| value.len() < MIN_SECRET_BYTES;
+        match (set(""), set("_PREVIOUS"), set("_ARN")) {
+            (None, None, None) => Ok(None),
+            (None, None, Some(arn)) => Ok(Some(Self::Stored(arn))),
+            (Some(_), _, Some(_)) | (None, Some(_), Some(_)) => Err(error(format!(
+                "set either {name} (and {name}_PREVIOUS) or {name}_ARN, not both"
+            ))),
+            (None, Some(_), None) => Err(error(format!("{name}_PREVIOUS is set without {name}"))),
+            (Some(current), previous, None) => {
+                if too_short(&current) || previous.as_ref().is_some_and(too_short) {
+                    return Err(error(format!("must be at least {MIN_SECRET_BYTES} bytes")));
+                }
+                Ok(Some(Self::Fixed { current, previous }))
+            }
+        }
+    }
+}
+
+/// Never prints a value: the configuration may be logged.
+impl std::fmt::Debug for SecretSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fixed { previous, .. } => f
+                .debug_struct("Fixed")
+                .field("previous", &previous.is_some())
+                .finish_non_exhaustive(),
+            Self::Stored(arn) => f.debug_tuple("Stored").field(arn).finish(),
+        }
+    }
+}
 
 /// The longest a key lookup's answer may be kept: a revocation takes effect within it.
 pub const MAX_KEY_CACHE_TTL: Duration = Duration::from_secs(60);
@@ -380,6 +489,32 @@ mod tests {
     }
 
     #[test]
+    fn database_tls_settings() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.db_sslmode, DbSslMode::Disable);
+        assert_eq!(c.db_sslrootcert, None);
+        let c = config(&[
+            ("DB_SSLMODE", "verify-full"),
+            ("DB_SSLROOTCERT", "/etc/ca.pem"),
+        ])
+        .unwrap();
+        assert_eq!(c.db_sslmode, DbSslMode::VerifyFull);
+        assert_eq!(c.db_sslrootcert, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(
+            config(&[("DB_SSLMODE", "require")]).unwrap().db_sslmode,
+            DbSslMode::Require
+        );
+        for unknown in ["prefer", "verify-ca", "VERIFY-FULL", "on", ""] {
+            let error = config(&[("DB_SSLMODE", unknown)]).unwrap_err().to_string();
+            assert!(error.starts_with("DB_SSLMODE: "), "{unknown}: {error}");
+        }
+        let error = config(&[("DB_SSLMODE", "require"), ("DB_SSLROOTCERT", "/ca.pem")])
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("DB_SSLROOTCERT: "), "{error}");
+    }
+
+    #[test]
     fn aws_endpoint_override() {
         assert_eq!(config(&[]).unwrap().aws_endpoint_url, None);
         assert_eq!(
@@ -403,6 +538,55 @@ mod tests {
         assert!(c.simulate_workers);
         assert_eq!(c.outbox_sweep_interval, Duration::ZERO);
         assert!(config(&[("SIMULATE_WORKERS", "maybe")]).is_err());
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_or_secrets_manager() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.origin_secret, None);
+        assert_eq!(c.webhook_secret, None);
+        assert_eq!(c.secret_refresh_interval, Duration::from_secs(30));
+        let long = "a-secret-of-enough-bytes";
+        let c = config(&[
+            ("CF_ORIGIN_SECRET", long),
+            ("CF_ORIGIN_SECRET_PREVIOUS", "the-previous-secret-value"),
+            (
+                "WEBHOOK_SECRET_ARN",
+                "arn:aws:secretsmanager:us-east-1:1:secret:w",
+            ),
+            ("CF_ORIGIN_SECRET_ARN", ""),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.origin_secret,
+            Some(SecretSource::Fixed {
+                current: long.into(),
+                previous: Some("the-previous-secret-value".into())
+            })
+        );
+        assert_eq!(
+            c.webhook_secret,
+            Some(SecretSource::Stored(
+                "arn:aws:secretsmanager:us-east-1:1:secret:w".into()
+            ))
+        );
+        let debug = format!("{:?}", c.origin_secret);
+        assert!(
+            !debug.contains(long) && !debug.contains("previous-secret"),
+            "{debug}"
+        );
+        for bad in [
+            &[("CF_ORIGIN_SECRET", "short")][..],
+            &[
+                ("WEBHOOK_SECRET", long),
+                ("WEBHOOK_SECRET_PREVIOUS", "short"),
+            ],
+            &[("CF_ORIGIN_SECRET_PREVIOUS", long)],
+            &[("CF_ORIGIN_SECRET", long), ("CF_ORIGIN_SECRET_ARN", "arn")],
+            &[("SECRET_REFRESH_INTERVAL", "soon")],
+        ] {
+            assert!(config(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The HTTP service: the routes (routes/) with the middleware every request passes through
-//! (log span, deadline, no-store) and the 404/405 answers; shared by the dev server and every
-//! Lambda function.
+//! (log span, deadline, no-store, the origin check) and the 404/405 answers; shared by the dev
+//! server and every Lambda function.
 
 use std::time::Instant;
 
@@ -40,15 +40,22 @@ pub struct RequestId(pub String);
 #[derive(Debug, Clone, Copy)]
 pub struct AnswerBy(pub tokio::time::Instant);
 
+/// The header our edge (a Cloudflare Transform Rule) adds to every request it forwards, with
+/// the value of `CF_ORIGIN_SECRET`.
+pub const ORIGIN_SECRET_HEADER: &str = "x-origin-secret";
+
 /// A function's (or the dev server's) service: its `routes`, `GET /health`, a problem+json
 /// 404 for anything else and 405 for a wrong method, each request in its own log span, under
-/// its deadline, and never stored by a cache.
+/// its deadline, never stored by a cache, and, with `CF_ORIGIN_SECRET`, only from our edge.
 pub fn service(routes: Router<App>, app: App) -> Router {
     routes
         .route("/health", get(routes::health::handler))
         .fallback(not_found)
         // After every route: it applies to the routes registered before it.
         .method_not_allowed_fallback(method_not_allowed)
+        // Innermost, so it also covers the fallbacks; under the deadline, which bounds a re-read
+        // of the secret.
+        .layer(middleware::from_fn_with_state(app.clone(), from_our_edge))
         .layer(middleware::from_fn_with_state(app.clone(), within_deadline))
         .layer(middleware::from_fn(no_store))
         .layer(middleware::from_fn(trace_request))
@@ -77,6 +84,25 @@ async fn within_deadline(State(app): State<App>, request: Request, next: Next) -
             Rejection::DeadlineExceeded.into_response()
         }
     }
+}
+
+/// With an origin secret configured, a request without `X-Origin-Secret` equal to its current
+/// or previous value is refused before anything else runs: no route, no quota, no backing
+/// service (a wrong value may cost a bounded re-read of a stored secret, secrets.rs). Only
+/// requests that pass reach the routes, where `CF-Connecting-IP` is believed from trusted
+/// peers: the header alone proves nothing, any Cloudflare customer can set it.
+async fn from_our_edge(State(app): State<App>, request: Request, next: Next) -> Response {
+    if let Some(secret) = &app.origin_secret {
+        let Some(presented) = request.headers().get(ORIGIN_SECRET_HEADER) else {
+            return Rejection::OriginForbidden.into_response();
+        };
+        match secret.matches(presented.as_bytes()).await {
+            Ok(true) => {}
+            Ok(false) => return Rejection::OriginForbidden.into_response(),
+            Err(_) => return Rejection::SecretUnavailable.into_response(),
+        }
+    }
+    next.run(request).await
 }
 
 /// Every answer is about one moment's state (a job, a limit, a refusal): no cache may keep it.

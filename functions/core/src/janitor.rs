@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::app::App;
 use crate::ports::StoreError;
+use crate::skins::ingest;
 
 /// Rows one delete statement removes at most: its locks are short and its time bounded.
 pub const PRUNE_BATCH: i64 = 1_000;
@@ -50,6 +51,8 @@ pub struct JanitorReport {
     pub jobs_deleted: u64,
     /// Their outbox events: deleted with them.
     pub outbox_events_deleted: u64,
+    /// Presigned uploads' ingest claims past their day (skins/ingest.rs): deleted.
+    pub skin_ingests_pruned: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
@@ -71,6 +74,11 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
         in_batches(until, || app.idempotency.prune(PRUNE_BATCH)).await?;
     report.admission_fences_pruned =
         in_batches(until, || app.jobs.prune_fences(PRUNE_BATCH)).await?;
+    report.skin_ingests_pruned = in_batches(until, || {
+        app.skin_names
+            .prune_ingests(ingest::CLAIMS_KEPT, PRUNE_BATCH.unsigned_abs())
+    })
+    .await?;
     let retention = app.config.job_retention;
     let outbox_events_deleted = &AtomicU64::new(0);
     report.jobs_deleted = in_batches(until, || async move {

@@ -28,6 +28,7 @@ pub mod problem;
 pub mod replay;
 pub mod request;
 pub mod routes;
+pub mod secrets;
 pub mod skins;
 pub mod store;
 pub mod telemetry;

@@ -1,12 +1,14 @@
 //! `POST /v1/jobs/{id}/webhook`: render workers report progress and results.
 //!
-//! A report is a JSON body `{status, progress, video_key, thumb_key, error, timestamp, nonce}`
-//! signed with HMAC-SHA256 under `WEBHOOK_SECRET`, hex in `X-Signature`. The checks run
-//! cheapest first and nothing is written before the signature, the fields and the timestamp
-//! pass; then one statement spends the nonce and applies the transition (`jobs::transition`).
-//! So a forged, stale, replayed or illegal report changes no job.
+//! A report is a JSON body `{job_id, status, progress, video_key, thumb_key, error, timestamp,
+//! nonce}` signed with HMAC-SHA256 under the webhook secret (`WEBHOOK_SECRET`, or on AWS the
+//! Secrets Manager secret `WEBHOOK_SECRET_ARN`, its current or previous version), hex in
+//! `X-Signature`. The checks run cheapest first and nothing is written before the signature, the
+//! job, the fields and the timestamp pass; then one statement spends the nonce and applies the
+//! transition (`jobs::transition`). So a forged, stale, replayed, re-targeted or illegal report
+//! changes no job: the signed `job_id` must be the URL's, so a captured report cannot move
+//! another job.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,11 +17,11 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 use crate::app::App;
-use crate::config::Config;
 use crate::domain::job::{JobId, JobStatus};
 use crate::ports::jobs::{Nonce, Transition, TransitionOutcome};
 use crate::problem::Rejection;
 use crate::request::epoch_secs;
+use crate::secrets::{RotatingSecret, SecretUnavailable};
 
 /// Reports are a few hundred bytes; this leaves room for long keys and error texts.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -28,8 +30,6 @@ pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 /// Nonces are kept this much past the skew, for clock differences between our instances and
 /// the database, whose clock expires them.
 const NONCE_SLACK: Duration = Duration::from_secs(60);
-/// A shorter secret could be guessed from one captured report.
-const MIN_SECRET_BYTES: usize = 16;
 const NONCE_LEN: std::ops::RangeInclusive<usize> = 8..=128;
 /// The longest S3 key.
 const MAX_KEY_BYTES: usize = 1024;
@@ -42,42 +42,56 @@ type HmacSha256 = Hmac<Sha256>;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SecretError {
-    #[error("WEBHOOK_SECRET is not set: the job webhook cannot verify reports without it")]
+    #[error(
+        "neither WEBHOOK_SECRET nor WEBHOOK_SECRET_ARN is set: the job webhook cannot verify \
+         reports without one"
+    )]
     Missing,
-    #[error("WEBHOOK_SECRET must be at least {MIN_SECRET_BYTES} bytes")]
-    TooShort,
 }
 
-/// Checks report signatures. Only built with a secret, so the webhook cannot run without one.
+/// Checks report signatures under the webhook secret's current and previous values (so a
+/// rotation needs no redeploy, and workers still signing with the old key keep working). Only
+/// built with a secret, so the webhook cannot run without one.
 #[derive(Clone)]
 pub struct Verifier {
-    secret: Arc<[u8]>,
+    secret: RotatingSecret,
 }
 
 impl Verifier {
-    pub fn new(secret: Option<&str>) -> Result<Self, SecretError> {
-        let secret = secret.ok_or(SecretError::Missing)?;
-        if secret.len() < MIN_SECRET_BYTES {
-            return Err(SecretError::TooShort);
-        }
-        Ok(Self {
-            secret: secret.as_bytes().into(),
-        })
+    /// The webhook secret the configuration names; one kept in Secrets Manager is read now (a
+    /// failure is logged, and reports answer 503 until a read succeeds).
+    pub async fn from_app(app: &App) -> Result<Self, SecretError> {
+        let source = app
+            .config
+            .webhook_secret
+            .as_ref()
+            .ok_or(SecretError::Missing)?;
+        let secret = RotatingSecret::new(
+            source,
+            app.secrets.clone(),
+            app.config.secret_refresh_interval,
+        );
+        secret.read().await;
+        Ok(Self { secret })
     }
 
-    pub fn from_config(config: &Config) -> Result<Self, SecretError> {
-        Self::new(config.webhook_secret.as_deref())
+    /// Whether `signature` is the body's HMAC under the current or the previous secret.
+    pub async fn verify(&self, body: &[u8], signature: &str) -> Result<bool, SecretUnavailable> {
+        self.secret
+            .check(|key| signature_matches(key, body, signature))
+            .await
     }
+}
 
-    /// Whether `signature` (hex, either case) is the body's HMAC, compared in constant time.
-    pub fn verify(&self, body: &[u8], signature: &str) -> bool {
-        let Ok(expected) = hex::decode(signature.trim()) else {
-            return false;
-        };
-        let mut mac = HmacSha256::new_from_slice(&self.secret).expect("HMAC takes any key");
-        mac.update(body);
-        mac.verify_slice(&expected).is_ok()
-    }
+/// Whether `signature` (hex, either case) is the HMAC of `body` under `key`, compared in
+/// constant time.
+pub fn signature_matches(key: &[u8], body: &[u8], signature: &str) -> bool {
+    let Ok(expected) = hex::decode(signature.trim()) else {
+        return false;
+    };
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key");
+    mac.update(body);
+    mac.verify_slice(&expected).is_ok()
 }
 
 /// The `X-Signature` of `body` under `secret`, as a worker computes it.
@@ -98,7 +112,8 @@ pub struct Report {
     /// Epoch seconds when the worker signed the report.
     pub timestamp: i64,
     pub nonce: String,
-    /// Optional; when present it must name the job in the URL, which binds the signature to it.
+    /// The job the worker reports on: required, and it must be the URL's (`check_job`). An
+    /// `Option` only so its absence is told apart (400) from a malformed value (422).
     pub job_id: Option<JobId>,
 }
 
@@ -111,9 +126,10 @@ pub async fn receive(
     signature: Option<&str>,
     body: &[u8],
 ) -> Result<(JobStatus, f32), Rejection> {
-    check_signature(verifier, signature, body)?;
+    check_signature(verifier, signature, body).await?;
     let report = parse_report(body)?;
-    let transition = check_report(&report, id, app.config.render_stall_timeout)?;
+    check_job(&report, id)?;
+    let transition = check_report(&report, app.config.render_stall_timeout)?;
     let nonce = check_freshness(&report, epoch_secs() as i64)?;
     let outcome = app
         .jobs
@@ -137,16 +153,16 @@ pub async fn receive(
     }
 }
 
-fn check_signature(
+async fn check_signature(
     verifier: &Verifier,
     signature: Option<&str>,
     body: &[u8],
 ) -> Result<(), Rejection> {
     let signature = signature.ok_or(Rejection::InvalidSignature)?;
-    if verifier.verify(body, signature) {
-        Ok(())
-    } else {
-        Err(Rejection::InvalidSignature)
+    match verifier.verify(body, signature).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Rejection::InvalidSignature),
+        Err(SecretUnavailable) => Err(Rejection::SecretUnavailable),
     }
 }
 
@@ -159,17 +175,22 @@ fn parse_report(body: &[u8]) -> Result<Report, Rejection> {
     })
 }
 
+/// The signature covers `job_id`, so a report applies to the job it names and no other: a
+/// report without one is malformed (400), one naming another job is refused (403 `wrong_job`).
+pub fn check_job(report: &Report, id: JobId) -> Result<(), Rejection> {
+    match report.job_id {
+        None => Err(Rejection::InvalidBody(
+            "the report must name its job: `job_id`, signed with the rest".into(),
+        )),
+        Some(named) if named != id => Err(Rejection::WrongJob),
+        Some(_) => Ok(()),
+    }
+}
+
 /// The report's fields, as the transition to apply. Keys come only with `completed` (which
 /// needs `video_key`), an error only with `failed`; a completed job is at 100 %.
-pub fn check_report(
-    report: &Report,
-    id: JobId,
-    stall_timeout: Duration,
-) -> Result<Transition, Rejection> {
+pub fn check_report(report: &Report, stall_timeout: Duration) -> Result<Transition, Rejection> {
     let invalid = |reason: &str| Rejection::InvalidField(reason.to_owned());
-    if report.job_id.is_some_and(|named| named != id) {
-        return Err(invalid("job_id: does not name the job in the URL"));
-    }
     let progress = match report.progress {
         Some(p) if !(0.0..=100.0).contains(&p) => {
             return Err(invalid("progress: must be a number from 0 to 100"))
@@ -251,6 +272,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::config::Config;
+    use crate::store::memory::Memory;
 
     const SECRET: &str = "a-secret-of-enough-length";
 
@@ -263,32 +286,44 @@ mod tests {
         );
     }
 
-    #[test]
-    fn verifies_only_the_signed_body_under_the_secret() {
-        let verifier = Verifier::new(Some(SECRET)).unwrap();
-        let body = br#"{"status":"rendering"}"#;
-        let signature = sign(SECRET.as_bytes(), body);
-        assert!(verifier.verify(body, &signature));
-        assert!(verifier.verify(body, &signature.to_uppercase()));
-        assert!(!verifier.verify(br#"{"status":"completed"}"#, &signature));
-        assert!(!verifier.verify(body, &sign(b"another-secret-entirely", body)));
-        assert!(!verifier.verify(body, &signature[..62]));
-        assert!(!verifier.verify(body, "not hex"));
-        assert!(!verifier.verify(body, ""));
+    async fn verifier(vars: &[(&str, &str)]) -> Result<Verifier, SecretError> {
+        let config = Config::from_lookup(|name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.to_string())
+        })
+        .unwrap();
+        Verifier::from_app(&Memory::app(config).0).await
     }
 
-    #[test]
-    fn refuses_to_run_without_a_real_secret() {
-        assert_eq!(Verifier::new(None).err(), Some(SecretError::Missing));
-        assert_eq!(
-            Verifier::new(Some("short")).err(),
-            Some(SecretError::TooShort)
-        );
-        let config = Config::from_lookup(|_| None).unwrap();
-        assert_eq!(
-            Verifier::from_config(&config).err(),
-            Some(SecretError::Missing)
-        );
+    #[tokio::test]
+    async fn verifies_only_the_signed_body_under_the_secret() {
+        let previous = "the-previous-secret-value";
+        let verifier = verifier(&[
+            ("WEBHOOK_SECRET", SECRET),
+            ("WEBHOOK_SECRET_PREVIOUS", previous),
+        ])
+        .await
+        .unwrap();
+        let body = br#"{"status":"rendering"}"#;
+        let signature = sign(SECRET.as_bytes(), body);
+        let verifies = |signature: String, body: &'static [u8]| {
+            let verifier = verifier.clone();
+            async move { verifier.verify(body, &signature).await.unwrap() }
+        };
+        assert!(verifies(signature.clone(), body).await);
+        assert!(verifies(signature.to_uppercase(), body).await);
+        assert!(verifies(sign(previous.as_bytes(), body), body).await);
+        assert!(!verifies(signature.clone(), br#"{"status":"completed"}"#).await);
+        assert!(!verifies(sign(b"another-secret-entirely", body), body).await);
+        assert!(!verifies(signature[..62].to_owned(), body).await);
+        assert!(!verifies("not hex".into(), body).await);
+        assert!(!verifies(String::new(), body).await);
+    }
+
+    #[tokio::test]
+    async fn refuses_to_run_without_a_secret() {
+        assert_eq!(verifier(&[]).await.err(), Some(SecretError::Missing));
     }
 
     fn report(value: serde_json::Value) -> Report {
@@ -307,7 +342,6 @@ mod tests {
         let id = JobId::new();
         let rendering = check_report(
             &report(json!({ "status": "rendering", "progress": 42.5 })),
-            id,
             STALL,
         )
         .unwrap();
@@ -316,19 +350,18 @@ mod tests {
         assert_eq!(rendering.deadline_in, Some(STALL));
 
         let done = report(json!({ "status": "completed", "video_key": "v.mp4", "job_id": id }));
-        let done = check_report(&done, id, STALL).unwrap();
+        let done = check_report(&done, STALL).unwrap();
         assert_eq!(done.progress, Some(100.0));
         assert_eq!(done.video_key.as_deref(), Some("v.mp4"));
         assert_eq!(done.deadline_in, None);
 
-        let failed = check_report(&report(json!({ "status": "failed" })), id, STALL).unwrap();
+        let failed = check_report(&report(json!({ "status": "failed" })), STALL).unwrap();
         assert_eq!(failed.error.as_deref(), Some(DEFAULT_ERROR));
         assert_eq!(failed.progress, None);
     }
 
     #[test]
     fn bad_fields_are_refused_by_name() {
-        let id = JobId::new();
         for (fields, field) in [
             (
                 json!({ "status": "rendering", "progress": 101 }),
@@ -353,12 +386,8 @@ mod tests {
                 json!({ "status": "failed", "error": "e".repeat(2001) }),
                 "error",
             ),
-            (
-                json!({ "status": "rendering", "job_id": JobId::new() }),
-                "job_id",
-            ),
         ] {
-            let err = check_report(&report(fields.clone()), id, STALL).unwrap_err();
+            let err = check_report(&report(fields.clone()), STALL).unwrap_err();
             assert_eq!(err.code(), "invalid_field", "{fields}");
             assert!(
                 err.detail().starts_with(field),
@@ -366,6 +395,26 @@ mod tests {
                 err.detail()
             );
         }
+    }
+
+    #[test]
+    fn a_report_applies_only_to_the_job_it_names() {
+        let id = JobId::new();
+        let naming =
+            |job: serde_json::Value| report(json!({ "status": "rendering", "job_id": job }));
+        assert_eq!(check_job(&naming(json!(id)), id), Ok(()));
+        assert_eq!(
+            check_job(&naming(json!(JobId::new())), id),
+            Err(Rejection::WrongJob)
+        );
+        for unnamed in [
+            report(json!({ "status": "rendering" })),
+            naming(json!(null)),
+        ] {
+            assert_eq!(check_job(&unnamed, id).unwrap_err().code(), "invalid_body");
+        }
+        let malformed = br#"{"status":"rendering","timestamp":1,"nonce":"abcdefgh","job_id":"x"}"#;
+        assert_eq!(parse_report(malformed).unwrap_err().code(), "invalid_field");
     }
 
     #[test]

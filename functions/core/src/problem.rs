@@ -57,6 +57,8 @@ pub enum Rejection {
     /// (unknown, revoked): the detail says which.
     InvalidApiKey(String),
     NonceReused,
+    /// A genuine report, signed for another job than the URL's: a replay attempt.
+    WrongJob,
     IllegalTransition(String),
     /// The replay store refused the write (a missing bucket, denied access): a fault of ours.
     StorageFailed,
@@ -71,6 +73,10 @@ pub enum Rejection {
     AdmissionUnknown,
     /// The request's deadline (`REQUEST_DEADLINE_MS`) ran out before it could be answered.
     DeadlineExceeded,
+    /// The request did not come through our edge: no or a wrong `X-Origin-Secret`.
+    OriginForbidden,
+    /// A secret the request is checked against (origin, webhook) could not be read.
+    SecretUnavailable,
 }
 
 impl Rejection {
@@ -95,6 +101,8 @@ impl Rejection {
             | Self::StaleTimestamp
             | Self::NonceReused
             | Self::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
+            Self::OriginForbidden => StatusCode::FORBIDDEN,
+            Self::WrongJob => StatusCode::FORBIDDEN,
             Self::IllegalTransition(_) => StatusCode::CONFLICT,
             Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::QueueFull { .. }
@@ -104,7 +112,8 @@ impl Rejection {
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown
-            | Self::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::DeadlineExceeded
+            | Self::SecretUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -134,6 +143,7 @@ impl Rejection {
             Self::StaleTimestamp => "stale_timestamp",
             Self::NonceReused => "nonce_reused",
             Self::InvalidApiKey(_) => "invalid_api_key",
+            Self::WrongJob => "wrong_job",
             Self::IllegalTransition(_) => "illegal_transition",
             Self::StorageFailed => "storage_failed",
             Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "storage_unavailable",
@@ -141,6 +151,8 @@ impl Rejection {
             Self::DatabaseUnavailable => "database_unavailable",
             Self::AdmissionUnknown => "admission_unknown",
             Self::DeadlineExceeded => "deadline_exceeded",
+            Self::OriginForbidden => "origin_forbidden",
+            Self::SecretUnavailable => "secret_unavailable",
         }
     }
 
@@ -169,6 +181,7 @@ impl Rejection {
             Self::StaleTimestamp => "Stale timestamp",
             Self::NonceReused => "Nonce reused",
             Self::InvalidApiKey(_) => "Invalid API key",
+            Self::WrongJob => "Report for another job",
             Self::IllegalTransition(_) => "Illegal status transition",
             Self::StorageFailed => "Storage failed",
             Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "Storage unavailable",
@@ -176,6 +189,8 @@ impl Rejection {
             Self::DatabaseUnavailable => "Database unavailable",
             Self::AdmissionUnknown => "Admission outcome unknown",
             Self::DeadlineExceeded => "Deadline exceeded",
+            Self::OriginForbidden => "Origin forbidden",
+            Self::SecretUnavailable => "Secret unavailable",
         }
     }
 
@@ -202,6 +217,9 @@ impl Rejection {
             }
             Self::StaleTimestamp => "the timestamp is too far from the server's clock".into(),
             Self::NonceReused => "this nonce was already used; sign each report afresh".into(),
+            Self::WrongJob => {
+                "the signed report names another job (`job_id`); it applies only to that job".into()
+            }
             Self::RateLimited(rate) => format!(
                 "rate limit of {} requests exceeded; retry in {} s",
                 rate.limit, rate.retry_after
@@ -240,6 +258,12 @@ impl Rejection {
                  Idempotency-Key, a retry finds a job this request may have made)"
                     .into()
             }
+            Self::OriginForbidden => {
+                "requests reach this API only through its public address".into()
+            }
+            Self::SecretUnavailable => {
+                "the service cannot check this request right now; try again".into()
+            }
         }
     }
 
@@ -255,7 +279,8 @@ impl Rejection {
             | Self::LimiterUnavailable
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown
-            | Self::DeadlineExceeded => Some(RETRY_UNAVAILABLE_SECS),
+            | Self::DeadlineExceeded
+            | Self::SecretUnavailable => Some(RETRY_UNAVAILABLE_SECS),
             _ => None,
         }
     }

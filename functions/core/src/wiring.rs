@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::keys::KeyLookup;
 use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::ports::StoreError;
+use crate::secrets::RotatingSecret;
 use crate::store::dynamo::DynamoRateLimiter;
 use crate::store::postgres::idempotency::PgIdempotencyStore;
 use crate::store::postgres::jobs::PgJobStore;
@@ -17,6 +18,7 @@ use crate::store::postgres::outbox::PgOutboxStore;
 use crate::store::postgres::skins::PgSkinRegistry;
 use crate::store::postgres::{self as db, PostgresCheck};
 use crate::store::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
+use crate::store::secrets::SecretsManagerStore;
 use crate::store::sqs::SqsRenderQueue;
 
 /// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
@@ -27,6 +29,7 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
+    pub secretsmanager: aws_sdk_secretsmanager::Client,
     /// The shared AWS configuration: what presigning needs (credentials, region, endpoint).
     pub sdk: aws_config::SdkConfig,
 }
@@ -46,10 +49,16 @@ impl Clients {
         postgres: tokio_postgres::Config,
     ) -> Result<Self, StoreError> {
         Ok(Self {
-            pool: db::pool(postgres, config.db_pool_size, config.db_timeout)?,
+            pool: db::pool(
+                postgres,
+                &db::Tls::from_config(config)?,
+                config.db_pool_size,
+                config.db_timeout,
+            )?,
             dynamodb: aws::dynamodb(&sdk),
             s3: aws::s3(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
+            secretsmanager: aws_sdk_secretsmanager::Client::new(&sdk),
             sdk,
         })
     }
@@ -71,6 +80,10 @@ impl App {
             &config.render_queue_name,
         ));
         let postgres = Arc::new(PostgresCheck::new(clients.pool.clone()));
+        let secrets = Arc::new(SecretsManagerStore::new(clients.secretsmanager.clone()));
+        let origin_secret = config.origin_secret.as_ref().map(|source| {
+            RotatingSecret::new(source, secrets.clone(), config.secret_refresh_interval)
+        });
         Self {
             dependencies: Arc::new([postgres, limiter.clone(), replays.clone(), queue.clone()]),
             artifacts: Arc::new(S3ArtifactLinks::new(
@@ -97,7 +110,18 @@ impl App {
                 Arc::new(PgKeyStore::new(clients.pool.clone())),
                 config.key_cache_ttl,
             )),
+            secrets,
+            origin_secret,
             config: Arc::new(config),
+        }
+    }
+
+    /// Reads the origin secret when it is kept in Secrets Manager: once per instance, before
+    /// the first request. A failure is logged, never fatal: requests answer 503 until a read
+    /// succeeds (secrets.rs).
+    pub async fn read_secrets(&self) {
+        if let Some(secret) = &self.origin_secret {
+            secret.read().await;
         }
     }
 }

@@ -231,8 +231,9 @@ async fn the_stage_is_not_part_of_the_path_and_other_paths_are_404() {
 #[tokio::test]
 async fn every_listed_route_is_served() {
     let limiter = Arc::new(RecordingLimiter::default());
-    let verifier = Verifier::new(Some(&"k".repeat(64))).unwrap();
-    let router = http::service(http::all_routes(verifier), app(&[], limiter.clone()));
+    let app = app(&[("WEBHOOK_SECRET", &"k".repeat(64))], limiter.clone());
+    let verifier = Verifier::from_app(&app).await.unwrap();
+    let router = http::service(http::all_routes(verifier), app);
     for (method, path) in ROUTES {
         let uri = path.replace("{id}", "0b5c4a52-2d1e-4c4e-9a0f-6c1d2e3f4a5b");
         let request = Request::builder()
@@ -298,4 +299,58 @@ async fn answers_carry_the_configured_cors_origin() {
         .headers()
         .get("access-control-allow-origin")
         .is_none());
+}
+
+/// With an origin secret, an event without `X-Origin-Secret` is refused before the limiter is
+/// asked; with it, `CF-Connecting-IP` from a trusted source names the client.
+#[tokio::test]
+async fn the_origin_secret_is_checked_before_anything_else() {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let secret = "origin-secret-of-the-lambda-test";
+    let vars = [
+        ("CF_ORIGIN_SECRET", secret),
+        ("TRUSTED_PROXY_CIDRS", "203.0.113.0/24"),
+    ];
+    let router = lambda::router(routes::render::routes(), app(&vars, limiter.clone()));
+    let forwarded = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
+
+    let (response, body) = serve(router.clone(), &forwarded).await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["code"], "origin_forbidden");
+    assert!(limiter.asked().is_empty());
+
+    let (response, body) = serve(router, &with_header(forwarded, "X-Origin-Secret", secret)).await;
+    assert_rate_limited(&response, &body);
+    assert_eq!(limiter.asked(), [("render".into(), CF_CLIENT_IP.into())]);
+}
+
+/// An origin secret that cannot be read at start does not stop the function: every event is
+/// answered, 503 `secret_unavailable`, until a read succeeds.
+#[tokio::test]
+async fn an_unreadable_origin_secret_is_answered_with_503_until_it_can_be_read() {
+    let arn = "arn:aws:secretsmanager:us-east-1:000000000000:secret:origin";
+    let secret = "origin-secret-read-late-enough";
+    let vars = [
+        ("CF_ORIGIN_SECRET_ARN", arn),
+        ("SECRET_REFRESH_INTERVAL", "0"),
+    ];
+    let config = Config::from_lookup(|name| {
+        vars.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_string())
+    })
+    .unwrap();
+    let (app, memory) = Memory::app(config);
+    app.read_secrets().await;
+    let router = lambda::router(routes::jobs::routes(), app);
+    let event = with_header(event(GET_JOB_EVENT), "X-Origin-Secret", secret);
+
+    let (response, body) = serve(router.clone(), &event).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["code"], "secret_unavailable");
+    assert_eq!(header(&response, "retry-after"), "5");
+
+    memory.secrets.put(arn, secret);
+    let (response, body) = serve(router, &event).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND, "{body}");
 }

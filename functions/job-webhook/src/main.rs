@@ -1,5 +1,5 @@
 //! `POST /v1/jobs/{id}/webhook` on Lambda: the render workers' signed reports. Refuses to
-//! start without `WEBHOOK_SECRET`.
+//! start without `WEBHOOK_SECRET_ARN` (or `WEBHOOK_SECRET`).
 
 use osurender_core::lambda;
 use osurender_core::lifecycle::Verifier;
@@ -8,6 +8,6 @@ use osurender_core::routes;
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
     let app = lambda::app().await?;
-    let verifier = Verifier::from_config(&app.config)?;
+    let verifier = Verifier::from_app(&app).await?;
     lambda::serve(routes::webhook::routes(verifier), app).await
 }

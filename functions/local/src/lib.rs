@@ -4,7 +4,8 @@ use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
+use osurender_core::config::SecretSource;
 use osurender_core::lifecycle::Verifier;
 use osurender_core::store::postgres::migrations;
 use osurender_core::{http, janitor, outbox, skins, App, Clients, Config};
@@ -44,22 +45,36 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
         Some(url) => url.clone(),
         None => provision::queue(&clients.sqs, &config.render_queue_name).await?,
     };
-    let secret = config
-        .webhook_secret
-        .get_or_insert_with(|| {
-            // Never logged: a user who wants to sign reports by hand sets WEBHOOK_SECRET.
-            // Two v4 UUIDs: 244 bits from the operating system's random source.
-            tracing::info!("WEBHOOK_SECRET is not set; generated a random one for this run");
-            format!(
+    let source = config.webhook_secret.get_or_insert_with(|| {
+        // Never logged: a user who wants to sign reports by hand sets WEBHOOK_SECRET.
+        // Two v4 UUIDs: 244 bits from the operating system's random source.
+        tracing::info!("WEBHOOK_SECRET is not set; generated a random one for this run");
+        SecretSource::Fixed {
+            current: format!(
                 "{}{}",
                 uuid::Uuid::new_v4().simple(),
                 uuid::Uuid::new_v4().simple()
-            )
-        })
-        .clone();
-    let verifier = Verifier::from_config(&config)?;
+            ),
+            previous: None,
+        }
+    });
+    let worker_secret = match source {
+        SecretSource::Fixed { current, .. } => current.clone(),
+        SecretSource::Stored(_) if config.simulate_workers => {
+            bail!("the simulated workers sign with WEBHOOK_SECRET; unset WEBHOOK_SECRET_ARN")
+        }
+        SecretSource::Stored(_) => String::new(),
+    };
+
+    if config.simulate_workers && matches!(config.origin_secret, Some(SecretSource::Stored(_))) {
+        bail!(
+            "the simulated workers reach the API with CF_ORIGIN_SECRET; unset CF_ORIGIN_SECRET_ARN"
+        );
+    }
 
     let app = App::new(config, &clients);
+    app.read_secrets().await;
+    let verifier = Verifier::from_app(&app).await?;
     let router = http::service(http::all_routes(verifier), app.clone());
     let addr = listener.local_addr()?;
     run_scheduled(&app);
@@ -69,7 +84,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
             clients: clients.clone(),
             queue_url,
             base_url: format!("http://{}", reachable(addr)),
-            secret,
+            secret: worker_secret,
         }
         .spawn();
         tracing::info!("simulating render workers");

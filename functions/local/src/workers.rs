@@ -6,8 +6,11 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use osurender_core::config::SecretSource;
+use osurender_core::http::ORIGIN_SECRET_HEADER;
 use osurender_core::lifecycle::{sign, SIGNATURE_HEADER};
 use osurender_core::{App, Clients};
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 
 /// Pause between two reports of one job: slow enough to watch, quick enough not to wait.
@@ -30,7 +33,10 @@ impl Simulator {
     /// Consumes the queue until the runtime stops.
     pub fn spawn(self) {
         tokio::spawn(async move {
-            let http = reqwest::Client::new();
+            let http = reqwest::Client::builder()
+                .default_headers(through_the_edge(&self.app))
+                .build()
+                .unwrap_or_default();
             let mut seen = HashSet::new();
             loop {
                 if let Err(error) = self.poll(&http, &mut seen).await {
@@ -106,6 +112,18 @@ impl Simulator {
             send(&http, &url, &secret, &job_id, done).await;
         }
     }
+}
+
+/// What our edge adds to every request it forwards (the origin secret, when the server wants
+/// one): real workers reach the webhook through it.
+fn through_the_edge(app: &App) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Some(SecretSource::Fixed { current, .. }) = &app.config.origin_secret {
+        if let Ok(value) = HeaderValue::from_str(current) {
+            headers.insert(ORIGIN_SECRET_HEADER, value);
+        }
+    }
+    headers
 }
 
 /// Signs and posts one report, stamped now with a fresh nonce; whether it was applied.

@@ -4,7 +4,7 @@
 //! there within CloudFormation's patience (60 s here; seconds in practice), with the right
 //! `Status`, on every path: database up, missing, unreachable; secret missing; configuration
 //! broken; a schema newer than the code; a history row refinery would panic on; a migration
-//! that fails; two runners at once.
+//! that fails; two runners at once; the secret's password over verified TLS, and TLS refused.
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default `postgres://postgres@127.0.0.1:5432/postgres`;
 //! each test makes its own database), and for the AWS path (the secret read from Secrets
@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,8 +24,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use axum::Router;
+use rustls::pki_types::pem::PemObject;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use support::{connect, database_url, server_url, shipped_migrations};
 
@@ -143,8 +146,8 @@ impl Function {
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("RUST_LOG", "info")
-            // Read by nothing yet (TLS is another change): an unknown variable must not matter.
-            .env("DB_SSLMODE", "verify-full")
+            // The local stack's server takes plain connections; the TLS cases set their own.
+            .env("DB_SSLMODE", "disable")
             .envs(vars.iter().copied())
             .stdout(output.try_clone().unwrap())
             .stderr(output)
@@ -270,6 +273,49 @@ async fn a_missing_database_is_created_migrated_and_kept_on_delete() {
     assert_eq!(history(&db).await.len(), shipped_migrations().len());
 }
 
+/// Where the AWS stand-in is (`AWS_ENDPOINT_URL`, or the local stack's default).
+fn aws_endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
+}
+
+/// A database secret `secret` in the stand-in's Secrets Manager: the client and its ARN.
+async fn put_secret(tag: &str, secret: &Value) -> (aws_sdk_secretsmanager::Client, String) {
+    let endpoint = aws_endpoint();
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "bootstrap-test",
+        ))
+        .load()
+        .await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+    let name = format!("osurender/migrate-bootstrap-{tag}-{}", std::process::id());
+    let arn = secrets
+        .create_secret()
+        .name(&name)
+        .secret_string(secret.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("the AWS stand-in at {endpoint}: {e:?}"))
+        .arn
+        .unwrap();
+    (secrets, arn)
+}
+
+async fn delete_secret(secrets: &aws_sdk_secretsmanager::Client, arn: &str) {
+    let _ = secrets
+        .delete_secret()
+        .secret_id(arn)
+        .force_delete_without_recovery(true)
+        .send()
+        .await;
+}
+
 /// The path every deploy takes on AWS: no `DATABASE_URL`; the credentials from the secret
 /// `DB_SECRET_ARN` names (Secrets Manager: the stand-in), the server from `DB_HOST`,
 /// `DB_PORT`, `DB_NAME`.
@@ -291,31 +337,7 @@ async fn the_database_secret_is_read_per_event() {
         "username": server.get_user().unwrap_or("postgres"),
         "password": server.get_password().map(String::from_utf8_lossy).unwrap_or_default(),
     });
-    let endpoint =
-        std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "bootstrap-test",
-        ))
-        .load()
-        .await;
-    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
-    let name = format!("osurender/migrate-bootstrap-{}", std::process::id());
-    let arn = secrets
-        .create_secret()
-        .name(&name)
-        .secret_string(secret.to_string())
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("the AWS stand-in at {endpoint}: {e:?}"))
-        .arn
-        .unwrap();
+    let (secrets, arn) = put_secret("plain", &secret).await;
     let function = Function::start(
         "secret-path",
         &[
@@ -323,19 +345,119 @@ async fn the_database_secret_is_read_per_event() {
             ("DB_HOST", &host),
             ("DB_PORT", &port),
             ("DB_NAME", &database),
-            ("AWS_ENDPOINT_URL", &endpoint),
+            ("AWS_ENDPOINT_URL", &aws_endpoint()),
         ],
     )
     .await;
     let created = function.answer("Create", "secret-path").await;
-    let _ = secrets
-        .delete_secret()
-        .secret_id(&arn)
-        .force_delete_without_recovery(true)
-        .send()
-        .await;
+    delete_secret(&secrets, &arn).await;
     assert_eq!(status(&created), "SUCCESS", "{created}");
     assert_eq!(created["Data"]["Applied"], shipped_migrations().join(","));
+}
+
+/// The TLS-only server's port and the directory of its CA (`ca.pem`) and the application
+/// role's password (`app-password`), where infra/lib.sh and infra/postgres-tls.sh put them.
+pub fn tls_server() -> (u16, PathBuf) {
+    let dir = std::env::var_os("PG_TLS_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/pg-tls"),
+        PathBuf::from,
+    );
+    // As set, or the port infra/postgres-tls.sh picked for this checkout.
+    let port = std::env::var("PG_TLS_PORT")
+        .ok()
+        .filter(|port| !port.is_empty())
+        .or_else(|| std::fs::read_to_string(dir.join("port")).ok())
+        .expect("PG_TLS_PORT, or the port file of infra/postgres-tls.sh");
+    (port.trim().parse().expect("a port"), dir)
+}
+
+/// A connection to `database` on the TLS-only server as `postgres`, verified with its CA.
+pub async fn connect_tls(database: &str) -> tokio_postgres::Client {
+    let (port, dir) = tls_server();
+    let pem = std::fs::read(dir.join("ca.pem"))
+        .unwrap_or_else(|e| panic!("{}/ca.pem (run ./infra/up.sh): {e}", dir.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(
+        rustls::pki_types::CertificateDer::pem_slice_iter(&pem).map(Result::unwrap),
+    );
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let url = format!("postgres://postgres@localhost:{port}/{database}?sslmode=require");
+    let (client, connection) = tokio_postgres::connect(&url, MakeRustlsConnect::new(config))
+        .await
+        .unwrap_or_else(|e| panic!("the TLS PostgreSQL at {url} (run ./infra/up.sh): {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// The secret path as deployed (`DB_SSLMODE=verify-full`): the secret's username and password
+/// (a SCRAM role of the TLS-only server of infra/postgres-tls.sh), the server at its certified
+/// name, its CA as `DB_SSLROOTCERT`; the database is created and migrated over TLS. With
+/// another CA it is FAILED naming the certificate; an unknown mode is FAILED naming the variable.
+#[tokio::test]
+async fn the_secret_path_works_over_verified_tls_and_only_so() {
+    let (port, dir) = tls_server();
+    let database = "migrate_bootstrap_tls";
+    connect_tls("postgres")
+        .await
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .await
+        .unwrap();
+    let password = std::fs::read_to_string(dir.join("app-password")).unwrap();
+    let secret = json!({ "username": "osurender_app", "password": password.trim() });
+    let (secrets, arn) = put_secret("tls", &secret).await;
+    let (port, endpoint) = (port.to_string(), aws_endpoint());
+    let start = |tag: &'static str, sslmode: &'static str, ca: &str| {
+        let ca = dir.join(ca).display().to_string();
+        let (arn, port, endpoint) = (arn.clone(), port.clone(), endpoint.clone());
+        async move {
+            let vars = [
+                ("DB_SECRET_ARN", arn.as_str()),
+                ("DB_HOST", "localhost"),
+                ("DB_PORT", port.as_str()),
+                ("DB_NAME", database),
+                ("AWS_ENDPOINT_URL", endpoint.as_str()),
+                ("DB_SSLMODE", sslmode),
+                ("DB_SSLROOTCERT", ca.as_str()),
+            ];
+            Function::start(tag, &vars).await
+        }
+    };
+    let created = start("tls", "verify-full", "ca.pem")
+        .await
+        .answer("Create", "tls")
+        .await;
+    let untrusted = start("tls-untrusted", "verify-full", "other-ca.pem")
+        .await
+        .answer("Update", "tls-untrusted")
+        .await;
+    let unknown = start("tls-unknown", "verify-ca", "ca.pem")
+        .await
+        .answer("Update", "tls-unknown")
+        .await;
+    delete_secret(&secrets, &arn).await;
+
+    assert_eq!(status(&created), "SUCCESS", "{created}");
+    assert_eq!(created["Data"]["Applied"], shipped_migrations().join(","));
+    let db = connect_tls(database).await;
+    assert_eq!(history(&db).await.len(), shipped_migrations().len());
+    assert_eq!(status(&untrusted), "FAILED", "{untrusted}");
+    assert!(
+        reason(&untrusted).contains("certificate"),
+        "{}",
+        reason(&untrusted)
+    );
+    assert_eq!(status(&unknown), "FAILED", "{unknown}");
+    assert!(
+        reason(&unknown).contains("DB_SSLMODE"),
+        "{}",
+        reason(&unknown)
+    );
 }
 
 #[tokio::test]

@@ -5,12 +5,14 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Mutex, Once};
 
+use osurender_core::http::ORIGIN_SECRET_HEADER;
 use osurender_core::{App, Clients};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use tokio_postgres::NoTls;
 
 use crate::support::proxy::Proxy;
+use crate::support::tls::{TlsServer, CERTIFIED_HOST};
 
 /// Where the local stack listens unless the environment says otherwise (see `infra/lib.sh`).
 const DEFAULT_ENV: [(&str, &str); 5] = [
@@ -74,6 +76,7 @@ pub struct TestApp {
     pub addr: SocketAddr,
     /// The server's configuration, to build more instances of the core against its resources.
     pub config: osurender_core::Config,
+    /// Sends `X-Origin-Secret` when the server was given `CF_ORIGIN_SECRET`, as our edge would.
     pub http: reqwest::Client,
     pub db: tokio_postgres::Client,
     pub database_url: String,
@@ -93,7 +96,14 @@ impl TestApp {
     /// outbox sweep, the janitor and the skin ingest do not run on timers: tests run them when
     /// they choose.
     pub async fn spawn(overrides: &[(&str, &str)]) -> TestApp {
-        Self::spawn_routed(overrides, None).await
+        Self::spawn_routed(overrides, None, None).await
+    }
+
+    /// `spawn`, but on a database of the TLS-only PostgreSQL, which the server reaches as the
+    /// password-authenticated application role at its certified name (`overrides` set
+    /// `DB_SSLMODE`); the test's own client is `postgres` over verified TLS.
+    pub async fn spawn_on_tls(server: &TlsServer, overrides: &[(&str, &str)]) -> TestApp {
+        Self::spawn_routed(overrides, None, Some(server)).await
     }
 
     /// `spawn`, but the server reaches Postgres and the AWS stand-in through counting,
@@ -101,13 +111,32 @@ impl TestApp {
     pub async fn spawn_via_proxies(overrides: &[(&str, &str)]) -> (TestApp, Proxies) {
         init_env();
         let proxies = Proxies::start().await;
-        (Self::spawn_routed(overrides, Some(&proxies)).await, proxies)
+        (
+            Self::spawn_routed(overrides, Some(&proxies), None).await,
+            proxies,
+        )
     }
 
-    async fn spawn_routed(overrides: &[(&str, &str)], proxies: Option<&Proxies>) -> TestApp {
+    async fn spawn_routed(
+        overrides: &[(&str, &str)],
+        proxies: Option<&Proxies>,
+        tls: Option<&TlsServer>,
+    ) -> TestApp {
         init_env();
         let unique = uuid::Uuid::new_v4().simple().to_string();
-        let database_url = create_database(&format!("osurender_t_{unique}")).await;
+        let name = format!("osurender_t_{unique}");
+        let (database_url, db) = match tls {
+            Some(server) => (
+                server.app_url(CERTIFIED_HOST, &name),
+                server.create_database(&name).await,
+            ),
+            None => {
+                let url = create_database(&name).await;
+                let (db, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+                tokio::spawn(connection);
+                (url, db)
+            }
+        };
         let server_database_url = match proxies {
             Some(proxies) => proxies.database_url(&database_url),
             None => database_url.clone(),
@@ -140,6 +169,11 @@ impl TestApp {
         vars.retain(|_, v| v != UNSET);
         let config = osurender_core::Config::from_lookup(|name| vars.get(name).cloned())
             .expect("test config is valid");
+        // The tests' requests come through our edge: with the origin secret it adds.
+        let mut edge_headers = reqwest::header::HeaderMap::new();
+        if let Some(secret) = vars.get("CF_ORIGIN_SECRET") {
+            edge_headers.insert(ORIGIN_SECRET_HEADER, secret.parse().unwrap());
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = osurender_local::start(config.clone(), listener)
             .await
@@ -147,12 +181,13 @@ impl TestApp {
         let addr = server.addr;
         tokio::spawn(server.finished());
 
-        let (db, connection) = tokio_postgres::connect(&database_url, NoTls).await.unwrap();
-        tokio::spawn(connection);
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         TestApp {
             addr,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .default_headers(edge_headers)
+                .build()
+                .unwrap(),
             db,
             database_url,
             s3: osurender_core::aws::s3(&sdk),

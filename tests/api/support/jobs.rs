@@ -23,12 +23,17 @@ pub fn fresh_nonce() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// A report's body as a worker signs it: `fields` stamped now, with a fresh nonce unless they
-/// carry one.
-pub fn signed_body(mut fields: Value) -> String {
+/// A report's body as a worker signs it for job `job_id`: `fields` stamped now, naming the job
+/// and with a fresh nonce unless they carry their own (a `job_id` of `null` is left out).
+pub fn signed_body(job_id: &str, mut fields: Value) -> String {
     fields["timestamp"] = json!(now());
     if fields.get("nonce").is_none() {
         fields["nonce"] = json!(fresh_nonce());
+    }
+    match fields.get("job_id") {
+        None => fields["job_id"] = json!(job_id),
+        Some(Value::Null) => drop(fields.as_object_mut().unwrap().remove("job_id")),
+        Some(_) => {}
     }
     fields.to_string()
 }
@@ -101,9 +106,9 @@ impl TestApp {
         request.send().await.unwrap()
     }
 
-    /// A report as a worker sends it: `fields` stamped now, with a fresh nonce, signed.
+    /// A report on `job_id` as a worker sends it (`signed_body`), signed.
     pub async fn report(&self, job_id: &str, fields: Value) -> Response {
-        let body = signed_body(fields);
+        let body = signed_body(job_id, fields);
         let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
         self.post_webhook(job_id, &body, Some(&signature)).await
     }

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use osurender_core::config::DbSslMode;
 use osurender_core::domain::key::{KeyId, KeyKind, KeyLimits, KeyName};
 use osurender_core::keys::create;
 use osurender_core::ports::keys::{KeyStore, Revocation};
 use osurender_core::store::postgres::keys::PgKeyStore;
-use osurender_core::store::postgres::{parse_url, pool};
+use osurender_core::store::postgres::{parse_url, pool, Tls};
 use reqwest::multipart::Form;
 use reqwest::Response;
 
@@ -31,8 +32,9 @@ impl TestKey {
 impl TestApp {
     fn key_store(&self) -> Arc<dyn KeyStore> {
         let config = parse_url(&self.database_url).unwrap();
+        let plain = Tls::new(DbSslMode::Disable, None).unwrap();
         Arc::new(PgKeyStore::new(
-            pool(config, 1, Duration::from_secs(5)).unwrap(),
+            pool(config, &plain, 1, Duration::from_secs(5)).unwrap(),
         ))
     }
 

@@ -7,7 +7,9 @@
 //! - `replays` and `skins`: the builders of what clients upload, and the forms that carry it;
 //! - `jobs`: submissions, status reads and signed worker reports;
 //! - `keys`: API keys made in the test's database, and requests that carry them;
-//! - `queue`: the render queue and the outbox that feeds it.
+//! - `queue`: the render queue and the outbox that feeds it;
+//! - `tls`: the TLS-only PostgreSQL of the `DB_SSLMODE` tests, and connections to it.
+//! - `secrets`: secrets in the stand-in's Secrets Manager, created and rotated.
 
 pub mod app;
 pub mod invariants;
@@ -16,4 +18,6 @@ pub mod keys;
 pub mod proxy;
 pub mod queue;
 pub mod replays;
+pub mod secrets;
 pub mod skins;
+pub mod tls;

@@ -88,6 +88,22 @@ pub fn declare_size(mut bytes: Vec<u8>, size: u32, local_too: bool) -> Vec<u8> {
     bytes
 }
 
+/// Sets every entry's Unix mode (type and permissions) as Info-ZIP on Unix writes it: host 3 in
+/// "version made by", the mode in the external attributes' high 16 bits.
+pub fn with_unix_mode(mut bytes: Vec<u8>, mode: u32) -> Vec<u8> {
+    let centrals: Vec<usize> = bytes
+        .windows(4)
+        .enumerate()
+        .filter(|(_, w)| *w == CENTRAL.to_le_bytes())
+        .map(|(at, _)| at)
+        .collect();
+    for central in centrals {
+        bytes[central + 5] = 3;
+        bytes[central + 38..central + 42].copy_from_slice(&(mode << 16).to_le_bytes());
+    }
+    bytes
+}
+
 pub fn upload_form(bytes: Vec<u8>, file_name: &str, name: Option<&str>) -> Form {
     let form = Form::new().part("skin", Part::bytes(bytes).file_name(file_name.to_owned()));
     match name {

@@ -19,8 +19,10 @@ impl FieldError {
     }
 }
 
-/// A skin name: `^[A-Za-z0-9_ -]{1,128}$`. Also the S3 key stem of an uploaded skin, which is
-/// why nothing that could walk a path (`.`, `/`, `\`) is allowed.
+/// A skin name: `^[A-Za-z0-9_ -]{1,128}$` once trimmed of surrounding spaces (a name of spaces
+/// only is no name). Also the S3 key stem of an uploaded skin, which is why nothing that could
+/// walk a path (`.`, `/`, `\`) is allowed. Two names are the same skin when they match
+/// ignoring case (the registry's folded name, `ports::skins::NameState`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SkinName(String);
@@ -29,11 +31,12 @@ impl SkinName {
     pub const MAX_LEN: usize = 128;
 
     pub fn parse(name: &str) -> Result<Self, FieldError> {
+        let name = name.trim_matches(' ');
         let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | ' ' | '-');
         if name.is_empty() || name.len() > Self::MAX_LEN || !name.chars().all(allowed) {
             return Err(FieldError::new(
                 "skin",
-                "must be 1 to 128 characters of letters, digits, space, '_' or '-'",
+                "must be 1 to 128 characters of letters, digits, space, '_' or '-' (surrounding spaces are trimmed)",
             ));
         }
         Ok(Self(name.to_owned()))
@@ -177,10 +180,19 @@ mod tests {
     #[test]
     fn skin_names_follow_the_pattern() {
         for ok in ["Default", "a", "my skin_v2-final", &"x".repeat(128)] {
-            assert!(SkinName::parse(ok).is_ok(), "{ok}");
+            assert_eq!(SkinName::parse(ok).unwrap().as_str(), ok);
         }
+        for (spaced, trimmed) in [(" name", "name"), ("name  ", "name"), ("  a b  ", "a b")] {
+            assert_eq!(SkinName::parse(spaced).unwrap().as_str(), trimmed);
+        }
+        let padded = format!("  {}  ", "x".repeat(128));
+        assert_eq!(SkinName::parse(&padded).unwrap().as_str().len(), 128);
         for bad in [
             "",
+            " ",
+            "    ",
+            "\t",
+            " a\t",
             "../etc",
             "a/b",
             "a\\b",

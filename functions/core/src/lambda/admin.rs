@@ -15,7 +15,7 @@ use tracing::Instrument;
 use super::{postgres_config, Error};
 use crate::keys::admin::{self, AdminError, Command, USAGE};
 use crate::store::postgres::keys::PgKeyStore;
-use crate::store::postgres::{self as db};
+use crate::store::postgres::{self as db, Tls};
 use crate::{aws, telemetry, Config};
 
 /// The binary's whole `main`: a Lambda function where the runtime API is, else one command
@@ -86,6 +86,8 @@ async fn connect() -> Result<PgKeyStore, String> {
     let postgres = postgres_config(&config, &sdk)
         .await
         .map_err(|e| e.message().to_owned())?;
-    let pool = db::pool(postgres, 1, config.db_timeout).map_err(|e| e.message().to_owned())?;
+    let tls = Tls::from_config(&config).map_err(|e| e.message().to_owned())?;
+    let pool =
+        db::pool(postgres, &tls, 1, config.db_timeout).map_err(|e| e.message().to_owned())?;
     Ok(PgKeyStore::new(pool))
 }

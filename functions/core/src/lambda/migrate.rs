@@ -18,6 +18,7 @@ use tracing::Instrument;
 use super::{postgres_config, Error};
 use crate::store::postgres::migrations;
 use crate::store::postgres::migrations::Outcome;
+use crate::store::postgres::Tls;
 use crate::{aws, telemetry, Config};
 
 /// Constant: a new one would make CloudFormation send a Delete for the old.
@@ -96,7 +97,8 @@ async fn connect_and_migrate() -> Result<Outcome, String> {
     let postgres = postgres_config(&config, &sdk)
         .await
         .map_err(|e| e.message().to_owned())?;
-    migrations::connect_and_apply(postgres, config.db_timeout)
+    let tls = Tls::from_config(&config).map_err(|e| e.message().to_owned())?;
+    migrations::connect_and_apply(postgres, &tls, config.db_timeout)
         .await
         .map_err(|e| e.message().to_owned())
 }

@@ -40,8 +40,8 @@ pub use migrate::{
 
 /// Everything a function needs, built once per instance: logging, configuration, the AWS
 /// clients and the Postgres pool (credentials from the database secret on AWS). Nothing
-/// connects yet; a bad configuration or an unreadable secret fails the start, which Lambda
-/// reports and retries.
+/// connects yet; a bad configuration or an unreadable database secret fails the start, which
+/// Lambda reports and retries.
 pub async fn app() -> Result<App, Error> {
     telemetry::init();
     let config = Config::from_env()?;
@@ -51,8 +51,11 @@ pub async fn app() -> Result<App, Error> {
     Ok(App::new(config, &clients))
 }
 
-/// Serves `routes` (with `/health` and the 404) on the Lambda Runtime API.
+/// Serves `routes` (with `/health` and the 404) on the Lambda Runtime API, after reading the
+/// origin secret (`CF_ORIGIN_SECRET_ARN`). A failed read does not stop the start: every
+/// request is answered, 503 `secret_unavailable` until a read succeeds.
 pub async fn serve(routes: Router<App>, app: App) -> Result<(), Error> {
+    app.read_secrets().await;
     lambda_http::run(router(routes, app)).await
 }
 

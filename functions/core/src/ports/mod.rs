@@ -11,6 +11,7 @@ pub mod limiter;
 pub mod outbox;
 pub mod queue;
 pub mod replays;
+pub mod secrets;
 pub mod skins;
 
 /// A store call that failed, and whether what it asked for may still have happened.

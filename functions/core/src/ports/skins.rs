@@ -28,12 +28,6 @@ pub fn skin_key(name: &SkinName) -> String {
     format!("{SKIN_PREFIX}{}{SKIN_SUFFIX}", name.as_str())
 }
 
-/// The skin name of a `skins/{name}.osk` key; `None` for anything else under `skins/`.
-pub fn name_of_key(key: &str) -> Option<SkinName> {
-    let stem = key.strip_prefix(SKIN_PREFIX)?.strip_suffix(SKIN_SUFFIX)?;
-    SkinName::parse(stem).ok()
-}
-
 /// A fresh `incoming/{upload id}/{name}.osk`: unique per presigned upload, with the name in
 /// the key so the ingest needs nothing but the key.
 pub fn incoming_key(name: &SkinName) -> String {
@@ -44,11 +38,15 @@ pub fn incoming_key(name: &SkinName) -> String {
     )
 }
 
-/// The skin name an `incoming/{upload id}/{name}.osk` key asks for.
+/// The skin name an `incoming/{upload id}/{name}.osk` key asks for (as `incoming_key` wrote
+/// it: a stem that is not a name as it stands is no upload of ours).
 pub fn name_of_incoming_key(key: &str) -> Option<SkinName> {
     let (upload_id, file) = key.strip_prefix(INCOMING_PREFIX)?.split_once('/')?;
     Uuid::try_parse(upload_id).ok()?;
-    SkinName::parse(file.strip_suffix(SKIN_SUFFIX)?).ok()
+    let stem = file.strip_suffix(SKIN_SUFFIX)?;
+    SkinName::parse(stem)
+        .ok()
+        .filter(|name| name.as_str() == stem)
 }
 
 /// One version of an incoming object: what its check read is what gets published (a presigned
@@ -72,8 +70,6 @@ pub enum Copied {
 
 #[async_trait]
 pub trait SkinStore: Send + Sync {
-    /// Names of the uploaded skins, at most `limit`, in key order.
-    async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError>;
     async fn exists(&self, name: &SkinName) -> Result<bool, StorageError>;
     /// Writes `skins/{name}.osk` unless an object is already there (`Ok(false)` then): an
     /// object from before the name registry, or from another fleet, is never overwritten. The
@@ -131,6 +127,48 @@ pub struct Claim {
     pub token: Uuid,
 }
 
+/// Where a name stands in the registry. Names compare case-insensitively and trimmed (by their
+/// folded form, `lower(name)`: names are ASCII, so that is Unicode's lowercase too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameState {
+    Free,
+    /// Claimed by an upload not yet confirmed, less than `CLAIM_STALE_AFTER` ago.
+    Held,
+    /// A skin of that name, in any case, is stored.
+    Stored,
+}
+
+/// One run's claim on a presigned upload's ingest (`incoming/{upload id}/…`), made before it
+/// is sent, so a claim whose answer was lost can still be released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestTicket {
+    pub key: String,
+    pub token: Uuid,
+}
+
+impl IngestTicket {
+    pub fn new(key: &str) -> Self {
+        Self {
+            key: key.to_owned(),
+            token: Uuid::new_v4(),
+        }
+    }
+}
+
+/// What claiming an incoming object's ingest found. One upload key (one presigned policy) is
+/// ingested once: the first version claimed binds the key to its ETag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestClaim {
+    /// This run ingests it.
+    Ours,
+    /// Another run is ingesting this very version (claimed less than `CLAIM_STALE_AFTER` ago).
+    Running,
+    /// This key was ingested (published or refused) already.
+    Done,
+    /// The key was claimed at another ETag: the client posted again to the same policy.
+    Replaced,
+}
+
 /// What claiming a name found.
 #[derive(Debug, Clone)]
 pub enum NameClaim {
@@ -143,6 +181,8 @@ pub enum NameClaim {
 
 #[async_trait]
 pub trait SkinRegistry: Send + Sync {
+    /// Claims `name` unless a name folding alike is stored or held (a stale claim is taken
+    /// over, and renamed to this spelling).
     async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError>;
     /// The skin is stored: the name is taken for good. With `completes`, the upload's
     /// idempotency claim is completed in the same statement, so a key answers with the skin
@@ -154,8 +194,26 @@ pub trait SkinRegistry: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The upload failed: the name is free again.
     async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
-    /// Whether `name` is stored or held, without claiming it.
-    async fn is_taken(&self, name: &SkinName) -> Result<bool, StoreError>;
+    /// Where `name` (folded) stands, without claiming it.
+    async fn state(&self, name: &SkinName) -> Result<NameState, StoreError>;
+    /// The stored skins' names after `after` (exclusive) in byte order, at most `limit`: one
+    /// page of the listing, by the registry's index. Names as registered: one from before
+    /// names were trimmed may have surrounding spaces.
+    async fn list(&self, after: &str, limit: usize) -> Result<Vec<String>, StoreError>;
+    /// Claims the ingest of the ticket's key at `etag` (see `IngestClaim`); a claim whose run released it
+    /// or died (older than `CLAIM_STALE_AFTER`) is taken over, at the same ETag only.
+    async fn claim_ingest(
+        &self,
+        ticket: &IngestTicket,
+        etag: &str,
+    ) -> Result<IngestClaim, StoreError>;
+    /// The ingest decided (published or refused): the key is done for good.
+    async fn finish_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError>;
+    /// The ingest failed (Postgres, S3): the next delivery of that version may run it at once.
+    async fn release_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError>;
+    /// Forgets ingests claimed longer ago than `older_than` (past any retry of their S3 event;
+    /// their objects are gone), at most `limit` of them: how many.
+    async fn prune_ingests(&self, older_than: Duration, limit: u64) -> Result<u64, StoreError>;
 }
 
 /// Longer than any function runs (Lambda's maximum is 15 minutes), so a live claim is never
@@ -178,22 +236,14 @@ mod tests {
     fn keys_round_trip_names() {
         let name = SkinName::parse("My Skin_2").unwrap();
         assert_eq!(skin_key(&name), "skins/My Skin_2.osk");
-        assert_eq!(name_of_key(&skin_key(&name)), Some(name.clone()));
         let incoming = incoming_key(&name);
         assert!(incoming.starts_with(INCOMING_PREFIX));
         assert_eq!(name_of_incoming_key(&incoming), Some(name));
         for foreign in [
-            "skins/a.b.osk",
-            "skins/nested/a.osk",
-            "skins/a.zip",
-            "replays/x.osr",
-        ] {
-            assert_eq!(name_of_key(foreign), None, "{foreign}");
-        }
-        for foreign in [
             "incoming/not-a-uuid/a.osk",
             "incoming/a.osk",
             "incoming/0123456789abcdef0123456789abcdef/../a.osk",
+            "incoming/0123456789abcdef0123456789abcdef/ a.osk",
             "skins/a.osk",
         ] {
             assert_eq!(name_of_incoming_key(foreign), None, "{foreign}");

@@ -4,12 +4,12 @@
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::json;
+use serde::Deserialize;
 
 use super::{form_upload, PeerAddr};
 use crate::app::App;
@@ -20,6 +20,7 @@ use crate::ports::idempotency::{Reply, KEY_HEADER};
 use crate::problem::Rejection;
 use crate::request::Submission;
 use crate::skins::upload::UploadRoute;
+use crate::skins::PageRequest;
 use crate::skins::{list_skins, upload};
 
 /// A presigned-upload request is a small JSON object.
@@ -47,11 +48,32 @@ pub fn legacy_upload_routes() -> Router<App> {
     Router::new().route("/skins/upload", post(upload_legacy))
 }
 
-async fn list(State(app): State<App>, PeerAddr(peer): PeerAddr, headers: HeaderMap) -> Response {
+/// `GET /v1/skins` query parameters; anything else is ignored.
+#[derive(Debug, Deserialize)]
+struct ListParams {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// A malformed page request is refused before the rate limit counts it.
+async fn list(
+    State(app): State<App>,
+    PeerAddr(peer): PeerAddr,
+    headers: HeaderMap,
+    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let page = match params {
+        Ok(Query(params)) => PageRequest::parse(params.cursor.as_deref(), params.limit),
+        Err(rejection) => Err(Rejection::InvalidField(rejection.body_text())),
+    };
+    let page = match page {
+        Ok(page) => page,
+        Err(rejection) => return rejection.into_response(),
+    };
     let client = app.client_key(peer, &headers);
-    list_skins(&app, &client)
+    list_skins(&app, &client, &page)
         .await
-        .respond(|names| Json(json!({ "skins": names })).into_response())
+        .respond(|page| Json(page).into_response())
 }
 
 /// A multipart upload, or with a JSON body the request for a presigned one.

@@ -2,7 +2,9 @@
 //! and every common zip tool write:
 //!
 //! - one disk, the end-of-central-directory record (zip64 too) at the end, no prepended data;
-//! - 1..=`max_entries` entries, each stored or deflated, none encrypted;
+//! - 1..=`max_entries` entries, each stored or deflated, none encrypted, each a regular file or
+//!   a directory (an entry whose Unix mode says symlink, device, FIFO or socket is refused: an
+//!   extracting renderer would follow or open it);
 //! - names that stay inside the skin folder: relative, `/`-separated, no `..`-like component,
 //!   no backslash, drive letter or NUL, each name once;
 //! - declared uncompressed sizes adding up to at most `max_total_bytes`, entries that do not
@@ -62,6 +64,8 @@ pub enum ArchiveError {
     DuplicateName(String),
     #[error("entry `{0}` is encrypted")]
     Encrypted(String),
+    #[error("entry `{name}` is a {kind}; only regular files and directories are allowed")]
+    SpecialFile { name: String, kind: &'static str },
     #[error(
         "entry `{name}` uses compression method {method}; only stored and deflate are supported"
     )]
@@ -297,6 +301,8 @@ fn check_directory_bounds(directory: Directory) -> Result<Directory, ArchiveErro
 #[derive(Debug)]
 struct Entry<'a> {
     name: &'a [u8],
+    /// The Unix file type bits (`S_IFMT`), when the entry carries a Unix mode.
+    unix_type: Option<u32>,
     method: u16,
     crc: u32,
     compressed_size: u64,
@@ -361,6 +367,7 @@ fn read_central_directory<'a>(
             .ok_or_else(truncated)?;
         let mut entry = Entry {
             name,
+            unix_type: unix_type(field16(4)?, field32(38)?),
             method: field16(10)?,
             crc: field32(16)?,
             compressed_size: field32(20)?.into(),
@@ -438,13 +445,45 @@ fn find_extra_field(mut extra: &[u8], id: u16) -> Option<&[u8]> {
     None
 }
 
-/// The per-entry rules that need no data: name, encryption, method, directory sizes.
+/// Hosts ("version made by", high byte) whose external attributes carry a Unix mode in their
+/// high 16 bits: Unix (3), as Info-ZIP writes it, and OS X (19).
+const UNIX_HOSTS: [u16; 2] = [3, 19];
+const S_IFMT: u32 = 0o170000;
+
+/// The file type bits of a central entry's Unix mode, if its host writes one.
+fn unix_type(made_by: u16, external_attributes: u32) -> Option<u32> {
+    UNIX_HOSTS
+        .contains(&(made_by >> 8))
+        .then_some((external_attributes >> 16) & S_IFMT)
+}
+
+/// What a file type other than a regular file or a directory is (`None`: one of those, or no
+/// type given, as some writers leave it).
+fn special_kind(file_type: u32) -> Option<&'static str> {
+    match file_type {
+        0 | 0o100000 | 0o040000 => None,
+        0o120000 => Some("symbolic link"),
+        0o020000 => Some("character device"),
+        0o060000 => Some("block device"),
+        0o010000 => Some("FIFO"),
+        0o140000 => Some("socket"),
+        _ => Some("special file"),
+    }
+}
+
+/// The per-entry rules that need no data: name, encryption, file type, method, directory sizes.
 fn check_entry_header(entry: &Entry, flags: u16) -> Result<(), ArchiveError> {
     if !is_safe_name(entry.name) {
         return Err(ArchiveError::UnsafeName(entry.display_name()));
     }
     if flags & ENCRYPTION_FLAGS != 0 {
         return Err(ArchiveError::Encrypted(entry.display_name()));
+    }
+    if let Some(kind) = entry.unix_type.and_then(special_kind) {
+        return Err(ArchiveError::SpecialFile {
+            name: entry.display_name(),
+            kind,
+        });
     }
     if entry.method != STORED && entry.method != DEFLATED {
         return Err(ArchiveError::UnsupportedMethod {
@@ -920,6 +959,69 @@ mod tests {
                 "{name:?}"
             );
         }
+    }
+
+    /// Sets every central entry's host to `host` and its Unix mode to `mode`.
+    fn with_unix_mode(mut bytes: Vec<u8>, host: u8, mode: u32) -> Vec<u8> {
+        let entries = bytes
+            .windows(4)
+            .filter(|w| *w == CENTRAL_SIGNATURE.to_le_bytes())
+            .count();
+        for index in 0..entries {
+            let central = header_at(&bytes, CENTRAL_SIGNATURE, index);
+            bytes[central + 5] = host;
+            patch(&mut bytes, central + 38, &(mode << 16).to_le_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn refuses_links_devices_fifos_and_sockets() {
+        let plain = zip_of(&[("skin.ini", &skin_ini()), ("hit.png", b"png")]);
+        for (mode, kind) in [
+            (0o120777, "symbolic link"),
+            (0o020644, "character device"),
+            (0o060644, "block device"),
+            (0o010644, "FIFO"),
+            (0o140755, "socket"),
+            (0o170644, "special file"),
+        ] {
+            for host in [3, 19] {
+                assert_eq!(
+                    inspect_default(&with_unix_mode(plain.clone(), host, mode)),
+                    Err(ArchiveError::SpecialFile {
+                        name: "skin.ini".into(),
+                        kind
+                    }),
+                    "{mode:o} on host {host}"
+                );
+            }
+            // Another host's attributes are not a Unix mode (MS-DOS bits, say).
+            assert!(inspect_default(&with_unix_mode(plain.clone(), 0, mode)).is_ok());
+        }
+        for mode in [0o100644, 0o100755, 0o000644, 0] {
+            assert!(inspect_default(&with_unix_mode(plain.clone(), 3, mode)).is_ok());
+        }
+        // As the zip crate writes a link: its target as the entry's content.
+        let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        writer.start_file("skin.ini", deflated()).unwrap();
+        writer.write_all(&skin_ini()).unwrap();
+        writer
+            .add_symlink("hitcircle.png", "/etc/passwd", deflated())
+            .unwrap();
+        let linked = writer.finish().unwrap().into_inner();
+        assert!(matches!(
+            inspect_default(&linked),
+            Err(ArchiveError::SpecialFile { name, kind: "symbolic link" }) if name == "hitcircle.png"
+        ));
+        // A directory keeps its type.
+        let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        writer
+            .add_directory("sounds/", stored().unix_permissions(0o755))
+            .unwrap();
+        writer.start_file("sounds/a.wav", stored()).unwrap();
+        writer.write_all(b"RIFF").unwrap();
+        assert!(inspect_default(&writer.finish().unwrap().into_inner()).is_ok());
     }
 
     #[test]

@@ -3,6 +3,13 @@
 //! the incoming object is deleted; only a failure of Postgres or S3 leaves it for a retry (the
 //! next poll locally, the S3 event's retries on AWS; the bucket's lifecycle rule ends it).
 //!
+//! One policy, one ingest. The cheap checks come before anything is read: the name must still
+//! be free (a registry read), then the upload key's ingest is claimed in Postgres at the
+//! object's ETag (`SkinRegistry::claim_ingest`). So a redelivered S3 event, or the same policy
+//! POSTed again (S3 lets a policy be used until it expires), costs a registry read and at most
+//! a HEAD, a claim and a DELETE: never an inflation or a copy. The only ingest that runs twice
+//! is one whose run failed (it releases its claim) or died (its claim goes stale).
+//!
 //! On AWS an S3-event function calls `ingest` for each created object (with the event's key
 //! URL-decoded); the dev server polls the prefix with `ingest_pending`.
 //!
@@ -15,30 +22,38 @@
 use std::io::{self, Read};
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
 use super::archive::{self, ArchiveError, ArchiveLimits, ArchiveSource, SourceError};
-use super::upload::{publish, Content, PublishError};
+use super::upload::{is_default, publish, Content, PublishError};
 use crate::app::App;
 use crate::domain::render::SkinName;
 use crate::ports::replays::StorageError;
 use crate::ports::skins::{
-    name_of_incoming_key, ByteChunks, ObjectVersion, SkinStore, INCOMING_PREFIX,
+    name_of_incoming_key, ByteChunks, IngestClaim, IngestTicket, NameState, ObjectVersion,
+    SkinStore, INCOMING_PREFIX,
 };
 use crate::ports::StoreError;
+
+/// How long an upload key's ingest claim is kept: far past its policy (15 minutes) and its S3
+/// event's retries, after which its object is gone and no delivery can need it.
+pub const CLAIMS_KEPT: Duration = Duration::from_secs(24 * 60 * 60);
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum IngestOutcome {
     /// Now listed and renderable.
     Published(SkinName),
-    /// Not a valid skin, too large, a name taken meanwhile, or a key no upload was given: the
-    /// object is deleted.
+    /// Not a valid skin, too large, a name taken meanwhile, a key no upload was given, or an
+    /// upload key ingested before (its policy POSTed again): the object is deleted.
     Refused(String),
     /// The object was gone already (another run ingested it).
     Gone,
+    /// Another run is ingesting this very object: left to it.
+    InProgress,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +76,7 @@ pub async fn ingest(app: &App, bucket: &str, key: &str) -> Result<IngestOutcome,
     }
     let outcome = match decide(app, key).await? {
         Decision::Gone => return Ok(IngestOutcome::Gone),
+        Decision::Running => return Ok(IngestOutcome::InProgress),
         Decision::Done(outcome) => outcome,
     };
     app.skins.delete(key).await?;
@@ -69,7 +85,7 @@ pub async fn ingest(app: &App, bucket: &str, key: &str) -> Result<IngestOutcome,
             tracing::info!(skin = name.as_str(), key, "skin published")
         }
         IngestOutcome::Refused(reason) => tracing::info!(%reason, key, "skin upload refused"),
-        IngestOutcome::Gone => {}
+        IngestOutcome::Gone | IngestOutcome::InProgress => {}
     }
     Ok(outcome)
 }
@@ -77,42 +93,96 @@ pub async fn ingest(app: &App, bucket: &str, key: &str) -> Result<IngestOutcome,
 enum Decision {
     Done(IngestOutcome),
     Gone,
+    Running,
 }
 
-/// Everything but the deletion: what becomes of the object at `key`.
+fn refused(reason: String) -> Result<Decision, IngestError> {
+    Ok(Decision::Done(IngestOutcome::Refused(reason)))
+}
+
+/// Everything but the deletion: what becomes of the object at `key`. The cheap checks, then
+/// the ingest claimed at the object's ETag, then the check and publication under that claim:
+/// finished for good when they decide, released when Postgres or S3 failed them.
 async fn decide(app: &App, key: &str) -> Result<Decision, IngestError> {
-    let refused = |reason: String| Ok(Decision::Done(IngestOutcome::Refused(reason)));
     let Some(name) = name_of_incoming_key(key) else {
         return refused("the key names no skin upload".into());
     };
+    let taken = || format!("a skin named `{}` exists already", name.as_str());
+    if is_default(&name) {
+        return refused(taken());
+    }
+    match app.skin_names.state(&name).await? {
+        NameState::Free => {}
+        NameState::Stored => return refused(taken()),
+        // Held by an upload whose outcome is not settled: kept, and tried again later.
+        NameState::Held => return Err(held(&name)),
+    }
     let Some(version) = app.skins.head(key).await? else {
         return Ok(Decision::Gone);
     };
+    let ticket = IngestTicket::new(key);
+    let claim = match app.skin_names.claim_ingest(&ticket, &version.etag).await {
+        Ok(claim) => claim,
+        Err(error) => {
+            // The claim may have been made: released (if so), so a retry is not kept waiting.
+            let _ = app.skin_names.release_ingest(&ticket).await;
+            return Err(error.into());
+        }
+    };
+    match claim {
+        IngestClaim::Ours => {}
+        IngestClaim::Running => return Ok(Decision::Running),
+        IngestClaim::Done => {
+            return refused("this upload was ingested already; ask for a new upload".into())
+        }
+        IngestClaim::Replaced => {
+            return refused("another file was posted to this upload; ask for a new upload".into())
+        }
+    };
+    let decided = check_and_publish(app, key, name, &version).await;
+    let settled = match &decided {
+        Ok(_) => app.skin_names.finish_ingest(&ticket).await,
+        Err(_) => app.skin_names.release_ingest(&ticket).await,
+    };
+    if let Err(error) = settled {
+        // The claim goes stale; a later delivery finds the name taken or the object gone.
+        tracing::warn!(%error, key, "could not settle a skin ingest claim");
+    }
+    decided
+}
+
+fn held(name: &SkinName) -> IngestError {
+    StorageError::new(format!(
+        "the name `{}` is held by an unfinished upload",
+        name.as_str()
+    ))
+    .into()
+}
+
+/// The claimed ingest of `version` of `key`: the size, the archive, then the name for real.
+async fn check_and_publish(
+    app: &App,
+    key: &str,
+    name: SkinName,
+    version: &ObjectVersion,
+) -> Result<Decision, IngestError> {
     let max = app.config.max_skin_upload_bytes;
     if version.size > max as u64 {
         return refused(format!("larger than {max} bytes"));
     }
-    match check_incoming(app, key, &version).await {
+    match check_incoming(app, key, version).await {
         Ok(()) => {}
         // S3 failed, not the archive: left for a retry.
         Err(ArchiveError::Unreadable(reason)) => return Err(StorageError::new(reason).into()),
         Err(error) => return refused(format!("not a valid skin: {error}")),
     }
-    let incoming = Content::Incoming {
-        key,
-        version: &version,
-    };
+    let incoming = Content::Incoming { key, version };
     match publish(app, &name, incoming, None).await {
         Ok(_) => Ok(Decision::Done(IngestOutcome::Published(name))),
         Err(PublishError::Exists(name)) => {
             refused(format!("a skin named `{}` exists already", name.as_str()))
         }
-        // Held by an upload whose outcome is not settled: kept, and tried again later.
-        Err(PublishError::Held(name)) => Err(StorageError::new(format!(
-            "the name `{}` is held by an unfinished upload",
-            name.as_str()
-        ))
-        .into()),
+        Err(PublishError::Held(name)) => Err(held(&name)),
         Err(PublishError::Database(error)) => Err(error.into()),
         Err(PublishError::Storage(error) | PublishError::Unknown(error)) => Err(error.into()),
     }

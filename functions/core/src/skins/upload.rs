@@ -6,10 +6,10 @@
 //! |---|---|---|
 //! | 1 | a `skin` file named `*.osk`, 1..=`MAX_SKIN_BYTES` | 400 / 413 |
 //! | 2 | a valid skin archive (archive.rs) | 415 |
-//! | 3 | the name: the `name` field, else the file's stem, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
+//! | 3 | the name: the `name` field, else the file's stem, trimmed, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
 //! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 | 400 / 409 / 422 |
 //! | 4 | the route's rate limit (v1 and legacy count separately) | 429 |
-//! | 5 | the name is free: claimed in the registry, race-free | 409 |
+//! | 5 | the name is free, ignoring case: claimed in the registry, race-free | 409 |
 //! | 6 | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
 //!
 //! Skins too large for a request ask for a presigned upload instead (`request_upload`): the
@@ -38,7 +38,8 @@ use crate::ports::idempotency::{Claim as KeyClaim, IdempotencyKey, Reply, Stored
 use crate::ports::replays::StorageError;
 use crate::ports::skins::PresignedPost;
 use crate::ports::skins::{
-    content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, ObjectVersion,
+    content_id, incoming_content_id, incoming_key, Claim, Copied, NameClaim, NameState,
+    ObjectVersion,
 };
 use crate::ports::StoreError;
 use crate::problem::Rejection;
@@ -309,7 +310,7 @@ impl PublishError {
 
 fn exists_detail(name: &SkinName) -> String {
     format!(
-        "a skin named `{}` exists already; choose another name",
+        "a skin named `{}` exists already (names compare ignoring case); choose another name",
         name.as_str()
     )
 }
@@ -413,8 +414,8 @@ async fn confirm(
     confirmed
 }
 
-/// Skin names compare exactly, as S3 keys do, but `default` in any case would be confusing.
-fn is_default(name: &SkinName) -> bool {
+/// The built-in skin's name, in any case (names compare ignoring case).
+pub(super) fn is_default(name: &SkinName) -> bool {
     name.as_str().eq_ignore_ascii_case(DEFAULT_SKIN)
 }
 
@@ -511,11 +512,11 @@ async fn check_name_free(app: &App, name: &SkinName) -> Result<(), Rejection> {
     if is_default(name) {
         return Err(exists());
     }
-    let taken = app.skin_names.is_taken(name).await.map_err(|error| {
+    let state = app.skin_names.state(name).await.map_err(|error| {
         tracing::error!(%error, "skin name lookup failed");
         Rejection::DatabaseUnavailable
     })?;
-    let stored = taken
+    let stored = state != NameState::Free
         || app.skins.exists(name).await.map_err(|error| {
             tracing::error!(%error, "skin lookup failed");
             Rejection::SkinStorageUnavailable

@@ -32,10 +32,13 @@ use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
 use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
 use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
+use crate::ports::secrets::{SecretStore, SecretVersions};
 use crate::ports::skins::{
-    self, ByteChunks, Copied, NameClaim, ObjectVersion, PresignedPost, SkinRegistry, SkinStore,
+    self, ByteChunks, Copied, IngestClaim, IngestTicket, NameClaim, NameState, ObjectVersion,
+    PresignedPost, SkinRegistry, SkinStore,
 };
 use crate::ports::StoreError;
+use crate::secrets::RotatingSecret;
 
 /// Every adapter of one in-memory App, shared with the test that drives it.
 #[derive(Clone)]
@@ -46,6 +49,7 @@ pub struct Memory {
     pub objects: Arc<MemoryObjects>,
     pub queue: Arc<MemoryQueue>,
     pub keys: Arc<MemoryKeys>,
+    pub secrets: Arc<MemorySecrets>,
 }
 
 impl Memory {
@@ -58,11 +62,21 @@ impl Memory {
             objects: Arc::new(MemoryObjects::new(calls.clone())),
             queue: Arc::new(MemoryQueue::new(calls.clone())),
             keys: Arc::default(),
+            secrets: Arc::new(MemorySecrets::default()),
             calls,
         };
         let key_cache_ttl = config.key_cache_ttl;
+        let origin_secret = config.origin_secret.as_ref().map(|source| {
+            RotatingSecret::new(
+                source,
+                memory.secrets.clone(),
+                config.secret_refresh_interval,
+            )
+        });
         let app = App {
             config: Arc::new(config),
+            secrets: memory.secrets.clone(),
+            origin_secret,
             limiter: memory.limiter.clone(),
             jobs: memory.database.clone(),
             replays: memory.objects.clone(),
@@ -157,9 +171,25 @@ struct Tables {
     nonces: HashMap<String, DateTime<Utc>>,
     events: Vec<MemoryEvent>,
     keys: HashMap<(String, &'static str, String), KeyRow>,
-    skins: HashMap<String, (uuid::Uuid, bool)>,
+    /// Skin names by their folded form.
+    skins: HashMap<String, MemorySkin>,
+    /// Presigned uploads' ingests by upload key.
+    ingests: HashMap<String, MemoryIngest>,
     /// A held `admit` that runs at the next `resolve`'s end (see `AdmitFault`).
     held_admission: Option<(NewJob, CapacityLimits)>,
+}
+
+struct MemorySkin {
+    name: String,
+    token: uuid::Uuid,
+    stored: bool,
+}
+
+struct MemoryIngest {
+    etag: String,
+    claim: Option<uuid::Uuid>,
+    claimed_at: DateTime<Utc>,
+    finished: bool,
 }
 
 /// The database's tables behind the jobs, outbox, idempotency and skin-name ports. One mutex
@@ -769,14 +799,17 @@ impl SkinRegistry for MemoryDatabase {
     async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
         self.calls.record("skin_names.claim");
         let mut tables = lock(&self.tables);
-        match tables.skins.get(name.as_str()) {
-            Some((_, true)) => Ok(NameClaim::Stored),
-            Some((_, false)) => Ok(NameClaim::Held),
+        match tables.skins.get(&folded(name.as_str())) {
+            Some(skin) if skin.stored => Ok(NameClaim::Stored),
+            Some(_) => Ok(NameClaim::Held),
             None => {
                 let token = uuid::Uuid::new_v4();
-                tables
-                    .skins
-                    .insert(name.as_str().to_owned(), (token, false));
+                let skin = MemorySkin {
+                    name: name.as_str().to_owned(),
+                    token,
+                    stored: false,
+                };
+                tables.skins.insert(folded(name.as_str()), skin);
                 Ok(NameClaim::Claimed(skins::Claim {
                     name: name.clone(),
                     token,
@@ -792,8 +825,8 @@ impl SkinRegistry for MemoryDatabase {
     ) -> Result<(), StoreError> {
         self.calls.record("skin_names.confirm");
         let mut tables = lock(&self.tables);
-        match tables.skins.get_mut(claim.name.as_str()) {
-            Some(row) if row.0 == claim.token => row.1 = true,
+        match tables.skins.get_mut(&folded(claim.name.as_str())) {
+            Some(skin) if skin.token == claim.token => skin.stored = true,
             _ => return Err(StoreError::new("the claim was lost")),
         }
         if let Some((key, response)) = completes {
@@ -809,20 +842,111 @@ impl SkinRegistry for MemoryDatabase {
     async fn release(&self, claim: &skins::Claim) -> Result<(), StoreError> {
         self.calls.record("skin_names.release");
         let mut tables = lock(&self.tables);
+        let key = folded(claim.name.as_str());
         if tables
             .skins
-            .get(claim.name.as_str())
-            .is_some_and(|row| row.0 == claim.token && !row.1)
+            .get(&key)
+            .is_some_and(|skin| skin.token == claim.token && !skin.stored)
         {
-            tables.skins.remove(claim.name.as_str());
+            tables.skins.remove(&key);
         }
         Ok(())
     }
 
-    async fn is_taken(&self, name: &SkinName) -> Result<bool, StoreError> {
-        self.calls.record("skin_names.is_taken");
-        Ok(lock(&self.tables).skins.contains_key(name.as_str()))
+    async fn state(&self, name: &SkinName) -> Result<NameState, StoreError> {
+        self.calls.record("skin_names.state");
+        Ok(match lock(&self.tables).skins.get(&folded(name.as_str())) {
+            Some(skin) if skin.stored => NameState::Stored,
+            Some(_) => NameState::Held,
+            None => NameState::Free,
+        })
     }
+
+    async fn list(&self, after: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.calls.record("skin_names.list");
+        let tables = lock(&self.tables);
+        let mut names: Vec<String> = tables
+            .skins
+            .values()
+            .filter(|skin| skin.stored && skin.name.as_str() > after)
+            .map(|skin| skin.name.clone())
+            .collect();
+        names.sort_unstable();
+        names.truncate(limit);
+        Ok(names)
+    }
+
+    async fn claim_ingest(
+        &self,
+        ticket: &IngestTicket,
+        etag: &str,
+    ) -> Result<IngestClaim, StoreError> {
+        self.calls.record("skin_names.claim_ingest");
+        let mut tables = lock(&self.tables);
+        match tables.ingests.get_mut(&ticket.key) {
+            None => {
+                let ingest = MemoryIngest {
+                    etag: etag.to_owned(),
+                    claim: Some(ticket.token),
+                    claimed_at: Utc::now(),
+                    finished: false,
+                };
+                tables.ingests.insert(ticket.key.clone(), ingest);
+                Ok(IngestClaim::Ours)
+            }
+            Some(ingest) if ingest.etag != etag => Ok(IngestClaim::Replaced),
+            Some(ingest) if ingest.finished => Ok(IngestClaim::Done),
+            Some(ingest) if ingest.claim.is_some() => Ok(IngestClaim::Running),
+            Some(ingest) => {
+                ingest.claim = Some(ticket.token);
+                ingest.claimed_at = Utc::now();
+                Ok(IngestClaim::Ours)
+            }
+        }
+    }
+
+    async fn finish_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
+        self.calls.record("skin_names.finish_ingest");
+        match lock(&self.tables).ingests.get_mut(&ticket.key) {
+            Some(ingest) if ingest.claim == Some(ticket.token) && !ingest.finished => {
+                ingest.finished = true;
+                Ok(())
+            }
+            _ => Err(StoreError::new("the ingest claim was lost")),
+        }
+    }
+
+    async fn release_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
+        self.calls.record("skin_names.release_ingest");
+        if let Some(ingest) = lock(&self.tables).ingests.get_mut(&ticket.key) {
+            if ingest.claim == Some(ticket.token) && !ingest.finished {
+                ingest.claim = None;
+            }
+        }
+        Ok(())
+    }
+
+    async fn prune_ingests(&self, older_than: Duration, limit: u64) -> Result<u64, StoreError> {
+        self.calls.record("skin_names.prune_ingests");
+        let cutoff = Utc::now() - older_than;
+        let ingests = &mut lock(&self.tables).ingests;
+        let mut old: Vec<(DateTime<Utc>, String)> = ingests
+            .iter()
+            .filter(|(_, ingest)| ingest.claimed_at < cutoff)
+            .map(|(key, ingest)| (ingest.claimed_at, key.clone()))
+            .collect();
+        old.sort_unstable();
+        old.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        for (_, key) in &old {
+            ingests.remove(key);
+        }
+        Ok(old.len() as u64)
+    }
+}
+
+/// The name skins compare by: names are ASCII and trimmed (`SkinName`), so ASCII lowercase.
+fn folded(name: &str) -> String {
+    name.to_ascii_lowercase()
 }
 
 #[async_trait]
@@ -943,16 +1067,6 @@ impl ReplayStore for MemoryObjects {
 
 #[async_trait]
 impl SkinStore for MemoryObjects {
-    async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError> {
-        self.calls.record("skins.list");
-        let keys = self.keys();
-        Ok(keys
-            .iter()
-            .filter_map(|key| skins::name_of_key(key))
-            .take(limit)
-            .collect())
-    }
-
     async fn exists(&self, name: &SkinName) -> Result<bool, StorageError> {
         self.calls.record("skins.exists");
         Ok(lock(&self.objects).contains_key(&skins::skin_key(name)))
@@ -1211,5 +1325,42 @@ impl KeyStore for MemoryKeys {
             .iter()
             .find(|(stored, _)| stored == hash)
             .map(|(_, row)| row.clone()))
+    }
+}
+
+/// Secrets by id: `put` rotates one as Secrets Manager does (the current value becomes the
+/// previous); `reads` counts the reads. An unknown id fails to read.
+#[derive(Default)]
+pub struct MemorySecrets {
+    versions: Mutex<HashMap<String, SecretVersions>>,
+    reads: Mutex<usize>,
+}
+
+impl MemorySecrets {
+    pub fn put(&self, id: &str, value: &str) {
+        let mut versions = lock(&self.versions);
+        let previous = versions.remove(id).map(|old| old.current);
+        versions.insert(
+            id.to_owned(),
+            SecretVersions {
+                current: value.to_owned(),
+                previous,
+            },
+        );
+    }
+
+    pub fn reads(&self) -> usize {
+        *lock(&self.reads)
+    }
+}
+
+#[async_trait]
+impl SecretStore for MemorySecrets {
+    async fn versions(&self, id: &str) -> Result<SecretVersions, StoreError> {
+        *lock(&self.reads) += 1;
+        lock(&self.versions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| StoreError::new(format!("no secret `{id}`")))
     }
 }

@@ -6,4 +6,5 @@ pub mod memory;
 pub mod postgres;
 pub mod presign;
 pub mod s3;
+pub mod secrets;
 pub mod sqs;

@@ -9,13 +9,13 @@ use crate::ports::replays::ReplayStore;
 use crate::ports::replays::StorageError;
 use crate::ports::skins::content_id;
 use crate::ports::skins::incoming_content_id;
+use crate::ports::skins::skin_key;
 use crate::ports::skins::ByteChunks;
 use crate::ports::skins::Copied;
 use crate::ports::skins::ObjectVersion;
 use crate::ports::skins::PresignedPost;
 use crate::ports::skins::SkinStore;
 use crate::ports::skins::INCOMING_PREFIX;
-use crate::ports::skins::{name_of_key, skin_key, SKIN_PREFIX};
 use async_trait::async_trait;
 use aws_sdk_s3::presigning::PresigningConfig;
 
@@ -193,11 +193,6 @@ impl S3SkinStore {
 
 #[async_trait]
 impl SkinStore for S3SkinStore {
-    async fn list(&self, limit: usize) -> Result<Vec<SkinName>, StorageError> {
-        let keys = self.list_keys(SKIN_PREFIX, limit).await?;
-        Ok(keys.iter().filter_map(|key| name_of_key(key)).collect())
-    }
-
     async fn exists(&self, name: &SkinName) -> Result<bool, StorageError> {
         let head = self
             .client

@@ -87,13 +87,14 @@ pub async fn migrate(pool: &Pool) -> Result<Outcome, StoreError> {
 /// exactly what to run.
 pub async fn connect_and_apply(
     pg: tokio_postgres::Config,
+    tls: &db::Tls,
     timeout: Duration,
 ) -> Result<Outcome, StoreError> {
-    let pool = db::pool(pg.clone(), 1, timeout)?;
+    let pool = db::pool(pg.clone(), tls, 1, timeout)?;
     let (mut conn, created) = match pool.get().await {
         Ok(conn) => (conn, false),
         Err(error) if names_missing_database(&error) => {
-            create_database(&pg, timeout).await?;
+            create_database(&pg, tls, timeout).await?;
             (pool.get().await.map_err(connecting)?, true)
         }
         Err(error) => return Err(connecting(error)),
@@ -105,29 +106,7 @@ pub async fn connect_and_apply(
 }
 
 fn connecting(error: deadpool_postgres::PoolError) -> StoreError {
-    StoreError::new(format!("connecting: {}", chain(&error)))
-}
-
-/// An error and its sources, `: `-separated (pool and refinery errors keep the cause there).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        // The server's own words ("relation \"jobs\" already exists"), with their SQLSTATE.
-        let server = cause
-            .downcast_ref::<tokio_postgres::Error>()
-            .and_then(tokio_postgres::Error::as_db_error);
-        if let Some(db) = server {
-            // The last word: what lies below repeats it.
-            return format!("{text}: {}: {}", db.code().code(), db.message());
-        }
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
+    StoreError::new(format!("connecting: {}", db::chain(&error)))
 }
 
 fn names_missing_database(error: &deadpool_postgres::PoolError) -> bool {
@@ -135,7 +114,11 @@ fn names_missing_database(error: &deadpool_postgres::PoolError) -> bool {
         if e.code() == Some(&SqlState::INVALID_CATALOG_NAME))
 }
 
-async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Result<(), StoreError> {
+async fn create_database(
+    pg: &tokio_postgres::Config,
+    tls: &db::Tls,
+    timeout: Duration,
+) -> Result<(), StoreError> {
     let name = pg.get_dbname().unwrap_or_default().to_owned();
     let quoted = |identifier: &str| format!("\"{}\"", identifier.replace('"', "\"\""));
     // Created by this user it is theirs; created by someone else for them, it must be made
@@ -154,7 +137,7 @@ async fn create_database(pg: &tokio_postgres::Config, timeout: Duration) -> Resu
     };
     let mut maintenance = pg.clone();
     maintenance.dbname("postgres");
-    let pool = db::pool(maintenance, 1, timeout).map_err(cannot)?;
+    let pool = db::pool(maintenance, tls, 1, timeout).map_err(cannot)?;
     let conn = pool.get().await.map_err(|e| cannot(e.into()))?;
     match conn.batch_execute(&statement).await {
         Ok(()) => {
@@ -226,7 +209,10 @@ async fn apply_locked(client: &mut Client) -> Result<Outcome, StoreError> {
         .run_async(client)
         .await
         .map_err(|e| {
-            StoreError::new(format!("migration failed, nothing applied: {}", chain(&e)))
+            StoreError::new(format!(
+                "migration failed, nothing applied: {}",
+                db::chain(&e)
+            ))
         })?;
     Ok(Outcome::Applied(
         report

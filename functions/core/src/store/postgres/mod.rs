@@ -6,6 +6,7 @@ pub mod keys;
 pub mod migrations;
 pub mod outbox;
 pub mod skins;
+pub mod tls;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -19,6 +20,8 @@ use tokio_postgres::{NoTls, Row};
 use crate::deadline;
 use crate::ports::health::Dependency;
 use crate::ports::StoreError;
+pub use tls::Tls;
+
 impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> Self {
         // The server's message ("canceling statement due to lock timeout", …) is in the source.
@@ -31,10 +34,33 @@ impl From<tokio_postgres::Error> for StoreError {
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
-    /// Checking a connection out sends no statement.
+    /// Checking a connection out sends no statement. Why a connection failed is in the
+    /// sources ("error performing TLS handshake": "invalid peer certificate: UnknownIssuer").
     fn from(error: deadpool_postgres::PoolError) -> Self {
-        Self::new(error.to_string())
+        Self::new(chain(&error))
     }
+}
+
+/// An error and its sources, `: `-separated (pool and refinery errors keep the cause there).
+pub(super) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // The server's own words ("relation \"jobs\" already exists"), with their SQLSTATE.
+        let server = cause
+            .downcast_ref::<tokio_postgres::Error>()
+            .and_then(tokio_postgres::Error::as_db_error);
+        if let Some(db) = server {
+            // The last word: what lies below repeats it.
+            return format!("{text}: {}: {}", db.code().code(), db.message());
+        }
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// `DATABASE_URL`'s connection settings.
@@ -45,19 +71,22 @@ pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreErro
 
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
+/// Its connections are made as `tls` says (`DB_SSLMODE`), whatever `pg`'s `sslmode` was.
 pub fn pool(
     mut pg: tokio_postgres::Config,
+    tls: &Tls,
     size: usize,
     timeout: Duration,
 ) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
-    let manager = Manager::from_config(
-        pg,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    pg.ssl_mode(tls.ssl_mode());
+    let recycling = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls.connector() {
+        Some(connector) => Manager::from_config(pg, connector.clone(), recycling),
+        None => Manager::from_config(pg, NoTls, recycling),
+    };
     Pool::builder(manager)
         .max_size(size.max(1))
         .runtime(Runtime::Tokio1)

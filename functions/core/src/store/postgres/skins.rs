@@ -1,4 +1,5 @@
-//! The `skins` table (migrations/V3): names claimed before their object is written.
+//! The `skins` table (migrations/V3, V7): names claimed before their object is written, and
+//! `skin_ingests` (V7): presigned uploads' ingests, one per upload key.
 
 use crate::domain::render::SkinName;
 use crate::ports::idempotency;
@@ -6,6 +7,7 @@ use crate::ports::idempotency::StoredResponse;
 use crate::ports::skins::Claim;
 use crate::ports::skins::NameClaim;
 use crate::ports::skins::SkinRegistry;
+use crate::ports::skins::{IngestClaim, IngestTicket, NameState};
 use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 use async_trait::async_trait;
@@ -13,10 +15,10 @@ use deadpool_postgres::Pool;
 use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
-/// The `skins` table (migrations/V3): the name is the primary key, so of two concurrent
-/// claims exactly one inserts. A claim lives for one S3 write; one older than `stale_after`
-/// belongs to an upload whose function died between claim and confirm, and may be taken over
-/// so the name is not lost for good.
+/// The `skins` table (migrations/V3, V7): the folded name is unique (`skins_folded`), so of
+/// two concurrent claims of names folding alike exactly one inserts. A claim lives for one S3
+/// write; one older than `stale_after` belongs to an upload whose function died between claim
+/// and confirm, and may be taken over so the name is not lost for good.
 pub struct PgSkinRegistry {
     pool: Pool,
     stale_after_secs: f64,
@@ -30,29 +32,33 @@ impl PgSkinRegistry {
         }
     }
 
-    /// Runs `sql` with `$1` the claimed name and `$2` the claim's token; the rows it touched.
-    async fn execute_on_claim(&self, sql: &str, claim: &Claim) -> Result<u64, StoreError> {
-        let name = claim.name.as_str();
+    /// Runs `sql` with `$1` a text (a name, a key) and `$2` a claim's token; the rows it
+    /// touched.
+    async fn execute_on_claim(&self, sql: &str, on: &str, token: &Uuid) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let touched = conn
-            .execute_typed(sql, &[(&name, Type::TEXT), (&claim.token, Type::UUID)])
+            .execute_typed(sql, &[(&on, Type::TEXT), (token, Type::UUID)])
             .await?;
         Ok(touched)
     }
 }
 
 /// Whether the name was claimed, and else whether it is stored (the outer query's snapshot is
-/// the statement's: it sees the row as it was before the insert).
+/// the statement's: it sees the row as it was before the insert). A stale claim taken over
+/// takes this spelling of the name, which the object is written under. `$1` is trimmed (a
+/// `SkinName`), so `lower($1)` is its folded form.
 const CLAIM_SQL: &str = "\
 WITH claimed AS (
     INSERT INTO skins (name, claim) VALUES ($1, $2)
-    ON CONFLICT (name) DO UPDATE SET claim = EXCLUDED.claim, claimed_at = now()
+    ON CONFLICT (folded) WHERE NOT shadowed DO UPDATE
+       SET name = EXCLUDED.name, claim = EXCLUDED.claim, claimed_at = now()
      WHERE skins.stored_at IS NULL
        AND skins.claimed_at < now() - make_interval(secs => $3)
     RETURNING claim
 )
 SELECT EXISTS (SELECT FROM claimed),
-       EXISTS (SELECT FROM skins WHERE name = $1 AND stored_at IS NOT NULL)";
+       EXISTS (SELECT FROM skins
+                WHERE folded = lower($1) AND NOT shadowed AND stored_at IS NOT NULL)";
 
 /// `$3`–`$7`: the idempotency claim to complete with the response, or NULLs. With a claim,
 /// the name is confirmed only while the claim is still the upload's (locked first), so an
@@ -78,10 +84,47 @@ SELECT count(*) FROM confirmed";
 
 const RELEASE_SQL: &str = "DELETE FROM skins WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
 
-const TAKEN_SQL: &str = "\
-SELECT EXISTS (SELECT 1 FROM skins
-                WHERE name = $1
-                  AND (stored_at IS NOT NULL OR claimed_at >= now() - make_interval(secs => $2)))";
+/// By `skins_folded`: the row holding the folded name (a shadowed one's group is held by a
+/// stored skin, migrations/V7).
+const STATE_SQL: &str = "\
+SELECT stored_at IS NOT NULL, claimed_at >= now() - make_interval(secs => $2)
+  FROM skins WHERE folded = lower($1) AND NOT shadowed";
+
+/// One page, by `skins_listed` (keyset on the name, in byte order).
+const LIST_SQL: &str = "\
+SELECT name FROM skins
+ WHERE stored_at IS NOT NULL AND name COLLATE \"C\" > $1
+ ORDER BY name COLLATE \"C\"
+ LIMIT $2";
+
+/// Whether the ingest was claimed, and else the key's row as it was: at this ETag, finished.
+const CLAIM_INGEST_SQL: &str = "\
+WITH claimed AS (
+    INSERT INTO skin_ingests (key, etag, claim) VALUES ($1, $2, $3)
+    ON CONFLICT (key) DO UPDATE SET claim = EXCLUDED.claim, claimed_at = now()
+     WHERE skin_ingests.finished_at IS NULL
+       AND skin_ingests.etag = EXCLUDED.etag
+       AND (skin_ingests.claim IS NULL
+            OR skin_ingests.claimed_at < now() - make_interval(secs => $4))
+    RETURNING claim
+)
+SELECT EXISTS (SELECT FROM claimed),
+       (SELECT etag = $2 FROM skin_ingests WHERE key = $1),
+       (SELECT finished_at IS NOT NULL FROM skin_ingests WHERE key = $1)";
+
+const FINISH_INGEST_SQL: &str = "\
+UPDATE skin_ingests SET finished_at = now() WHERE key = $1 AND claim = $2 AND finished_at IS NULL";
+
+const RELEASE_INGEST_SQL: &str = "\
+UPDATE skin_ingests SET claim = NULL WHERE key = $1 AND claim = $2 AND finished_at IS NULL";
+
+/// By `skin_ingests_by_age`, oldest first, a bounded batch.
+const PRUNE_INGESTS_SQL: &str = "\
+DELETE FROM skin_ingests WHERE key IN (
+    SELECT key FROM skin_ingests
+     WHERE claimed_at < now() - make_interval(secs => $1)
+     ORDER BY claimed_at
+     LIMIT $2)";
 
 #[async_trait]
 impl SkinRegistry for PgSkinRegistry {
@@ -145,20 +188,91 @@ impl SkinRegistry for PgSkinRegistry {
     }
 
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.execute_on_claim(RELEASE_SQL, claim).await.map(drop)
+        self.execute_on_claim(RELEASE_SQL, claim.name.as_str(), &claim.token)
+            .await
+            .map(drop)
     }
 
-    async fn is_taken(&self, name: &SkinName) -> Result<bool, StoreError> {
+    async fn state(&self, name: &SkinName) -> Result<NameState, StoreError> {
         let params: [(&(dyn ToSql + Sync), Type); 2] = [
             (&name.as_str(), Type::TEXT),
             (&self.stale_after_secs, Type::FLOAT8),
         ];
         let conn = db::checkout(&self.pool).await?;
+        let row = conn.query_typed(STATE_SQL, &params).await?.pop();
+        Ok(match row.map(|row| (row.get(0), row.get(1))) {
+            Some((true, _)) => NameState::Stored,
+            Some((false, true)) => NameState::Held,
+            Some((false, false)) | None => NameState::Free,
+        })
+    }
+
+    async fn list(&self, after: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = db::checkout(&self.pool).await?;
+        let rows = conn
+            .query_typed(LIST_SQL, &[(&after, Type::TEXT), (&limit, Type::INT8)])
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    async fn claim_ingest(
+        &self,
+        ticket: &IngestTicket,
+        etag: &str,
+    ) -> Result<IngestClaim, StoreError> {
+        let params: [(&(dyn ToSql + Sync), Type); 4] = [
+            (&ticket.key, Type::TEXT),
+            (&etag, Type::TEXT),
+            (&ticket.token, Type::UUID),
+            (&self.stale_after_secs, Type::FLOAT8),
+        ];
+        let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(TAKEN_SQL, &params)
+            .query_typed(CLAIM_INGEST_SQL, &params)
             .await?
             .pop()
-            .ok_or_else(|| StoreError::new("the name lookup returned no row"))?;
-        Ok(row.get(0))
+            .ok_or_else(|| StoreError::unknown("the ingest claim returned no row"))?;
+        let claimed: bool = row.get(0);
+        let same_etag: Option<bool> = row.get(1);
+        let finished: Option<bool> = row.get(2);
+        Ok(match (claimed, same_etag, finished) {
+            (true, _, _) => IngestClaim::Ours,
+            (false, Some(false), _) => IngestClaim::Replaced,
+            (false, _, Some(true)) => IngestClaim::Done,
+            (false, _, _) => IngestClaim::Running,
+        })
+    }
+
+    async fn finish_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
+        let finished = self
+            .execute_on_claim(FINISH_INGEST_SQL, &ticket.key, &ticket.token)
+            .await?;
+        if finished == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::new(format!(
+                "the ingest claim on `{}` was lost",
+                ticket.key
+            )))
+        }
+    }
+
+    async fn release_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
+        self.execute_on_claim(RELEASE_INGEST_SQL, &ticket.key, &ticket.token)
+            .await
+            .map(drop)
+    }
+
+    async fn prune_ingests(&self, older_than: Duration, limit: u64) -> Result<u64, StoreError> {
+        let older_than = older_than.as_secs_f64();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(
+                PRUNE_INGESTS_SQL,
+                &[(&older_than, Type::FLOAT8), (&limit, Type::INT8)],
+            )
+            .await?)
     }
 }
