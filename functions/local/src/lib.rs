@@ -8,13 +8,16 @@ use anyhow::{bail, Context};
 use osurender_core::config::SecretSource;
 use osurender_core::lifecycle::Verifier;
 use osurender_core::store::postgres::migrations;
-use osurender_core::{http, janitor, outbox, skins, App, Clients, Config};
+use osurender_core::{aws, http, janitor, outbox, skins, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 mod provision;
 mod workers;
+
+/// How long the start-up may wait for each AWS call that creates what is missing.
+const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Server {
     pub addr: SocketAddr,
@@ -37,13 +40,20 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
         .await
         .context("applying migrations")?;
     tracing::info!(outcome = migrated.summary(), "migrations");
-    provision::rate_limit_table(&clients.dynamodb, &config.rate_limit_table).await?;
-    provision::bucket(&clients.s3, &config.replay_bucket).await?;
-    provision::bucket(&clients.s3, &config.artifact_bucket).await?;
-    provision::bucket(&clients.s3, &config.skin_bucket).await?;
+    // Creating what is missing is start-up, not a request: a slow stand-in gets
+    // PROVISION_TIMEOUT rather than the requests' AWS_TIMEOUT_MS.
+    let setup = aws::sdk_config(PROVISION_TIMEOUT, config.aws_endpoint_url.as_deref()).await;
+    let (dynamodb, s3) = (aws::dynamodb(&setup), aws::s3(&setup));
+    provision::rate_limit_table(&dynamodb, &config.rate_limit_table).await?;
+    provision::bucket(&s3, &config.replay_bucket).await?;
+    provision::bucket(&s3, &config.artifact_bucket).await?;
+    provision::bucket(&s3, &config.skin_bucket).await?;
     let queue_url = match &config.render_queue_url {
         Some(url) => url.clone(),
-        None => provision::queue(&clients.sqs, &config.render_queue_name).await?,
+        None => {
+            let sqs = aws_sdk_sqs::Client::new(&setup);
+            provision::queue(&sqs, &config.render_queue_name).await?
+        }
     };
     let source = config.webhook_secret.get_or_insert_with(|| {
         // Never logged: a user who wants to sign reports by hand sets WEBHOOK_SECRET.
