@@ -347,17 +347,8 @@ async fn a_key_clients_lock_is_the_documented_one() {
     .await
     .expect("the address's own client is not held up");
     assert_eq!(same_address.status(), StatusCode::ACCEPTED);
-    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-                   WHERE l.locktype = 'advisory' AND NOT l.granted \
-                   AND d.datname = current_database()";
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while app.count(waiting).await == 0 {
-        assert!(
-            Instant::now() < give_up,
-            "the key's request never reached its lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    app.until_a_request_waits_for_a_lock("the key's request never reached its lock")
+        .await;
     assert!(
         !blocked.is_finished(),
         "the key's client waits for its lock"

@@ -1,6 +1,6 @@
 //! `POST /v1/render`: every admission step, its precedence, and the invariants under load.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
 use reqwest::StatusCode;
@@ -319,17 +319,8 @@ async fn a_held_client_lock_blocks_that_client_and_no_other() {
     .expect("another client is not held up");
     assert_eq!(other.status(), StatusCode::ACCEPTED);
     // The locked client's request has reached the lock and waits in its queue.
-    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-                   WHERE l.locktype = 'advisory' AND NOT l.granted \
-                   AND d.datname = current_database()";
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while app.count(waiting).await == 0 {
-        assert!(
-            Instant::now() < give_up,
-            "the locked client's request never reached the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    app.until_a_request_waits_for_a_lock("the locked client's request never reached the lock")
+        .await;
     assert!(
         !blocked.is_finished(),
         "the locked client waits for the lock"

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
 
 use osurender_core::http::ORIGIN_SECRET_HEADER;
 use osurender_core::{App, Clients};
@@ -218,6 +219,19 @@ impl TestApp {
 
     pub async fn count(&self, sql: &str) -> i64 {
         self.db.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    /// Waits (10 s at most, else fails with `what`) until a request of this database waits for
+    /// an advisory lock another session holds.
+    pub async fn until_a_request_waits_for_a_lock(&self, what: &str) {
+        let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                       WHERE l.locktype = 'advisory' AND NOT l.granted \
+                       AND d.datname = current_database()";
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while self.count(waiting).await == 0 {
+            assert!(Instant::now() < give_up, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The client keys the jobs were recorded under, sorted.
