@@ -12,11 +12,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{postgres_config, Error};
+use super::database::own_connection;
+use super::Error;
 use crate::keys::admin::{self, AdminError, Command, USAGE};
 use crate::store::postgres::keys::PgKeyStore;
-use crate::store::postgres::{self as db, Tls};
-use crate::{aws, telemetry, Config};
+use crate::store::postgres::{self as db};
+use crate::telemetry;
 
 /// The binary's whole `main`: a Lambda function where the runtime API is, else one command
 /// from the arguments.
@@ -81,13 +82,9 @@ pub async fn run_command(args: &[String]) -> Result<Value, AdminError> {
 
 /// A pool of one connection to the functions' database.
 async fn connect() -> Result<PgKeyStore, String> {
-    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
-    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
-    let postgres = postgres_config(&config, &sdk)
-        .await
-        .map_err(|e| e.message().to_owned())?;
-    let tls = Tls::from_config(&config).map_err(|e| e.message().to_owned())?;
+    // Boxed: inlined, this future nests too deep for the compiler's layout of `main`.
+    let own = Box::pin(own_connection()).await?;
     let pool =
-        db::pool(postgres, &tls, 1, config.db_timeout).map_err(|e| e.message().to_owned())?;
+        db::pool(own.postgres, &own.tls, 1, own.timeout).map_err(|e| e.message().to_owned())?;
     Ok(PgKeyStore::new(pool))
 }

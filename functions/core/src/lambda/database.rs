@@ -6,9 +6,10 @@ use aws_config::SdkConfig;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::aws;
 use crate::config::Config;
 use crate::ports::StoreError;
-use crate::store::postgres::{self as db};
+use crate::store::postgres::{self as db, Tls};
 
 const DEFAULT_PORT: u16 = 5432;
 const DEFAULT_DATABASE: &str = "osurender";
@@ -37,6 +38,29 @@ impl DbEndpoint {
             name: env("DB_NAME"),
         })
     }
+}
+
+/// What a function that connects on its own (migrate, admin) connects with.
+pub struct OwnConnection {
+    pub postgres: tokio_postgres::Config,
+    pub tls: Tls,
+    pub timeout: std::time::Duration,
+}
+
+/// This environment's database settings (`Config::from_env`, the secret when there is no
+/// `DATABASE_URL`, `DB_SSLMODE`); an error says which part failed.
+pub async fn own_connection() -> Result<OwnConnection, String> {
+    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
+    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let postgres = postgres_config(&config, &sdk)
+        .await
+        .map_err(|e| e.message().to_owned())?;
+    let tls = Tls::from_config(&config).map_err(|e| e.message().to_owned())?;
+    Ok(OwnConnection {
+        postgres,
+        tls,
+        timeout: config.db_timeout,
+    })
 }
 
 /// The Postgres settings of this instance; reads the secret (bounded by `AWS_TIMEOUT_MS`, as

@@ -15,11 +15,11 @@ use lambda_http::{service_fn, LambdaEvent};
 use serde_json::{json, Value};
 use tracing::Instrument;
 
-use super::{postgres_config, Error};
+use super::database::own_connection;
+use super::Error;
 use crate::store::postgres::migrations;
 use crate::store::postgres::migrations::Outcome;
-use crate::store::postgres::Tls;
-use crate::{aws, telemetry, Config};
+use crate::telemetry;
 
 /// Constant: a new one would make CloudFormation send a Delete for the old.
 pub const PHYSICAL_RESOURCE_ID: &str = "osurender-migrations";
@@ -92,13 +92,8 @@ async fn run() -> Result<Outcome, String> {
 }
 
 async fn connect_and_migrate() -> Result<Outcome, String> {
-    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
-    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
-    let postgres = postgres_config(&config, &sdk)
-        .await
-        .map_err(|e| e.message().to_owned())?;
-    let tls = Tls::from_config(&config).map_err(|e| e.message().to_owned())?;
-    migrations::connect_and_apply(postgres, &tls, config.db_timeout)
+    let db = own_connection().await?;
+    migrations::connect_and_apply(db.postgres, &db.tls, db.timeout)
         .await
         .map_err(|e| e.message().to_owned())
 }
