@@ -27,6 +27,10 @@ DECLARE
     v_client text := p ->> 'client_ip';
     v_hash bytea := decode(p ->> 'replay_sha256', 'hex');
     v_idem_token uuid := (p ->> 'idem_token')::uuid;
+    v_sandbox boolean := coalesce((p ->> 'sandbox')::boolean, false);
+    v_sandbox_since timestamptz :=
+        now() - coalesce((p ->> 'sandbox_active_ms')::bigint, 0) * interval '1 millisecond';
+    v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
     v_queued bigint;
     v_rendering bigint;
     v_active bigint;
@@ -40,35 +44,44 @@ BEGIN
         RETURN;
     END IF;
 
-    SELECT id INTO existing_job
-      FROM jobs
-     WHERE client_ip = v_client AND replay_sha256 = v_hash
-       AND status IN ('queued', 'downloading', 'rendering')
-     LIMIT 1;
+    IF v_sandbox THEN
+        SELECT (array_agg(id) FILTER (WHERE replay_sha256 = v_hash))[1], count(*)
+          INTO existing_job, v_active
+          FROM jobs
+         WHERE client_ip = v_client AND sandbox AND created_at > v_sandbox_since;
+    ELSE
+        SELECT id INTO existing_job
+          FROM jobs
+         WHERE client_ip = v_client AND replay_sha256 = v_hash
+           AND status IN ('queued', 'downloading', 'rendering')
+         LIMIT 1;
+    END IF;
     IF existing_job IS NOT NULL THEN
         verdict := 'duplicate';
         RETURN;
     END IF;
 
-    PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
+    IF NOT v_sandbox THEN
+        PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
-    SELECT count(*) FILTER (WHERE status = 'queued'),
-           count(*) FILTER (WHERE status IN ('downloading', 'rendering'))
-      INTO v_queued, v_rendering
-      FROM jobs
-     WHERE status IN ('queued', 'downloading', 'rendering');
-    IF v_queued >= (p ->> 'max_queued')::bigint THEN
-        verdict := 'queue_full';
-        RETURN;
-    END IF;
-    IF v_rendering >= (p ->> 'max_rendering')::bigint THEN
-        verdict := 'render_capacity';
-        RETURN;
-    END IF;
+        SELECT count(*) FILTER (WHERE status = 'queued'),
+               count(*) FILTER (WHERE status IN ('downloading', 'rendering'))
+          INTO v_queued, v_rendering
+          FROM jobs
+         WHERE status IN ('queued', 'downloading', 'rendering');
+        IF v_queued >= (p ->> 'max_queued')::bigint THEN
+            verdict := 'queue_full';
+            RETURN;
+        END IF;
+        IF v_rendering >= (p ->> 'max_rendering')::bigint THEN
+            verdict := 'render_capacity';
+            RETURN;
+        END IF;
 
-    SELECT count(*) INTO v_active
-      FROM jobs
-     WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
+        SELECT count(*) INTO v_active
+          FROM jobs
+         WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
+    END IF;
     IF v_active >= (p ->> 'max_active_per_client')::bigint THEN
         verdict := 'too_many_active_jobs';
         RETURN;
@@ -85,13 +98,30 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO jobs (id, client_ip, client_addr, skin, config, replay_key, replay_sha256)
+    INSERT INTO jobs (id, client_ip, client_addr, skin, config, replay_key, replay_sha256,
+                      sandbox, status, progress, video_key, thumb_key,
+                      callback_url, callback_seq, callback_at)
     VALUES (v_id, v_client, p ->> 'client_addr', p ->> 'skin', p -> 'config', p ->> 'replay_key',
-            v_hash);
-    INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
-    VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
-            now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
-    RETURNING id INTO event_id;
+            v_hash, v_sandbox,
+            CASE WHEN v_sandbox THEN 'completed' ELSE 'queued' END::job_status,
+            CASE WHEN v_sandbox THEN 100 ELSE 0 END,
+            p ->> 'sandbox_video_key', p ->> 'sandbox_thumb_key',
+            p ->> 'callback_url', jsonb_array_length(v_callbacks),
+            CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END);
+    INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
+    SELECT v_id, c.n, p ->> 'callback_url',
+           job_callback_body(v_id, c.n::integer, c.step ->> 'status',
+                             (c.step ->> 'progress')::real, NULL,
+                             now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'),
+           now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
+      FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
+     WHERE p ->> 'callback_url' IS NOT NULL;
+    IF NOT v_sandbox THEN
+        INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
+        VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
+                now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
+        RETURNING id INTO event_id;
+    END IF;
     verdict := 'admitted';
 END
 $$;
@@ -159,6 +189,47 @@ BEGIN
            AND token = p_idem_token;
     END IF;
     verdict := 'admitted';
+END
+$$;
+
+--
+-- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'type', 'job.status',
+        'job_id', p_job,
+        'sequence', p_sequence,
+        'status', p_status,
+        'progress', p_progress,
+        'error', p_error,
+        'occurred_at', to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'links', jsonb_build_object('status', '/v1/jobs/' || p_job)
+    ))
+$$;
+
+--
+-- Name: queue_job_callback(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.queue_job_callback() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.status = OLD.status
+       AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
+        RETURN NEW;
+    END IF;
+    NEW.callback_seq := OLD.callback_seq + 1;
+    NEW.callback_at := now();
+    INSERT INTO job_callbacks (job_id, sequence, url, body)
+    VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
+            job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
+                              NEW.error, now()));
+    RETURN NEW;
 END
 $$;
 
@@ -233,6 +304,42 @@ CREATE TABLE public.idempotency_keys (
 );
 
 --
+-- Name: job_callbacks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_callbacks (
+    id bigint NOT NULL,
+    job_id uuid NOT NULL,
+    sequence integer NOT NULL,
+    url text NOT NULL,
+    body jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    available_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    dispatched_at timestamp with time zone,
+    CONSTRAINT job_callbacks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'failed'::text])))
+);
+
+--
+-- Name: job_callbacks_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.job_callbacks_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: job_callbacks_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.job_callbacks_id_seq OWNED BY public.job_callbacks.id;
+
+--
 -- Name: jobs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -252,6 +359,10 @@ CREATE TABLE public.jobs (
     deadline_at timestamp with time zone,
     replay_sha256 bytea,
     client_addr text,
+    sandbox boolean DEFAULT false NOT NULL,
+    callback_url text,
+    callback_seq integer DEFAULT 0 NOT NULL,
+    callback_at timestamp with time zone,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -326,6 +437,12 @@ CREATE TABLE public.webhook_nonces (
 );
 
 --
+-- Name: job_callbacks id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_callbacks ALTER COLUMN id SET DEFAULT nextval('public.job_callbacks_id_seq'::regclass);
+
+--
 -- Name: outbox_events id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -358,6 +475,20 @@ ALTER TABLE ONLY public.api_keys
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (client_ip, endpoint, key);
+
+--
+-- Name: job_callbacks job_callbacks_job_id_sequence_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_callbacks
+    ADD CONSTRAINT job_callbacks_job_id_sequence_key UNIQUE (job_id, sequence);
+
+--
+-- Name: job_callbacks job_callbacks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_callbacks
+    ADD CONSTRAINT job_callbacks_pkey PRIMARY KEY (id);
 
 --
 -- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -413,6 +544,12 @@ CREATE INDEX api_keys_by_age ON public.api_keys USING btree (created_at DESC, id
 CREATE INDEX idempotency_keys_by_expiry ON public.idempotency_keys USING btree (expires_at);
 
 --
+-- Name: job_callbacks_pending; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending ON public.job_callbacks USING btree (available_at) WHERE (status = 'pending'::text);
+
+--
 -- Name: jobs_active_by_client; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -461,6 +598,12 @@ CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE 
 CREATE INDEX jobs_queued_by_age ON public.jobs USING btree (created_at) WHERE (status = 'queued'::public.job_status);
 
 --
+-- Name: jobs_sandbox_by_client_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_sandbox_by_client_age ON public.jobs USING btree (client_ip, created_at) WHERE sandbox;
+
+--
 -- Name: outbox_events_by_job; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -495,6 +638,19 @@ CREATE INDEX skins_listed ON public.skins USING btree (name COLLATE "C") WHERE (
 --
 
 CREATE INDEX webhook_nonces_by_expiry ON public.webhook_nonces USING btree (expires_at);
+
+--
+-- Name: jobs jobs_queue_callback; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_queue_callback BEFORE UPDATE OF status, progress ON public.jobs FOR EACH ROW WHEN (((new.callback_url IS NOT NULL) AND (NOT new.sandbox))) EXECUTE FUNCTION public.queue_job_callback();
+
+--
+-- Name: job_callbacks job_callbacks_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_callbacks
+    ADD CONSTRAINT job_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 --
 -- Name: outbox_events outbox_events_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -10,6 +10,10 @@
 //!   rendering, answers 409 with its `Location`. This read also takes the occupancy counts the
 //!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
 //!   both under its locks.
+//!
+//! A sandbox key's request (`osr_test_…`) runs every step, but its job holds no capacity: the
+//! global caps do not apply to it, its active jobs are its recent sandbox jobs, and it never
+//! reaches the render queue (domain/sandbox.rs).
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
@@ -18,7 +22,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
+use crate::callbacks::check_callback;
 use crate::deadline;
+use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::job::JobId;
@@ -56,18 +62,21 @@ where
     O: Into<Bytes> + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
-    let (replay, options, key) = match validate_request(app, idempotency_key, upload).await {
+    let request = match validate_request(app, caller, idempotency_key, upload).await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
     let client = &caller.client;
-    let request_hash = render_request_hash(&replay, &options);
+    let request_hash = render_request_hash(&request);
     let deadline = app.config.request_deadline;
-    let claim = key.map(|key| Claim::new(client, RENDER_ENDPOINT, key, deadline));
-    let looked = claim_and_look(app, client, &replay, claim.clone(), &request_hash).await;
+    let claim = request
+        .key
+        .clone()
+        .map(|key| Claim::new(client, RENDER_ENDPOINT, key, deadline));
+    let looked = claim_and_look(app, caller, &request.replay, claim.clone(), &request_hash).await;
     let submission = match looked {
         Ok(Looked::Replay(response)) => return Submission::replayed(response),
-        Ok(Looked::Run(occupancy)) => admit(app, caller, replay, options, occupancy, &claim).await,
+        Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, &claim).await,
         Err(rejection) => Submission::refused(rejection),
     };
     // Only successes are kept: a refused request's repeat runs afresh. (A claim this request
@@ -82,13 +91,23 @@ where
     submission.fresh()
 }
 
-/// Steps 1–3 and the key's format: stateless, so a request refused here costs no quota and
-/// touches nothing.
+/// A request that passed steps 1–3.
+struct RenderRequest {
+    replay: ReplayFile,
+    options: RenderOptions,
+    key: Option<IdempotencyKey>,
+    callback: Option<CallbackUrl>,
+}
+
+/// Steps 1–3, the key's format and the callback URL: stateless, so a request refused here
+/// costs no quota and touches nothing. The callback's host is looked up last, as the only
+/// step here that waits on the network.
 async fn validate_request<S, O, E>(
     app: &App,
+    caller: &Caller,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Result<(ReplayFile, RenderOptions, Option<IdempotencyKey>), Rejection>
+) -> Result<RenderRequest, Rejection>
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
@@ -100,7 +119,21 @@ where
     let replay = check_replay_structure(file)?;
     let options = check_render_options(&form.fields)?;
     let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
-    Ok((replay, options, key))
+    let callback = check_callback(app, caller, text_field(&form.fields, CALLBACK_FIELD)).await?;
+    Ok(RenderRequest {
+        replay,
+        options,
+        key,
+        callback,
+    })
+}
+
+/// The text of the form's field `name`, if sent (step 3 has refused any that is not text).
+fn text_field<'a>(fields: &'a [(String, TextValue)], name: &str) -> Option<&'a str> {
+    fields.iter().find_map(|(field, value)| match value {
+        TextValue::Text(text) if field == name => Some(text.as_str()),
+        _ => None,
+    })
 }
 
 fn render_form_spec(app: &App) -> FormSpec {
@@ -157,10 +190,15 @@ fn truncate(name: &str) -> &str {
     &name[..end]
 }
 
-/// The same replay with the same options is the same request, however the form was framed.
-fn render_request_hash(replay: &ReplayFile, options: &RenderOptions) -> [u8; 32] {
-    let options = serde_json::to_vec(options).expect("options serialize");
-    idempotency::request_hash(&[&replay.sha256, &options[..]])
+/// The same replay with the same options (and callback) is the same request, however the
+/// form was framed. (Without a callback, the hash is what it was before callbacks existed.)
+fn render_request_hash(request: &RenderRequest) -> [u8; 32] {
+    let options = serde_json::to_vec(&request.options).expect("options serialize");
+    let mut parts: Vec<&[u8]> = vec![&request.replay.sha256, &options[..]];
+    if let Some(callback) = &request.callback {
+        parts.push(callback.as_str().as_bytes());
+    }
+    idempotency::request_hash(&parts)
 }
 
 /// How step 3a came out.
@@ -176,13 +214,13 @@ enum Looked {
 /// seconds later, the occupancy is looked at afresh.
 async fn claim_and_look(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     replay: &ReplayFile,
     claim: Option<Claim>,
     request_hash: &[u8; 32],
 ) -> Result<Looked, Rejection> {
     let with_claim = claim.as_ref().map(|claim| (claim, request_hash));
-    let (occupancy, claimed) = look(app, client, replay, with_claim).await?;
+    let (occupancy, claimed) = look(app, caller, replay, with_claim).await?;
     let Some(claim) = claim.filter(|_| claimed == Some(false)) else {
         return Ok(Looked::Run(occupancy));
     };
@@ -193,18 +231,18 @@ async fn claim_and_look(
         .map_err(idempotency::unavailable)?;
     match idempotency::settle(app, claim, request_hash, held).await? {
         Begin::Replay(response) => Ok(Looked::Replay(response)),
-        Begin::Run(_) => Ok(Looked::Run(look(app, client, replay, None).await?.0)),
+        Begin::Run(_) => Ok(Looked::Run(look(app, caller, replay, None).await?.0)),
     }
 }
 
 async fn look(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     replay: &ReplayFile,
     claim: Option<(&Claim, &[u8; 32])>,
 ) -> Result<(Occupancy, Option<bool>), Rejection> {
     app.jobs
-        .occupancy(client, &replay.sha256, claim)
+        .occupancy(&caller.client, &replay.sha256, caller.is_sandbox(), claim)
         .await
         .map_err(|error| {
             tracing::error!(%error, "occupancy check failed");
@@ -216,8 +254,7 @@ async fn look(
 async fn admit(
     app: &App,
     caller: &Caller,
-    replay: ReplayFile,
-    options: RenderOptions,
+    request: RenderRequest,
     occupancy: Occupancy,
     claim: &Option<Claim>,
 ) -> Submission {
@@ -229,7 +266,7 @@ async fn admit(
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let outcome = enqueue(app, caller, replay, options, occupancy, claim.clone()).await;
+    let outcome = enqueue(app, caller, request, occupancy, claim.clone()).await;
     Submission { outcome, rate }
 }
 
@@ -244,11 +281,16 @@ async fn admit(
 async fn enqueue(
     app: &App,
     caller: &Caller,
-    replay: ReplayFile,
-    options: RenderOptions,
+    request: RenderRequest,
     occupancy: Occupancy,
     claim: Option<Claim>,
 ) -> Result<JobId, Rejection> {
+    let RenderRequest {
+        replay,
+        options,
+        callback,
+        ..
+    } = request;
     let client = &caller.client;
     let limits = capacity_limits(app, caller);
     if let Err(no_room) = occupancy.check(&limits) {
@@ -263,11 +305,15 @@ async fn enqueue(
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,
         completes: claim.map(|claim| (claim, admitted_response(id))),
+        sandbox: caller.is_sandbox(),
+        callback,
     };
     store_replay(app, &job, replay).await?;
     let refusal = match admit_or_resolve(app, &job, &limits).await {
         Ok(event) => {
-            outbox::publish_admitted(app, &event).await;
+            if let Some(event) = event {
+                outbox::publish_admitted(app, &event).await;
+            }
             return Ok(job.id);
         }
         Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
@@ -279,11 +325,13 @@ async fn enqueue(
     Err(refusal)
 }
 
-/// The global caps are everyone's; the per-client one is the key's `max_active`, if any.
+/// The global caps are everyone's but a sandbox key's, whose jobs hold no capacity; the
+/// per-client one is the key's `max_active`, if any.
 fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
+    let global = |cap| if caller.is_sandbox() { i64::MAX } else { cap };
     CapacityLimits {
-        max_queued: app.config.max_queued,
-        max_rendering: app.config.max_rendering,
+        max_queued: global(app.config.max_queued),
+        max_rendering: global(app.config.max_rendering),
         max_active_per_client: caller.max_active(app.config.max_active_jobs_per_ip),
     }
 }
@@ -355,7 +403,7 @@ async fn admit_or_resolve(
     app: &App,
     job: &NewJob,
     limits: &CapacityLimits,
-) -> Result<OutboxEvent, NotAdmitted> {
+) -> Result<Option<OutboxEvent>, NotAdmitted> {
     let reserve = app.config.settle_reserve(app.config.db_timeout);
     let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
         Ok(Admission::Admitted(event)) => return Ok(event),

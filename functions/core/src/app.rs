@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::keys::lookup::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
+use crate::ports::callbacks::{CallbackSender, CallbackStore};
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::jobs::JobStore;
@@ -26,6 +27,9 @@ pub struct App {
     pub replays: Arc<dyn ReplayStore>,
     pub outbox: Arc<dyn OutboxStore>,
     pub queue: Arc<dyn EventPublisher>,
+    /// Jobs' queued callbacks, and what checks their URLs and sends them.
+    pub callbacks: Arc<dyn CallbackStore>,
+    pub callback_sender: Arc<dyn CallbackSender>,
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
     pub idempotency: Arc<dyn IdempotencyStore>,

@@ -74,8 +74,12 @@ pub struct Config {
     pub default_render_duration: Duration,
     /// A downloading/rendering job with no webhook progress for this long fails.
     pub render_stall_timeout: Duration,
-    /// Outbox publish attempts before an event is marked failed.
+    /// Outbox publish attempts before an event is marked failed; callback sends too.
     pub outbox_max_attempts: i32,
+    /// How long one callback send may take, connection included.
+    pub callback_timeout: Duration,
+    /// Development only: callbacks may use `http` and reach private and local addresses.
+    pub allow_private_callbacks: bool,
     /// Bucket the render workers put videos and thumbnails in; the replay bucket by default.
     pub artifact_bucket: String,
     /// Lifetime of the presigned artifact URLs `GET /v1/jobs/{id}` hands out.
@@ -242,6 +246,8 @@ impl Config {
                 .parse::<Seconds>("RENDER_STALL_TIMEOUT", Seconds(900))?
                 .into(),
             outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
+            callback_timeout: Duration::from_millis(env.parse("CALLBACK_TIMEOUT_MS", 5_000)?),
+            allow_private_callbacks: env.parse::<Flag>("ALLOW_PRIVATE_CALLBACKS", Flag(false))?.0,
             artifact_bucket: lookup("ARTIFACT_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             artifact_url_ttl: env
                 .parse::<Seconds>("ARTIFACT_URL_TTL", Seconds(900))?
@@ -344,6 +350,12 @@ impl Config {
     /// event to a second one.
     pub fn event_lease(&self) -> Duration {
         (3 * self.aws_timeout.max(self.db_timeout)).max(MIN_LEASE)
+    }
+
+    /// How long a dispatcher owns a callback it took: as `event_lease`, for a send bounded by
+    /// `CALLBACK_TIMEOUT_MS` (its lookup included).
+    pub fn callback_lease(&self) -> Duration {
+        (3 * self.callback_timeout.max(self.db_timeout)).max(MIN_LEASE)
     }
 }
 
@@ -534,6 +546,13 @@ mod tests {
         assert_eq!(c.janitor_interval, Duration::from_secs(30));
         assert_eq!(c.artifact_url_ttl, Duration::from_secs(900));
         assert!(!c.simulate_workers);
+        assert_eq!(c.callback_timeout, Duration::from_secs(5));
+        assert!(!c.allow_private_callbacks);
+        assert!(
+            config(&[("ALLOW_PRIVATE_CALLBACKS", "true")])
+                .unwrap()
+                .allow_private_callbacks
+        );
         let c = config(&[("SIMULATE_WORKERS", "1"), ("OUTBOX_SWEEP_INTERVAL", "0")]).unwrap();
         assert!(c.simulate_workers);
         assert_eq!(c.outbox_sweep_interval, Duration::ZERO);

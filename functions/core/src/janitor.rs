@@ -8,7 +8,8 @@
 //!
 //! Outbox events need no re-arming here: a claimed event whose publisher died becomes due again
 //! when its lease ends (see `outbox`). The janitor's part is the events that have used all
-//! their attempts that way, which no sweep will claim again: they are marked failed.
+//! their attempts that way, which no sweep will claim again: they are marked failed. So are
+//! callbacks in that state (callbacks.rs), or the job's later callbacks would wait forever.
 //!
 //! History does not pile up: jobs that ended over `JOB_RETENTION` ago go with their outbox
 //! events; spent nonces, idempotency keys and admission fences go once nothing can use them
@@ -41,6 +42,8 @@ pub struct JanitorReport {
     pub timed_out: u64,
     /// Outbox events out of attempts after their last lease ran out: now `failed`.
     pub outbox_failed: u64,
+    /// Callbacks likewise.
+    pub callbacks_failed: u64,
     /// Webhook nonces past the time their reports could be accepted: deleted.
     pub nonces_pruned: u64,
     /// Idempotency keys past their day: deleted.
@@ -64,6 +67,10 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
             .await?,
         outbox_failed: app
             .outbox
+            .fail_exhausted(app.config.outbox_max_attempts)
+            .await?,
+        callbacks_failed: app
+            .callbacks
             .fail_exhausted(app.config.outbox_max_attempts)
             .await?,
         ..JanitorReport::default()

@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod app;
 pub mod aws;
+pub mod callbacks;
 pub mod config;
 pub mod deadline;
 pub mod domain;

@@ -10,7 +10,9 @@ use crate::keys::KeyLookup;
 use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::ports::StoreError;
 use crate::secrets::RotatingSecret;
+use crate::store::callbacks::HttpCallbacks;
 use crate::store::dynamo::DynamoRateLimiter;
+use crate::store::postgres::callbacks::PgCallbackStore;
 use crate::store::postgres::idempotency::PgIdempotencyStore;
 use crate::store::postgres::jobs::PgJobStore;
 use crate::store::postgres::keys::PgKeyStore;
@@ -80,6 +82,10 @@ impl App {
             &config.render_queue_name,
         ));
         let postgres = Arc::new(PostgresCheck::new(clients.pool.clone()));
+        // Only a TLS backend that cannot start fails this: the process cannot work without it.
+        let callback_sender =
+            HttpCallbacks::new(config.callback_timeout, config.allow_private_callbacks)
+                .expect("the callback HTTP client builds");
         let secrets = Arc::new(SecretsManagerStore::new(clients.secretsmanager.clone()));
         let origin_secret = config.origin_secret.as_ref().map(|source| {
             RotatingSecret::new(source, secrets.clone(), config.secret_refresh_interval)
@@ -99,6 +105,8 @@ impl App {
             replays,
             outbox: Arc::new(PgOutboxStore::new(clients.pool.clone())),
             queue,
+            callbacks: Arc::new(PgCallbackStore::new(clients.pool.clone())),
+            callback_sender: Arc::new(callback_sender),
             skins: Arc::new(S3SkinStore::new(
                 clients.s3.clone(),
                 clients.sdk.clone(),

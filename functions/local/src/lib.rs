@@ -7,8 +7,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use osurender_core::config::SecretSource;
 use osurender_core::lifecycle::Verifier;
+use osurender_core::outbox::SweepReport;
+use osurender_core::ports::StoreError;
 use osurender_core::store::postgres::migrations;
-use osurender_core::{aws, http, janitor, outbox, skins, App, Clients, Config};
+use osurender_core::{aws, callbacks, http, janitor, outbox, skins, App, Clients, Config};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -47,6 +49,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     provision::rate_limit_table(&dynamodb, &config.rate_limit_table).await?;
     provision::bucket(&s3, &config.replay_bucket).await?;
     provision::bucket(&s3, &config.artifact_bucket).await?;
+    provision::sandbox_samples(&s3, &config.artifact_bucket).await?;
     provision::bucket(&s3, &config.skin_bucket).await?;
     let queue_url = match &config.render_queue_url {
         Some(url) => url.clone(),
@@ -104,14 +107,19 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     Ok(Server { addr, task })
 }
 
+fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
+    match swept {
+        Ok(report) if report.claimed > 0 => tracing::info!(?report, "{what} sweep"),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "{what} sweep failed"),
+    }
+}
+
 /// The scheduled functions of a deployment, on the dev server's timers.
 fn run_scheduled(app: &App) {
     every(app.config.outbox_sweep_interval, app, |app| async move {
-        match outbox::sweep(&app).await {
-            Ok(report) if report.claimed > 0 => tracing::info!(?report, "outbox sweep"),
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "outbox sweep failed"),
-        }
+        log_sweep("outbox", outbox::sweep(&app).await);
+        log_sweep("callback", callbacks::sweep(&app).await);
     });
     every(app.config.janitor_interval, app, |app| async move {
         if let Err(error) = janitor::run(&app).await {

@@ -6,6 +6,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     TimeToLiveSpecification,
 };
+use osurender_core::domain::sandbox;
 
 /// The limiter table of DESIGN.md §4: string key `pk`, on demand, TTL on `expires_at`.
 pub async fn rate_limit_table(
@@ -79,6 +80,36 @@ pub async fn bucket(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result
         }
         Err(e) => Err(e).context("creating the replay bucket"),
     }
+}
+
+/// The sandbox jobs' sample artifacts (domain/sandbox.rs), when missing: placeholders here,
+/// so a sandbox job's links resolve; a deployment uploads real ones (docs/DEPLOY.md).
+pub async fn sandbox_samples(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<()> {
+    for (key, content_type) in [
+        (sandbox::SAMPLE_VIDEO_KEY, "video/mp4"),
+        (sandbox::SAMPLE_THUMB_KEY, "image/jpeg"),
+    ] {
+        if client
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .is_ok()
+        {
+            continue;
+        }
+        client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(b"osurender sandbox sample".to_vec().into())
+            .send()
+            .await
+            .with_context(|| format!("uploading the sandbox sample {key}"))?;
+    }
+    Ok(())
 }
 
 /// The render queue, by name; answers its URL. `CreateQueue` returns the existing queue's URL

@@ -39,6 +39,11 @@ impl Caller {
         self.key.map_or(default, |(_, limits)| limits.render)
     }
 
+    /// A sandbox key's client: its jobs are simulated (domain/sandbox.rs).
+    pub fn is_sandbox(&self) -> bool {
+        matches!(self.key, Some((KeyKind::Sandbox, _)))
+    }
+
     /// How many jobs the client may have active: the key's `max_active`, or `default`
     /// (`MAX_ACTIVE_JOBS_PER_IP`) without a key.
     pub fn max_active(&self, default: i64) -> i64 {

@@ -1,11 +1,13 @@
 //! Domain types, each validated once at the edge so the rest of the code can trust it.
 
+pub mod callback;
 pub mod caller;
 pub mod client;
 pub mod job;
 pub mod key;
 pub mod rate;
 pub mod render;
+pub mod sandbox;
 
 pub use client::{resolve_client_ip, ClientKey, TrustedProxies};
 pub use job::{JobId, JobStatus};

@@ -5,9 +5,11 @@ use std::net::IpAddr;
 
 use aws_lambda_events::event::s3::S3Event;
 use percent_encoding::percent_decode_str;
+use serde::Serialize;
 use serde_json::Value;
 
 use super::Error;
+use crate::callbacks;
 use crate::domain::client::ClientKey;
 use crate::janitor::{self, JanitorReport};
 use crate::outbox::{self, SweepReport};
@@ -15,22 +17,34 @@ use crate::skins;
 use crate::skins::ingest::{IngestError, IngestOutcome};
 use crate::{metrics, App};
 
-/// `outbox-dispatcher`: one sweep; the events it gave up on become the `OutboxFailed` metric.
-/// A failed sweep is the invocation's error (the dispatcher's errors alarm counts those). Each
-/// run also prints the render capacity in use (the dashboard's gauge); a failed read of it is
-/// only logged.
-pub async fn dispatch_outbox(app: App, _event: Value) -> Result<SweepReport, Error> {
-    let report = outbox::sweep(&app).await?;
-    if report.failed > 0 {
-        metrics::outbox_failed(report.failed);
+/// What one `outbox-dispatcher` run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DispatchReport {
+    pub events: SweepReport,
+    pub callbacks: SweepReport,
+}
+
+/// `outbox-dispatcher`: one sweep of the render events and one of the callbacks, each run even
+/// if the other fails; the events it gave up on become the `OutboxFailed` metric. A failed
+/// sweep is the invocation's error (the dispatcher's errors alarm counts those). Each run also
+/// prints the render capacity in use (the dashboard's gauge); a failed read of it is only
+/// logged.
+pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, Error> {
+    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app));
+    let report = DispatchReport {
+        events: events?,
+        callbacks: callbacks?,
+    };
+    if report.events.failed > 0 {
+        metrics::outbox_failed(report.events.failed);
     }
-    if report.claimed > 0 {
+    if report.events.claimed + report.callbacks.claimed > 0 {
         tracing::info!(?report, "outbox sweep");
     }
     // The global counts of the admission's occupancy read, asked for a client that never
     // submits (an unspecified address) and a hash no replay has.
     let nobody = ClientKey::new(IpAddr::from([0, 0, 0, 0]), app.config.ipv6_prefix_len);
-    match app.jobs.occupancy(&nobody, &[0; 32], None).await {
+    match app.jobs.occupancy(&nobody, &[0; 32], false, None).await {
         Ok((occupancy, _)) => metrics::render_capacity(occupancy.queued, occupancy.rendering),
         Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
     }

@@ -8,9 +8,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 
+use crate::domain::callback::CallbackUrl;
 use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
+use crate::domain::sandbox;
 use crate::estimate::Recent;
 use crate::ports::idempotency::{Claim, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
@@ -37,8 +39,8 @@ pub enum NoRoom {
 /// How an admission came out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
-    /// Committed, with its outbox event for the caller to publish.
-    Admitted(OutboxEvent),
+    /// Committed, with its outbox event for the caller to publish (none for a sandbox job).
+    Admitted(Option<OutboxEvent>),
     /// Refused by a re-check under the locks.
     NoRoom(NoRoom),
     /// The request's idempotency claim is no longer its own (released, or taken over as stale):
@@ -51,8 +53,8 @@ pub enum Admission {
 /// What `resolve` found out about an admission whose answer never came.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolved {
-    /// It committed: the job exists, with this outbox event.
-    Admitted(OutboxEvent),
+    /// It committed: the job exists, with this outbox event (none for a sandbox job).
+    Admitted(Option<OutboxEvent>),
     /// It did not, and now never will: the job id is fenced.
     Abandoned,
 }
@@ -94,17 +96,41 @@ pub struct NewJob {
     pub replay_sha256: [u8; 32],
     /// The idempotency claim this admission completes, with the response its retries get.
     pub completes: Option<(Claim, StoredResponse)>,
+    /// A sandbox key's job: admitted by the same checks, but stored final and never queued
+    /// for rendering (domain/sandbox.rs).
+    pub sandbox: bool,
+    /// Where the job's status changes are POSTed.
+    pub callback: Option<CallbackUrl>,
 }
 
 impl NewJob {
-    /// This job's `render_job_created` event, as admission stored it under `id`.
-    pub fn event(&self, id: i64) -> OutboxEvent {
+    /// This job's `render_job_created` event, as admission stored it under `id`; a sandbox
+    /// job has none.
+    pub fn event(&self, id: Option<i64>) -> Result<Option<OutboxEvent>, StoreError> {
+        match (self.sandbox, id) {
+            (true, _) => Ok(None),
+            (false, Some(id)) => Ok(Some(self.render_event(id))),
+            (false, None) => Err(StoreError::unknown("an admitted job without its event")),
+        }
+    }
+
+    fn render_event(&self, id: i64) -> OutboxEvent {
         OutboxEvent {
             id,
             job_id: self.id,
             event_type: RENDER_JOB_CREATED.to_owned(),
             payload: self.event_payload(),
             attempts: 1,
+        }
+    }
+
+    /// The callbacks admission queues, as `(delay, status, progress)`: the first status, or a
+    /// sandbox job's whole schedule; none without a callback URL.
+    pub fn first_callbacks(&self) -> Vec<(Duration, JobStatus, f32)> {
+        match (&self.callback, self.sandbox) {
+            (None, _) => Vec::new(),
+            (Some(_), true) => sandbox::callback_schedule(),
+            (Some(_), false) => vec![(Duration::ZERO, JobStatus::Queued, 0.0)],
         }
     }
 
@@ -135,6 +161,28 @@ pub struct JobRecord {
     pub thumb_key: Option<String>,
     /// Jobs completed in the last hour, read for queued jobs only (their `estimated_start`).
     pub recent_completed: Option<i64>,
+    /// A sandbox key's job, shown as its age makes it (domain/sandbox.rs).
+    pub sandbox: bool,
+}
+
+impl JobRecord {
+    /// A sandbox job as its `age` makes it: stored final, shown moving through its states
+    /// (domain/sandbox.rs), its sample artifacts only once completed.
+    pub fn as_sandbox_shows(self, age: Duration) -> Self {
+        let (status, progress) = sandbox::state_at(age);
+        let completed = status == JobStatus::Completed;
+        Self {
+            status,
+            progress,
+            queue_position: (status == JobStatus::Queued).then_some(1),
+            updated_at: self.created_at
+                + chrono::Duration::from_std(age.min(sandbox::ACTIVE_FOR)).unwrap_or_default(),
+            video_key: self.video_key.filter(|_| completed),
+            thumb_key: self.thumb_key.filter(|_| completed),
+            recent_completed: None,
+            ..self
+        }
+    }
 }
 
 /// What capacity refusals estimate their `Retry-After` from (estimate.rs).
@@ -259,10 +307,14 @@ pub trait JobStore: Send + Sync {
     /// An unlocked look at occupancy and at the client's active job of this replay, to refuse
     /// early before anything is stored; with `claim`, the idempotency claim is tried in the same
     /// round trip (pipelined) and whether it was made comes back too.
+    ///
+    /// For a sandbox client (`sandbox`), the global counts are 0 (its jobs hold no capacity)
+    /// and its active jobs are its sandbox jobs younger than `sandbox::ACTIVE_FOR`.
     async fn occupancy(
         &self,
         client: &ClientKey,
         replay_sha256: &[u8; 32],
+        sandbox: bool,
         claim: Option<(&Claim, &[u8; 32])>,
     ) -> Result<(Occupancy, Option<bool>), StoreError>;
 
@@ -329,6 +381,7 @@ mod tests {
             video_key: None,
             thumb_key: None,
             recent_completed: None,
+            sandbox: false,
         }
     }
 

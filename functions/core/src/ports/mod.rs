@@ -3,6 +3,7 @@
 //! ones the unit tests use (store/memory.rs). Nothing here knows a database or a cloud.
 
 pub mod artifacts;
+pub mod callbacks;
 pub mod health;
 pub mod idempotency;
 pub mod jobs;

@@ -212,6 +212,8 @@ pub struct JobView {
     error: Option<String>,
     config: serde_json::Value,
     artifacts: Option<Artifacts>,
+    /// A sandbox key's job: simulated, never rendered (domain/sandbox.rs).
+    sandbox: bool,
     links: Links,
 }
 
@@ -243,6 +245,7 @@ impl JobView {
             error: job.error,
             config: job.config,
             artifacts,
+            sandbox: job.sandbox,
             links: Links {
                 this: job.id.status_path(),
             },

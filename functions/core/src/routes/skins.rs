@@ -1,5 +1,6 @@
 //! `GET /v1/skins`, `POST /v1/skins/upload` and the legacy `POST /skins/upload`: the skin use
-//! cases (skins/) over HTTP.
+//! cases (skins/) over HTTP. As on every route, a request with `Authorization: Bearer` is its
+//! key's client (its limits are counted by the key), or a 401 (keys/caller.rs).
 
 use std::time::Instant;
 
@@ -70,7 +71,10 @@ async fn list(
         Ok(page) => page,
         Err(rejection) => return rejection.into_response(),
     };
-    let client = app.client_key(peer, &headers);
+    let client = match app.caller(peer, &headers).await {
+        Ok(caller) => caller.client,
+        Err(rejection) => return rejection.into_response(),
+    };
     list_skins(&app, &client, &page)
         .await
         .respond(|page| Json(page).into_response())
@@ -84,7 +88,10 @@ async fn upload_v1(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let client = app.client_key(peer, &headers);
+    let client = match app.caller(peer, &headers).await {
+        Ok(caller) => caller.client,
+        Err(rejection) => return rejection.into_response(),
+    };
     if !is_json(&headers) {
         return direct_upload(&app, &client, UploadRoute::V1, &headers, body).await;
     }
@@ -113,7 +120,10 @@ async fn upload_legacy(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let client = app.client_key(peer, &headers);
+    let client = match app.caller(peer, &headers).await {
+        Ok(caller) => caller.client,
+        Err(rejection) => return rejection.into_response(),
+    };
     direct_upload(&app, &client, UploadRoute::Legacy, &headers, body).await
 }
 

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::app::App;
 use crate::config::Config;
+use crate::domain::sandbox;
 use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
 use crate::estimate::Recent;
 use crate::keys::KeyLookup;
@@ -50,6 +51,7 @@ pub struct Memory {
     pub queue: Arc<MemoryQueue>,
     pub keys: Arc<MemoryKeys>,
     pub secrets: Arc<MemorySecrets>,
+    pub callbacks: Arc<MemoryCallbacks>,
 }
 
 impl Memory {
@@ -63,6 +65,7 @@ impl Memory {
             queue: Arc::new(MemoryQueue::new(calls.clone())),
             keys: Arc::default(),
             secrets: Arc::new(MemorySecrets::default()),
+            callbacks: Arc::default(),
             calls,
         };
         let key_cache_ttl = config.key_cache_ttl;
@@ -82,6 +85,8 @@ impl Memory {
             replays: memory.objects.clone(),
             outbox: memory.database.clone(),
             queue: memory.queue.clone(),
+            callbacks: memory.callbacks.clone(),
+            callback_sender: memory.callbacks.clone(),
             skins: memory.objects.clone(),
             skin_names: memory.database.clone(),
             idempotency: memory.database.clone(),
@@ -138,6 +143,7 @@ struct MemoryJob {
     error: Option<String>,
     video_key: Option<String>,
     thumb_key: Option<String>,
+    sandbox: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,6 +266,7 @@ impl MemoryDatabase {
                 error: None,
                 video_key: None,
                 thumb_key: None,
+                sandbox: false,
             });
         }
     }
@@ -276,16 +283,10 @@ impl MemoryDatabase {
         if tables.fences.contains_key(&job.id) {
             return Admission::Abandoned;
         }
-        let active = |j: &&MemoryJob| ACTIVE.contains(&j.status);
-        if let Some(existing) = tables
-            .jobs
-            .iter()
-            .filter(active)
-            .find(|j| j.client == job.client && j.replay_sha256 == job.replay_sha256)
-        {
-            return Admission::NoRoom(NoRoom::Duplicate(existing.id));
+        let occupancy = occupancy_of(tables, &job.client, &job.replay_sha256, job.sandbox);
+        if let Some(existing) = occupancy.duplicate {
+            return Admission::NoRoom(NoRoom::Duplicate(existing));
         }
-        let occupancy = occupancy_of(tables, &job.client, &job.replay_sha256);
         if let Err(no_room) = occupancy.check(limits) {
             return Admission::NoRoom(no_room);
         }
@@ -298,25 +299,35 @@ impl MemoryDatabase {
             }
         }
         let now = Utc::now();
+        // A sandbox job is stored final, as admit_job stores it (migrations/V10).
+        let (status, progress) = match job.sandbox {
+            true => (JobStatus::Completed, 100.0),
+            false => (JobStatus::Queued, 0.0),
+        };
+        let sample = |key: &str| job.sandbox.then(|| key.to_owned());
         tables.jobs.push(MemoryJob {
             id: job.id,
             client: job.client.clone(),
-            status: JobStatus::Queued,
-            progress: 0.0,
+            status,
+            progress,
             replay_sha256: job.replay_sha256,
             config: serde_json::to_value(&job.options).unwrap_or_default(),
             created_at: now,
             updated_at: now,
             error: None,
-            video_key: None,
-            thumb_key: None,
+            video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
+            thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
+            sandbox: job.sandbox,
         });
-        let event = job.event(tables.events.len() as i64 + 1);
-        tables.events.push(MemoryEvent {
-            event: event.clone(),
-            status: EventStatus::Pending,
-            available_at: now + self.event_lease,
-        });
+        let event_id = (!job.sandbox).then_some(tables.events.len() as i64 + 1);
+        let event = job.event(event_id).unwrap_or_default();
+        if let Some(event) = &event {
+            tables.events.push(MemoryEvent {
+                event: event.clone(),
+                status: EventStatus::Pending,
+                available_at: now + self.event_lease,
+            });
+        }
         Admission::Admitted(event)
     }
 }
@@ -329,7 +340,29 @@ fn key_of(claim: &Claim) -> (String, &'static str, String) {
     )
 }
 
-fn occupancy_of(tables: &Tables, client: &ClientKey, sha256: &[u8; 32]) -> Occupancy {
+fn occupancy_of(
+    tables: &Tables,
+    client: &ClientKey,
+    sha256: &[u8; 32],
+    sandbox: bool,
+) -> Occupancy {
+    if sandbox {
+        let since = Utc::now() - sandbox::ACTIVE_FOR;
+        let recent: Vec<&MemoryJob> = tables
+            .jobs
+            .iter()
+            .filter(|j| j.sandbox && &j.client == client && j.created_at > since)
+            .collect();
+        return Occupancy {
+            queued: 0,
+            rendering: 0,
+            active_for_client: recent.len() as i64,
+            duplicate: recent
+                .iter()
+                .find(|j| &j.replay_sha256 == sha256)
+                .map(|j| j.id),
+        };
+    }
     let active: Vec<&MemoryJob> = tables
         .jobs
         .iter()
@@ -388,7 +421,7 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
             .filter(|q| q.status == JobStatus::Queued && q.created_at <= job.created_at)
             .count() as i64
     });
-    JobRecord {
+    let record = JobRecord {
         id: job.id,
         status: job.status,
         progress: job.progress,
@@ -400,6 +433,11 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         video_key: job.video_key.clone(),
         thumb_key: job.thumb_key.clone(),
         recent_completed: queue_position.map(|_| completed_within_hour(tables)),
+        sandbox: job.sandbox,
+    };
+    match job.sandbox {
+        true => record.as_sandbox_shows((Utc::now() - job.created_at).to_std().unwrap_or_default()),
+        false => record,
     }
 }
 
@@ -408,7 +446,7 @@ fn completed_within_hour(tables: &Tables) -> i64 {
     tables
         .jobs
         .iter()
-        .filter(|j| j.status == JobStatus::Completed && j.updated_at > since)
+        .filter(|j| j.status == JobStatus::Completed && j.updated_at > since && !j.sandbox)
         .count() as i64
 }
 
@@ -418,12 +456,16 @@ impl JobStore for MemoryDatabase {
         &self,
         client: &ClientKey,
         replay_sha256: &[u8; 32],
+        sandbox: bool,
         claim: Option<(&Claim, &[u8; 32])>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         self.calls.record("jobs.occupancy");
         let mut tables = lock(&self.tables);
         let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
-        Ok((occupancy_of(&tables, client, replay_sha256), claimed))
+        Ok((
+            occupancy_of(&tables, client, replay_sha256, sandbox),
+            claimed,
+        ))
     }
 
     async fn load(&self, client: &ClientKey) -> Result<Load, StoreError> {
@@ -443,7 +485,7 @@ impl JobStore for MemoryDatabase {
                 completed: completed_within_hour(&tables),
                 median_turnaround_secs: None,
             },
-            queued: occupancy_of(&tables, client, &[0; 32]).queued,
+            queued: occupancy_of(&tables, client, &[0; 32], false).queued,
             oldest_active_age_secs: oldest,
         })
     }
@@ -472,8 +514,10 @@ impl JobStore for MemoryDatabase {
             return Err(StoreError::unknown("no answer within 500 ms"));
         }
         let mut tables = lock(&self.tables);
+        let admitted = tables.jobs.iter().any(|j| j.id == job.id);
         let resolved = match tables.events.iter().find(|e| e.event.job_id == job.id) {
-            Some(found) => Resolved::Admitted(found.event.clone()),
+            Some(found) => Resolved::Admitted(Some(found.event.clone())),
+            None if admitted => Resolved::Admitted(None),
             None => {
                 tables.fences.insert(job.id, Utc::now());
                 Resolved::Abandoned
@@ -1362,5 +1406,152 @@ impl SecretStore for MemorySecrets {
             .get(id)
             .cloned()
             .ok_or_else(|| StoreError::new(format!("no secret `{id}`")))
+    }
+}
+
+use crate::domain::callback::{is_public, CallbackUrl};
+use crate::ports::callbacks::{Callback, CallbackSender, CallbackStore, SendError};
+
+/// Jobs' callbacks and their sender. The memory database queues none itself (V10's trigger is
+/// Postgres'): a test pushes them, and reads what the sender was asked to send. The sender
+/// checks literal addresses as the real one does; a host name counts as public (no DNS here).
+#[derive(Default)]
+pub struct MemoryCallbacks {
+    queued: Mutex<Vec<(Callback, EventStatus, DateTime<Utc>)>>,
+    sent: Mutex<Vec<(String, Vec<u8>, String)>>,
+    down: AtomicBool,
+}
+
+impl MemoryCallbacks {
+    pub fn push(&self, callback: Callback) {
+        lock(&self.queued).push((callback, EventStatus::Pending, Utc::now()));
+    }
+
+    /// What was sent, in order: the URL, the body and the signature.
+    pub fn sent(&self) -> Vec<(String, Vec<u8>, String)> {
+        lock(&self.sent).clone()
+    }
+
+    /// Every callback's status (`Pending`, `Dispatched`, `Failed`), by id.
+    pub fn statuses(&self) -> Vec<(i64, String)> {
+        lock(&self.queued)
+            .iter()
+            .map(|(c, status, _)| (c.id, format!("{status:?}")))
+            .collect()
+    }
+
+    /// Every receiver fails to answer.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Makes every pending callback due now (its backoff passed).
+    pub fn make_due(&self) {
+        for (_, _, at) in lock(&self.queued).iter_mut() {
+            *at = Utc::now();
+        }
+    }
+}
+
+#[async_trait]
+impl CallbackStore for MemoryCallbacks {
+    async fn claim(
+        &self,
+        limit: i64,
+        lease: Duration,
+        max_attempts: i32,
+    ) -> Result<Vec<Callback>, StoreError> {
+        let mut queued = lock(&self.queued);
+        let now = Utc::now();
+        let pending = |job: JobId, before: i32, rows: &[(Callback, EventStatus, DateTime<Utc>)]| {
+            rows.iter().any(|(c, status, _)| {
+                c.job_id == job && c.sequence < before && *status == EventStatus::Pending
+            })
+        };
+        let due: Vec<usize> = (0..queued.len())
+            .filter(|&i| {
+                let (c, status, at) = &queued[i];
+                *status == EventStatus::Pending
+                    && *at <= now
+                    && c.attempts < max_attempts
+                    && !pending(c.job_id, c.sequence, &queued)
+            })
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect();
+        Ok(due
+            .into_iter()
+            .map(|i| {
+                let (c, _, at) = &mut queued[i];
+                c.attempts += 1;
+                *at = now + lease;
+                c.clone()
+            })
+            .collect())
+    }
+
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
+        for (c, status, _) in lock(&self.queued).iter_mut() {
+            if ids.contains(&c.id) && *status == EventStatus::Pending {
+                *status = EventStatus::Dispatched;
+            }
+        }
+        Ok(())
+    }
+
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
+        let mut failed = 0;
+        for (c, status, at) in lock(&self.queued).iter_mut() {
+            let Some(retry) = retries.iter().find(|r| r.id == c.id) else {
+                continue;
+            };
+            if *status != EventStatus::Pending {
+                continue;
+            }
+            *at = Utc::now() + retry.delay;
+            if c.attempts >= max_attempts {
+                *status = EventStatus::Failed;
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
+        let now = Utc::now();
+        let mut failed = 0;
+        for (c, status, at) in lock(&self.queued).iter_mut() {
+            if *status == EventStatus::Pending && *at <= now && c.attempts >= max_attempts {
+                *status = EventStatus::Failed;
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+}
+
+#[async_trait]
+impl CallbackSender for MemoryCallbacks {
+    async fn check(&self, url: &CallbackUrl) -> Result<(), SendError> {
+        match url.literal_address() {
+            Some(address) if !is_public(address) => Err(SendError::Refused {
+                host: url.host_and_port().0,
+                address,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    async fn send(
+        &self,
+        url: &CallbackUrl,
+        body: Vec<u8>,
+        signature: &str,
+    ) -> Result<(), SendError> {
+        self.check(url).await?;
+        if self.down.load(Ordering::SeqCst) {
+            return Err(SendError::Status(503));
+        }
+        lock(&self.sent).push((url.as_str().to_owned(), body, signature.to_owned()));
+        Ok(())
     }
 }

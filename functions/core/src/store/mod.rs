@@ -1,5 +1,6 @@
 //! The adapters behind the ports: one module per service. SQL lives only in store/postgres.
 
+pub mod callbacks;
 pub mod dynamo;
 #[cfg(any(test, feature = "memory"))]
 pub mod memory;

@@ -6,10 +6,9 @@ use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::idempotency::StoredResponse;
 use crate::ports::idempotency::KEY_TTL;
 use crate::ports::StoreError;
-use crate::store::postgres::{self as db};
+use crate::store::postgres::{self as db, millis};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 pub struct PgIdempotencyStore {
     pool: Pool,
@@ -55,10 +54,6 @@ DELETE FROM idempotency_keys
        SELECT client_ip, endpoint, key FROM idempotency_keys WHERE expires_at <= now()
         ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
    AND expires_at <= now()";
-
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().try_into().unwrap_or(i64::MAX)
-}
 
 /// Tries to claim the key on `conn`: whether it did. Shared with the job store, which sends it
 /// pipelined with its occupancy read so a keyed render pays no extra round trip for it.

@@ -5,6 +5,7 @@ use super::idempotency;
 use crate::domain::client::advisory_lock_id;
 use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
+use crate::domain::sandbox;
 use crate::estimate::{self, Recent};
 use crate::ports::idempotency::Claim;
 use crate::ports::jobs::Admission;
@@ -23,7 +24,7 @@ use crate::ports::jobs::Resolved;
 use crate::ports::jobs::Transition;
 use crate::ports::jobs::TransitionOutcome;
 use crate::ports::StoreError;
-use crate::store::postgres::{self as db};
+use crate::store::postgres::{self as db, millis};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use std::time::Duration;
@@ -46,10 +47,6 @@ impl PgJobStore {
     }
 }
 
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().try_into().unwrap_or(i64::MAX)
-}
-
 /// Serializes the global capacity re-check of all admissions (held for one insert).
 fn global_capacity_lock() -> i64 {
     advisory_lock_id("osurender:global-capacity")
@@ -64,7 +61,15 @@ SELECT count(*) FILTER (WHERE status = 'queued'),
   FROM jobs
  WHERE status IN ('queued', 'downloading', 'rendering')";
 
-/// Completions of the last hour come from the partial index on completed jobs' `updated_at`.
+/// A sandbox client's occupancy: no global counts, and its sandbox jobs younger than `$3` ms
+/// (migrations/V10's index).
+const SANDBOX_OCCUPANCY_SQL: &str = "\
+SELECT 0::bigint, 0::bigint, count(*), (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1]
+  FROM jobs
+ WHERE client_ip = $1 AND sandbox AND created_at > now() - $3 * interval '1 millisecond'";
+
+/// Completions of the last hour come from the partial index on completed jobs' `updated_at`;
+/// sandbox jobs, stored completed, are no renders.
 const LOAD_SQL: &str = "\
 SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'),
        (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
@@ -72,17 +77,20 @@ SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'),
        count(*),
        percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)::float8)
   FROM jobs
- WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'";
+ WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second' AND NOT sandbox";
 
 const ADMIT_SQL: &str = "SELECT verdict, event_id, existing_job FROM admit_job($1::jsonb)";
 
 /// The job's event comes back with the verdict, for the fast path to publish.
 const RESOLVE_SQL: &str = "\
-SELECT v.verdict, (SELECT o.id FROM outbox_events o WHERE o.job_id = $1 ORDER BY o.id LIMIT 1)
+SELECT v.verdict, (SELECT o.id FROM outbox_events o
+                    WHERE o.job_id = $1 AND o.event_type = 'render_job_created'
+                    ORDER BY o.id LIMIT 1)
   FROM resolve_admission($1, $2, $3) AS v(verdict)";
 
 /// The API's view of a job. The queue position counts the queued jobs created before it (ties
-/// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed.
+/// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed. A
+/// sandbox job comes with its age, which its shown state is derived from (`job_record`).
 const JOB_SELECT: &str = "\
 SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.config,
        j.video_key, j.thumb_key,
@@ -93,8 +101,11 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        -- estimate::WINDOW_SECS: the hour throughput is measured over.
        CASE WHEN j.status = 'queued' THEN
             (SELECT count(*) FROM jobs c
-              WHERE c.status = 'completed' AND c.updated_at > now() - interval '1 hour')
-       END
+              WHERE c.status = 'completed' AND c.updated_at > now() - interval '1 hour'
+                AND NOT c.sandbox)
+       END,
+       j.sandbox,
+       CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END
   FROM jobs j";
 
 /// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
@@ -226,7 +237,7 @@ fn status_of(text: &str) -> Result<JobStatus, StoreError> {
 }
 
 fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
-    Ok(JobRecord {
+    let record = JobRecord {
         id: JobId::from(row.get::<_, uuid::Uuid>(0)),
         status: status_of(row.get(1))?,
         progress: row.get(2),
@@ -238,6 +249,13 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         thumb_key: row.get(8),
         queue_position: row.get(9),
         recent_completed: row.get(10),
+        sandbox: row.get(11),
+    };
+    Ok(match row.get::<_, Option<f64>>(12) {
+        Some(age_secs) if record.sandbox => {
+            record.as_sandbox_shows(Duration::try_from_secs_f64(age_secs).unwrap_or_default())
+        }
+        _ => record,
     })
 }
 
@@ -247,13 +265,22 @@ impl JobStore for PgJobStore {
         &self,
         client: &ClientKey,
         replay_sha256: &[u8; 32],
+        sandbox: bool,
         claim: Option<(&Claim, &[u8; 32])>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         let hash = replay_sha256.as_slice();
-        let params: [(&(dyn ToSql + Sync), Type); 2] =
-            [(&client.as_str(), Type::TEXT), (&hash, Type::BYTEA)];
+        let active_ms = millis(sandbox::ACTIVE_FOR);
+        let client = client.as_str();
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
+            vec![(&client, Type::TEXT), (&hash, Type::BYTEA)];
+        let sql = if sandbox {
+            params.push((&active_ms, Type::INT8));
+            SANDBOX_OCCUPANCY_SQL
+        } else {
+            OCCUPANCY_SQL
+        };
         let conn = db::checkout(&self.pool).await?;
-        let read = conn.query_typed(OCCUPANCY_SQL, &params);
+        let read = conn.query_typed(sql, &params);
         // Neither needs the other's answer: sent together, one round trip.
         let (rows, claimed) = match claim {
             Some((claim, request_hash)) => {
@@ -319,6 +346,18 @@ impl JobStore for PgJobStore {
             "idem_key": claim.map(|c| c.key.as_str()),
             "idem_token": claim.map(|c| c.token),
             "idem_response": response,
+            "sandbox": job.sandbox,
+            "sandbox_active_ms": millis(sandbox::ACTIVE_FOR),
+            "sandbox_video_key": job.sandbox.then_some(sandbox::SAMPLE_VIDEO_KEY),
+            "sandbox_thumb_key": job.sandbox.then_some(sandbox::SAMPLE_THUMB_KEY),
+            "callback_url": job.callback.as_ref().map(|url| url.as_str()),
+            "callbacks": job.first_callbacks().into_iter().map(|(delay, status, progress)| {
+                serde_json::json!({
+                    "delay_ms": millis(delay),
+                    "status": status,
+                    "progress": progress,
+                })
+            }).collect::<Vec<_>>(),
         });
         let conn = db::checkout(&self.pool).await?;
         let row = conn
@@ -328,7 +367,7 @@ impl JobStore for PgJobStore {
             .ok_or_else(|| StoreError::unknown("admit_job returned no row"))?;
         let verdict: &str = row.get(0);
         Ok(match verdict {
-            "admitted" => Admission::Admitted(job.event(row.get(1))),
+            "admitted" => Admission::Admitted(job.event(row.get(1))?),
             "duplicate" => {
                 let existing: uuid::Uuid = row.get(2);
                 Admission::NoRoom(NoRoom::Duplicate(existing.into()))
@@ -355,10 +394,10 @@ impl JobStore for PgJobStore {
             .pop()
             .ok_or_else(|| StoreError::unknown("resolve_admission returned no row"))?;
         let verdict: &str = row.get(0);
-        match (verdict, row.get::<_, Option<i64>>(1)) {
-            ("admitted", Some(event_id)) => Ok(Resolved::Admitted(job.event(event_id))),
-            ("abandoned", _) => Ok(Resolved::Abandoned),
-            (other, _) => Err(StoreError::unknown(format!(
+        match verdict {
+            "admitted" => Ok(Resolved::Admitted(job.event(row.get(1))?)),
+            "abandoned" => Ok(Resolved::Abandoned),
+            other => Err(StoreError::unknown(format!(
                 "resolve_admission answered `{other}`"
             ))),
         }

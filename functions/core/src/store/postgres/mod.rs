@@ -1,5 +1,6 @@
 //! The Postgres pool, built the RDS-Proxy-safe way (the migrations are in `migrations.rs`).
 
+pub mod callbacks;
 pub mod idempotency;
 pub mod jobs;
 pub mod keys;
@@ -201,4 +202,9 @@ impl Dependency for PostgresCheck {
             .map(drop)
             .map_err(|e| e.to_string())
     }
+}
+
+/// A duration as the whole milliseconds the statements take (saturating).
+fn millis(duration: std::time::Duration) -> i64 {
+    duration.as_millis().try_into().unwrap_or(i64::MAX)
 }

@@ -5,7 +5,7 @@ use crate::ports::outbox::OutboxEvent;
 use crate::ports::outbox::OutboxStore;
 use crate::ports::outbox::Retry;
 use crate::ports::StoreError;
-use crate::store::postgres::{self as db};
+use crate::store::postgres::{self as db, millis};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use std::time::Duration;
@@ -37,29 +37,71 @@ UPDATE outbox_events e
  WHERE e.id = due.id
 RETURNING e.id, e.job_id, e.event_type, e.payload, e.attempts";
 
-const DISPATCHED_SQL: &str = "\
-UPDATE outbox_events
-   SET status = 'dispatched', dispatched_at = now(), last_error = NULL
- WHERE id = ANY($1) AND status = 'pending'";
+/// The marks of a leased claim, shared by the render events (`outbox_events`) and the callbacks
+/// (`job_callbacks`, store/postgres/callbacks.rs): both tables have the same lease columns.
+pub(super) struct LeasedTable(pub &'static str);
 
-const RETRY_SQL: &str = "\
-UPDATE outbox_events e
-   SET available_at = now() + r.delay_ms * interval '1 millisecond',
-       last_error = r.error,
-       status = CASE WHEN e.attempts >= $4 THEN 'failed' ELSE 'pending' END
-  FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r (id, delay_ms, error)
- WHERE e.id = r.id AND e.status = 'pending'
-RETURNING e.status";
+impl LeasedTable {
+    pub async fn mark_dispatched(&self, pool: &Pool, ids: &[i64]) -> Result<(), StoreError> {
+        let sql = format!(
+            "UPDATE {} SET status = 'dispatched', dispatched_at = now(), last_error = NULL \
+              WHERE id = ANY($1) AND status = 'pending'",
+            self.0
+        );
+        let conn = db::checkout(pool).await?;
+        conn.execute_typed(&sql, &[(&ids, Type::INT8_ARRAY)])
+            .await?;
+        Ok(())
+    }
 
-const FAIL_EXHAUSTED_SQL: &str = "\
-UPDATE outbox_events
-   SET status = 'failed',
-       last_error = coalesce(last_error, 'publisher stopped before the outcome was recorded')
- WHERE status = 'pending' AND available_at <= now() AND attempts >= $1";
+    pub async fn mark_retry(
+        &self,
+        pool: &Pool,
+        retries: &[Retry],
+        max_attempts: i32,
+    ) -> Result<u64, StoreError> {
+        let sql = format!(
+            "UPDATE {} e \
+                SET available_at = now() + r.delay_ms * interval '1 millisecond', \
+                    last_error = r.error, \
+                    status = CASE WHEN e.attempts >= $4 THEN 'failed' ELSE 'pending' END \
+               FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r (id, delay_ms, error) \
+              WHERE e.id = r.id AND e.status = 'pending' \
+          RETURNING e.status",
+            self.0
+        );
+        let ids: Vec<i64> = retries.iter().map(|r| r.id).collect();
+        let delays: Vec<i64> = retries.iter().map(|r| millis(r.delay)).collect();
+        let errors: Vec<&str> = retries.iter().map(|r| r.error.as_str()).collect();
+        let params: [(&(dyn ToSql + Sync), Type); 4] = [
+            (&ids, Type::INT8_ARRAY),
+            (&delays, Type::INT8_ARRAY),
+            (&errors, Type::TEXT_ARRAY),
+            (&max_attempts, Type::INT4),
+        ];
+        let conn = db::checkout(pool).await?;
+        let rows = conn.query_typed(&sql, &params).await?;
+        Ok(rows
+            .iter()
+            .filter(|row| row.get::<_, &str>(0) == "failed")
+            .count() as u64)
+    }
 
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().try_into().unwrap_or(i64::MAX)
+    pub async fn fail_exhausted(&self, pool: &Pool, max_attempts: i32) -> Result<u64, StoreError> {
+        let sql = format!(
+            "UPDATE {} \
+                SET status = 'failed', \
+                    last_error = coalesce(last_error, 'sender stopped before the outcome was recorded') \
+              WHERE status = 'pending' AND available_at <= now() AND attempts >= $1",
+            self.0
+        );
+        let conn = db::checkout(pool).await?;
+        conn.execute_typed(&sql, &[(&max_attempts, Type::INT4)])
+            .await
+    }
 }
+
+const OUTBOX: LeasedTable = LeasedTable("outbox_events");
 
 #[async_trait]
 impl OutboxStore for PgOutboxStore {
@@ -93,34 +135,14 @@ impl OutboxStore for PgOutboxStore {
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        conn.execute_typed(DISPATCHED_SQL, &[(&ids, Type::INT8_ARRAY)])
-            .await?;
-        Ok(())
+        OUTBOX.mark_dispatched(&self.pool, ids).await
     }
 
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
-        let ids: Vec<i64> = retries.iter().map(|r| r.id).collect();
-        let delays: Vec<i64> = retries.iter().map(|r| millis(r.delay)).collect();
-        let errors: Vec<&str> = retries.iter().map(|r| r.error.as_str()).collect();
-        let params: [(&(dyn ToSql + Sync), Type); 4] = [
-            (&ids, Type::INT8_ARRAY),
-            (&delays, Type::INT8_ARRAY),
-            (&errors, Type::TEXT_ARRAY),
-            (&max_attempts, Type::INT4),
-        ];
-        let conn = db::checkout(&self.pool).await?;
-        let rows = conn.query_typed(RETRY_SQL, &params).await?;
-        Ok(rows
-            .iter()
-            .filter(|row| row.get::<_, &str>(0) == "failed")
-            .count() as u64)
+        OUTBOX.mark_retry(&self.pool, retries, max_attempts).await
     }
 
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(FAIL_EXHAUSTED_SQL, &[(&max_attempts, Type::INT4)])
-            .await?)
+        OUTBOX.fail_exhausted(&self.pool, max_attempts).await
     }
 }

@@ -1,0 +1,147 @@
+//! Callbacks (DESIGN.md §9): a keyed client's `callback_url`, checked at submission, and the
+//! dispatcher's sweep that sends the jobs' queued callbacks, signed with the key's secret.
+//!
+//! The database queues a callback with each status change of a job that has one (V10's
+//! trigger, and admission for the first status or a sandbox job's schedule). The sweep claims
+//! only the earliest pending callback of each job, so a job's callbacks arrive in order; a send
+//! that fails is retried with the outbox's backoff, and after `OUTBOX_MAX_ATTEMPTS` it is
+//! marked failed and the job's next callback goes out. Delivery is at least once: a receiver
+//! dedupes by `job_id` and `sequence`.
+
+use futures_util::stream::{self, StreamExt};
+
+use crate::app::App;
+use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
+use crate::domain::caller::Caller;
+use crate::outbox::{backoff, SweepReport};
+use crate::ports::callbacks::Callback;
+use crate::ports::outbox::Retry;
+use crate::ports::StoreError;
+use crate::problem::Rejection;
+use crate::request::epoch_secs;
+
+/// Callbacks one claim takes, and how many of them are sent at once.
+const CLAIM_BATCH: i64 = 50;
+const CONCURRENT_SENDS: usize = 16;
+/// Claims per sweep, so a sweep's work is bounded however slow the receivers are.
+const MAX_CLAIMS_PER_SWEEP: usize = 4;
+
+/// The submission's `callback_url`, if it has one: only a keyed client may set one (else the
+/// service would send traffic anywhere for anyone), and only to a URL whose host is public.
+pub async fn check_callback(
+    app: &App,
+    caller: &Caller,
+    text: Option<&str>,
+) -> Result<Option<CallbackUrl>, Rejection> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let invalid = |reason: &dyn std::fmt::Display| {
+        Rejection::InvalidField(format!("{CALLBACK_FIELD}: {reason}"))
+    };
+    if caller.key.is_none() {
+        return Err(invalid(&"only a client with an API key can set a callback"));
+    }
+    let url = CallbackUrl::parse(text, app.config.allow_private_callbacks)
+        .map_err(|reason| invalid(&reason))?;
+    app.callback_sender
+        .check(&url)
+        .await
+        .map_err(|error| invalid(&error))?;
+    Ok(Some(url))
+}
+
+/// How one claimed callback's send came out.
+enum Sent {
+    Delivered(i64),
+    Retry(Retry),
+    /// Cannot succeed however often it is tried (the key is revoked): failed now.
+    GiveUp(Retry),
+}
+
+/// The dispatcher's callback work: sends due callbacks until none are left (at most
+/// `MAX_CLAIMS_PER_SWEEP` claims).
+pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
+    let mut report = SweepReport::default();
+    let max_attempts = app.config.outbox_max_attempts;
+    for _ in 0..MAX_CLAIMS_PER_SWEEP {
+        let claimed = app
+            .callbacks
+            .claim(CLAIM_BATCH, app.config.callback_lease(), max_attempts)
+            .await?;
+        // Owned, so the futures borrow nothing but `app` (a `&Callback` argument would make
+        // the stream's future not `Send` for every lifetime).
+        let sends = claimed
+            .iter()
+            .cloned()
+            .map(|callback| async move { send(app, &callback).await });
+        let outcomes: Vec<Sent> = stream::iter(sends)
+            .buffer_unordered(CONCURRENT_SENDS)
+            .collect()
+            .await;
+        let (mut delivered, mut retries, mut given_up) = (Vec::new(), Vec::new(), Vec::new());
+        for outcome in outcomes {
+            match outcome {
+                Sent::Delivered(id) => delivered.push(id),
+                Sent::Retry(retry) => retries.push(retry),
+                Sent::GiveUp(retry) => given_up.push(retry),
+            }
+        }
+        if !delivered.is_empty() {
+            app.callbacks.mark_dispatched(&delivered).await?;
+        }
+        let mut failed = 0;
+        if !retries.is_empty() {
+            failed += app.callbacks.mark_retry(&retries, max_attempts).await?;
+        }
+        if !given_up.is_empty() {
+            // No attempts allowed: each is marked failed.
+            failed += app.callbacks.mark_retry(&given_up, 0).await?;
+        }
+        report += SweepReport {
+            claimed: claimed.len() as u64,
+            dispatched: delivered.len() as u64,
+            retried: retries.len() as u64 + given_up.len() as u64 - failed,
+            failed,
+        };
+        if (claimed.len() as i64) < CLAIM_BATCH {
+            break;
+        }
+    }
+    Ok(report)
+}
+
+/// Signs and sends one callback. The URL is parsed again under today's settings, and the
+/// sender checks its addresses again as it connects.
+async fn send(app: &App, callback: &Callback) -> Sent {
+    let retry = |error: String| Retry {
+        id: callback.id,
+        delay: backoff(callback.attempts),
+        error,
+    };
+    let Some(secret) = &callback.signing_secret else {
+        return Sent::GiveUp(retry("the job's API key is revoked".into()));
+    };
+    let url = match CallbackUrl::parse(&callback.url, app.config.allow_private_callbacks) {
+        Ok(url) => url,
+        Err(reason) => return Sent::GiveUp(retry(format!("callback_url: {reason}"))),
+    };
+    let body = serde_json::to_vec(&callback.body).expect("JSON values serialize");
+    let signature = callback::signature(secret.expose().as_bytes(), epoch_secs(), &body);
+    match app.callback_sender.send(&url, body, &signature).await {
+        Ok(()) => Sent::Delivered(callback.id),
+        Err(error) => {
+            tracing::warn!(
+                callback_id = callback.id,
+                job_id = %callback.job_id,
+                sequence = callback.sequence,
+                attempts = callback.attempts,
+                %error,
+                "callback not delivered"
+            );
+            // A refused address too: DNS may answer otherwise later, and if not, the
+            // attempts run out.
+            Sent::Retry(retry(error.to_string()))
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The callback ports: the queued callbacks of jobs (store/postgres/callbacks.rs) and the
+//! sender that checks and reaches their URLs (store/callbacks.rs).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::domain::callback::CallbackUrl;
+use crate::domain::job::JobId;
+use crate::domain::key::SigningSecret;
+use crate::ports::outbox::Retry;
+use crate::ports::StoreError;
+
+/// A callback to send, as claimed from `job_callbacks`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Callback {
+    pub id: i64,
+    pub job_id: JobId,
+    pub sequence: i32,
+    pub url: String,
+    pub body: serde_json::Value,
+    /// Sends begun, this one included.
+    pub attempts: i32,
+    /// The job's key's signing secret; `None` once the key is revoked (or gone).
+    pub signing_secret: Option<SigningSecret>,
+}
+
+#[async_trait]
+pub trait CallbackStore: Send + Sync {
+    /// Takes up to `limit` due pending callbacks that have attempts left and are the earliest
+    /// pending one of their job (so a job's callbacks go out in order), leasing each for
+    /// `lease` and counting the attempt; committed before it returns.
+    async fn claim(
+        &self,
+        limit: i64,
+        lease: Duration,
+        max_attempts: i32,
+    ) -> Result<Vec<Callback>, StoreError>;
+
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;
+
+    /// Schedules each retry; a callback out of attempts becomes `failed`. Returns how many did.
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError>;
+
+    /// Fails the due pending callbacks with no attempts left (their sender died). Returns how
+    /// many.
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
+}
+
+/// Why a callback URL may not be used, or a send did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The host is, or resolves to, an address callbacks may not reach.
+    #[error("{host} resolves to {address}, which callbacks may not reach")]
+    Refused { host: String, address: IpAddr },
+    #[error("{0} does not resolve")]
+    Unresolved(String),
+    /// Sent, but not acknowledged with a 2xx.
+    #[error("answered {0}")]
+    Status(u16),
+    #[error("{0}")]
+    Failed(String),
+}
+
+#[async_trait]
+pub trait CallbackSender: Send + Sync {
+    /// Whether `url`'s host is, or resolves only to, addresses callbacks may reach.
+    async fn check(&self, url: &CallbackUrl) -> Result<(), SendError>;
+
+    /// POSTs `body` (JSON) with its signature header to `url`, connecting only to addresses
+    /// `check` would allow (resolved for this send: no rebinding) and following no redirect.
+    async fn send(
+        &self,
+        url: &CallbackUrl,
+        body: Vec<u8>,
+        signature: &str,
+    ) -> Result<(), SendError>;
+}

@@ -1,0 +1,180 @@
+//! Sending callbacks over HTTPS (DESIGN.md §9, "Callbacks"). Every address a callback could
+//! reach is checked where the connection is made: the client's resolver refuses a host that
+//! resolves to any address `is_public` refuses, and the connection goes to the addresses it
+//! checked. So a host that resolved to a public address at submission and to a private one
+//! now (DNS rebinding) is refused now. A URL naming an address literally is checked before
+//! the request, as no lookup is made for it. Redirects are not followed: one could lead
+//! anywhere.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use crate::domain::callback::{is_public, CallbackUrl, SIGNATURE_HEADER};
+use crate::ports::callbacks::{CallbackSender, SendError};
+
+/// How long a lookup may take before the host counts as unresolved.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+pub struct HttpCallbacks {
+    client: reqwest::Client,
+    allow_private: bool,
+}
+
+impl HttpCallbacks {
+    /// `timeout`: a whole send, connection included. `allow_private`:
+    /// `ALLOW_PRIVATE_CALLBACKS` (development only).
+    pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(CheckedResolver { allow_private }))
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .user_agent(concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            client,
+            allow_private,
+        })
+    }
+
+    fn check_literal(&self, url: &CallbackUrl) -> Result<(), SendError> {
+        match url.literal_address() {
+            Some(address) if !self.allow_private && !is_public(address) => {
+                Err(SendError::Refused {
+                    host: url.host_and_port().0,
+                    address,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl CallbackSender for HttpCallbacks {
+    async fn check(&self, url: &CallbackUrl) -> Result<(), SendError> {
+        if url.literal_address().is_some() {
+            return self.check_literal(url);
+        }
+        resolve_checked(&url.host_and_port().0, self.allow_private)
+            .await
+            .map(drop)
+    }
+
+    async fn send(
+        &self,
+        url: &CallbackUrl,
+        body: Vec<u8>,
+        signature: &str,
+    ) -> Result<(), SendError> {
+        self.check_literal(url)?;
+        let response = self
+            .client
+            .post(url.url().clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(body)
+            .send()
+            .await
+            .map_err(send_error)?;
+        let status = response.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(SendError::Status(status.as_u16()))
+        }
+    }
+}
+
+/// The resolver's own refusal if that is why the send failed, else the error as text.
+fn send_error(error: reqwest::Error) -> SendError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(cause) = source {
+        if let Some(refusal) = cause.downcast_ref::<SendError>() {
+            return refusal.clone();
+        }
+        source = cause.source();
+    }
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else {
+        "failed"
+    };
+    SendError::Failed(format!("{kind}: {error}"))
+}
+
+/// The addresses `host` resolves to, if callbacks may reach every one of them.
+async fn resolve_checked(host: &str, allow_private: bool) -> Result<Vec<SocketAddr>, SendError> {
+    let unresolved = || SendError::Unresolved(host.to_owned());
+    let addresses: Vec<SocketAddr> =
+        tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((host, 0)))
+            .await
+            .map_err(|_| unresolved())?
+            .map_err(|_| unresolved())?
+            .collect();
+    if addresses.is_empty() {
+        return Err(unresolved());
+    }
+    if let Some(refused) = addresses
+        .iter()
+        .find(|address| !allow_private && !is_public(address.ip()))
+    {
+        return Err(SendError::Refused {
+            host: host.to_owned(),
+            address: refused.ip(),
+        });
+    }
+    Ok(addresses)
+}
+
+/// reqwest's resolver for callbacks: the system's, refusing what `is_public` refuses.
+struct CheckedResolver {
+    allow_private: bool,
+}
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        Box::pin(async move {
+            let addresses = resolve_checked(name.as_str(), allow_private).await?;
+            Ok(Box::new(addresses.into_iter()) as Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_host_that_resolves_to_a_private_address_is_refused_unless_allowed() {
+        let localhost = CallbackUrl::parse("https://localhost/cb", false).unwrap();
+        let strict = HttpCallbacks::new(Duration::from_secs(1), false).unwrap();
+        assert!(matches!(
+            strict.check(&localhost).await,
+            Err(SendError::Refused { .. })
+        ));
+        // The send is refused by the resolver itself, before any connection.
+        let sent = strict.send(&localhost, b"{}".to_vec(), "t=1,v1=00").await;
+        assert!(matches!(sent, Err(SendError::Refused { .. })), "{sent:?}");
+        let metadata = CallbackUrl::parse("https://169.254.169.254/latest", false).unwrap();
+        assert!(matches!(
+            strict.send(&metadata, b"{}".to_vec(), "t=1,v1=00").await,
+            Err(SendError::Refused { .. })
+        ));
+
+        let lax = HttpCallbacks::new(Duration::from_secs(1), true).unwrap();
+        assert_eq!(lax.check(&localhost).await, Ok(()));
+        let nowhere = CallbackUrl::parse("https://nowhere.invalid/cb", false).unwrap();
+        assert!(matches!(
+            lax.check(&nowhere).await,
+            Err(SendError::Unresolved(_))
+        ));
+    }
+}
