@@ -14,6 +14,7 @@ use crate::support::jobs::item_ids;
 use crate::support::keys::TestKey;
 use crate::support::proxy::Fault;
 use crate::support::replays::{render_form, unique_replay, valid_form};
+use crate::support::skins::{skin, upload_form, LEGACY, V1};
 
 async fn accepted_job(response: reqwest::Response) -> String {
     assert_eq!(response.status(), StatusCode::ACCEPTED);
@@ -382,4 +383,62 @@ async fn a_failed_key_lookup_is_a_503_not_a_401() {
             .await,
     )
     .await;
+}
+
+#[tokio::test]
+async fn the_skin_routes_take_the_key_as_the_client_too() {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/minute", 20).await;
+    let unknown = format!(
+        "Bearer {}",
+        ApiKey::generate(KeyKind::Live).unwrap().expose()
+    );
+    let upload = |path: &'static str, authorization: String, marker: &str| {
+        let form = upload_form(skin(marker), &format!("{marker}.osk"), None);
+        let request = app
+            .http
+            .post(app.url(path))
+            .header("CF-Connecting-IP", "203.0.113.60")
+            .header("Authorization", authorization)
+            .multipart(form);
+        async move { request.send().await.unwrap() }
+    };
+    // A key that does not count is a 401 on every skin route, and writes nothing.
+    for response in [
+        app.get_with("203.0.113.60", &unknown, "/v1/skins").await,
+        upload(V1, unknown.clone(), "a").await,
+        upload(LEGACY, unknown.clone(), "b").await,
+    ] {
+        assert!(response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Bearer"));
+        problem(response, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM skins WHERE name <> 'Default'")
+            .await,
+        0
+    );
+    // With the key, its uploads and reads are counted by the key, not by the address.
+    for (n, marker) in ["c", "d"].into_iter().enumerate() {
+        let response = upload(V1, key.bearer.clone(), marker).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining"),
+            Some(1 - n as u64)
+        );
+    }
+    let spent = upload(V1, key.bearer.clone(), "e").await;
+    problem(spent, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    let anonymous = app
+        .upload_skin(V1, "203.0.113.60", upload_form(skin("f"), "f.osk", None))
+        .await;
+    assert_eq!(anonymous.status(), StatusCode::CREATED);
+    assert_eq!(header(&anonymous, "x-ratelimit-remaining"), Some(1));
+    let listing = app.get_with("203.0.113.60", &key.bearer, "/v1/skins").await;
+    assert_eq!(listing.status(), StatusCode::OK);
+    assert_eq!(header(&listing, "x-ratelimit-remaining"), Some(119));
+    let listing = app.get_as("203.0.113.60", "/v1/skins").await;
+    assert_eq!(header(&listing, "x-ratelimit-remaining"), Some(119));
 }

@@ -8,6 +8,7 @@
 mod support;
 
 mod budget;
+mod callbacks;
 mod faults;
 mod hostile;
 mod idempotency;
@@ -17,6 +18,7 @@ mod listing;
 mod origin;
 mod outcomes;
 mod render;
+mod sandbox;
 mod skins;
 mod storms;
 mod tls;

@@ -24,7 +24,7 @@ use crate::request::epoch_secs;
 const CLAIM_BATCH: i64 = 50;
 const CONCURRENT_SENDS: usize = 16;
 /// Claims per sweep, so a sweep's work is bounded however slow the receivers are.
-const MAX_CLAIMS_PER_SWEEP: usize = 4;
+const MAX_CLAIMS_PER_SWEEP: usize = 10;
 
 /// The submission's `callback_url`, if it has one: only a keyed client may set one (else the
 /// service would send traffic anywhere for anyone), and only to a URL whose host is public.
@@ -60,7 +60,9 @@ enum Sent {
 }
 
 /// The dispatcher's callback work: sends due callbacks until none are left (at most
-/// `MAX_CLAIMS_PER_SWEEP` claims).
+/// `MAX_CLAIMS_PER_SWEEP` claims). A claim takes one callback per job, so the sweep claims
+/// again while the last claim found any: a job's next callback is due once its previous one
+/// is delivered.
 pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
     let max_attempts = app.config.outbox_max_attempts;
@@ -104,7 +106,7 @@ pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
             retried: retries.len() as u64 + given_up.len() as u64 - failed,
             failed,
         };
-        if (claimed.len() as i64) < CLAIM_BATCH {
+        if claimed.is_empty() {
             break;
         }
     }

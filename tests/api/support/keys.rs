@@ -20,6 +20,8 @@ pub struct TestKey {
     /// The `Authorization` header's value: `Bearer osr_live_…`.
     pub bearer: String,
     pub id: KeyId,
+    /// What the key's callbacks are signed with.
+    pub signing_secret: String,
 }
 
 impl TestKey {
@@ -40,14 +42,26 @@ impl TestApp {
 
     /// A live key with this render limit (`60/minute`) and `max_active`.
     pub async fn create_key(&self, render_limit: &str, max_active: u32) -> TestKey {
+        self.create_key_of(KeyKind::Live, render_limit, max_active)
+            .await
+    }
+
+    /// A key of `kind` with this render limit and `max_active`.
+    pub async fn create_key_of(
+        &self,
+        kind: KeyKind,
+        render_limit: &str,
+        max_active: u32,
+    ) -> TestKey {
         let limits = KeyLimits::new(render_limit.parse().unwrap(), max_active).unwrap();
         let name = KeyName::parse("test").unwrap();
-        let created = create(self.key_store().as_ref(), name, KeyKind::Live, limits)
+        let created = create(self.key_store().as_ref(), name, kind, limits)
             .await
             .unwrap();
         TestKey {
             bearer: format!("Bearer {}", created.key.expose()),
             id: created.record.summary.id,
+            signing_secret: created.record.signing_secret.expose().to_owned(),
         }
     }
 

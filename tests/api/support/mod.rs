@@ -10,8 +10,10 @@
 //! - `queue`: the render queue and the outbox that feeds it;
 //! - `tls`: the TLS-only PostgreSQL of the `DB_SSLMODE` tests, and connections to it.
 //! - `secrets`: secrets in the stand-in's Secrets Manager, created and rotated.
+//! - `callbacks`: a client's callback receiver, and the sweeps that deliver to it.
 
 pub mod app;
+pub mod callbacks;
 pub mod invariants;
 pub mod jobs;
 pub mod keys;

@@ -1,0 +1,351 @@
+//! Callbacks: only keyed clients set one, only to a public https URL (checked at submission and
+//! again at delivery); each status change is POSTed, signed with the key's secret, in order per
+//! job, retried with backoff and then marked failed.
+
+use std::time::Duration;
+
+use osurender_core::domain::key::KeyKind;
+use osurender_core::{App, Clients};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::app::{header, problem, TestApp};
+use crate::support::callbacks::{sweep_callbacks, Receiver, Trap};
+use crate::support::replays::{render_form, unique_replay, valid_form};
+
+fn form_with_callback(url: &str) -> reqwest::multipart::Form {
+    render_form(unique_replay(), "play.osr", &[("callback_url", url)])
+}
+
+async fn accepted_job(response: reqwest::Response) -> String {
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let body: Value = response.json().await.unwrap();
+    body["job_id"].as_str().unwrap().to_owned()
+}
+
+/// The job's callbacks as stored: sequence, status, attempts, last error.
+async fn stored_callbacks(app: &TestApp, job: &str) -> Vec<(i32, String, i32, Option<String>)> {
+    app.db
+        .query(
+            "SELECT sequence, status, attempts, last_error FROM job_callbacks \
+             WHERE job_id = $1::text::uuid ORDER BY sequence",
+            &[&job],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect()
+}
+
+/// Makes every pending callback due now, as if its backoff had passed.
+async fn make_callbacks_due(app: &TestApp) {
+    app.db
+        .batch_execute("UPDATE job_callbacks SET available_at = now() WHERE status = 'pending'")
+        .await
+        .unwrap();
+}
+
+/// Another instance on the server's resources, with private callbacks allowed or not.
+async fn instance(app: &TestApp, allow_private: bool) -> App {
+    let mut config = app.config.clone();
+    config.allow_private_callbacks = allow_private;
+    App::new(config.clone(), &Clients::new(&config).await.unwrap())
+}
+
+#[tokio::test]
+async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/minute", 20).await;
+    let anonymous = problem(
+        app.render(
+            "203.0.113.20",
+            form_with_callback("https://93.184.216.34/hook"),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    )
+    .await;
+    assert!(anonymous.to_string().contains("API key"), "{anonymous}");
+    for refused in [
+        "http://93.184.216.34/hook",
+        "https://127.0.0.1/hook",
+        "https://localhost:8443/hook",
+        "https://10.0.0.8/hook",
+        "https://172.20.1.1/hook",
+        "https://192.168.0.10/hook",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://100.100.100.200/hook",
+        "https://0.0.0.0/hook",
+        "https://224.0.0.1/hook",
+        "https://[::1]/hook",
+        "https://[::ffff:127.0.0.1]/hook",
+        "https://[::ffff:a9fe:a9fe]/hook",
+        "https://[fd00:ec2::254]/hook",
+        "https://[fe80::1]/hook",
+        "https://[ff02::1]/hook",
+        "https://user:pass@93.184.216.34/hook",
+        "not a url",
+    ] {
+        let response = app
+            .render_with("203.0.113.20", &key.bearer, form_with_callback(refused))
+            .await;
+        // Refused before the rate limit counts the request.
+        assert_eq!(header(&response, "x-ratelimit-limit"), None, "{refused}");
+        let body = problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+        assert!(
+            body.to_string().contains("callback_url"),
+            "{refused}: {body}"
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+
+    // A public address is accepted (named literally: no DNS needed), and its first callback
+    // is queued with the job.
+    let job = accepted_job(
+        app.render_with(
+            "203.0.113.20",
+            &key.bearer,
+            form_with_callback("https://93.184.216.34/hook"),
+        )
+        .await,
+    )
+    .await;
+    let stored = stored_callbacks(&app, &job).await;
+    assert_eq!(stored, vec![(1, "pending".to_owned(), 0, None)]);
+}
+
+#[tokio::test]
+async fn each_status_change_is_posted_signed_and_in_order() {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key("60/minute", 20).await;
+    let job = accepted_job(
+        app.render_with(
+            "203.0.113.21",
+            &key.bearer,
+            form_with_callback(&receiver.url("/osu/hook")),
+        )
+        .await,
+    )
+    .await;
+    app.report_ok(&job, json!({ "status": "downloading" }))
+        .await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 10 }))
+        .await;
+    // A progress change within 5 s of the last callback is not sent on its own.
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 20 }))
+        .await;
+    app.report_ok(
+        &job,
+        json!({ "status": "completed", "video_key": "videos/v.mp4" }),
+    )
+    .await;
+    let core = app.instance().await;
+    assert_eq!(sweep_callbacks(&core).await, 4);
+
+    let received = receiver.received();
+    let seen: Vec<(i64, &str)> = received
+        .iter()
+        .map(|r| (r.sequence(), r.status()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, "queued"),
+            (2, "downloading"),
+            (3, "rendering"),
+            (4, "completed")
+        ]
+    );
+    for callback in &received {
+        assert!(callback.signed_with(&key.signing_secret), "{:?}", callback);
+        assert!(!callback.signed_with("whsec_not_the_secret"));
+        assert_eq!(callback.json["job_id"], job.as_str());
+        assert_eq!(callback.json["type"], "job.status");
+    }
+    assert_eq!(received[2].json["progress"], 10.0);
+    assert_eq!(received[3].json["progress"], 100.0);
+    // Each was sent once; nothing is left.
+    assert_eq!(sweep_callbacks(&core).await, 0);
+    assert!(stored_callbacks(&app, &job)
+        .await
+        .iter()
+        .all(|(_, status, attempts, _)| status == "dispatched" && *attempts == 1));
+
+    // A failed job says why.
+    let failing = accepted_job(
+        app.render_with(
+            "203.0.113.21",
+            &key.bearer,
+            form_with_callback(&receiver.url("/osu/hook")),
+        )
+        .await,
+    )
+    .await;
+    app.report_ok(
+        &failing,
+        json!({ "status": "failed", "error": "beatmap not found" }),
+    )
+    .await;
+    sweep_callbacks(&core).await;
+    let last = receiver.received().pop().unwrap();
+    assert_eq!((last.sequence(), last.status()), (2, "failed"));
+    assert_eq!(last.json["error"], "beatmap not found");
+}
+
+#[tokio::test]
+async fn a_failing_receiver_gets_retries_with_backoff_then_the_next_callback_goes_out() {
+    let app = TestApp::spawn(&[
+        ("ALLOW_PRIVATE_CALLBACKS", "true"),
+        ("OUTBOX_MAX_ATTEMPTS", "3"),
+    ])
+    .await;
+    let receiver = Receiver::start(3).await;
+    let key = app.create_key("60/minute", 20).await;
+    let job = accepted_job(
+        app.render_with(
+            "203.0.113.22",
+            &key.bearer,
+            form_with_callback(&receiver.url("/hook")),
+        )
+        .await,
+    )
+    .await;
+    let core = app.instance().await;
+    assert_eq!(sweep_callbacks(&core).await, 0);
+    app.report_ok(&job, json!({ "status": "downloading" }))
+        .await;
+    // The first is backing off (5 s), and the second waits behind it.
+    assert_eq!(sweep_callbacks(&core).await, 0);
+    assert_eq!(receiver.received().len(), 1);
+    let wait: f64 = app
+        .db
+        .query_one(
+            "SELECT extract(epoch FROM available_at - now())::float8 FROM job_callbacks \
+             WHERE job_id = $1::text::uuid AND sequence = 1",
+            &[&job],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!((3.0..=5.5).contains(&wait), "first backoff {wait}");
+    // Two more failures use up the attempts; then the second callback goes out.
+    make_callbacks_due(&app).await;
+    assert_eq!(sweep_callbacks(&core).await, 0);
+    make_callbacks_due(&app).await;
+    assert_eq!(sweep_callbacks(&core).await, 1);
+    let sequences: Vec<i64> = receiver.received().iter().map(|r| r.sequence()).collect();
+    assert_eq!(sequences, [1, 1, 1, 2]);
+    let stored = stored_callbacks(&app, &job).await;
+    assert_eq!(
+        stored,
+        vec![
+            (1, "failed".to_owned(), 3, Some("answered 500".to_owned())),
+            (2, "dispatched".to_owned(), 1, None),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_callback_is_checked_again_at_delivery_and_a_revoked_keys_callbacks_are_dropped() {
+    // Accepted where private callbacks were allowed; delivered where they are not (a host that
+    // now resolves to a private address is the same case: the address is checked as the
+    // connection is made).
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let trap = Trap::start().await;
+    let key = app.create_key("60/minute", 20).await;
+    let mut jobs = Vec::new();
+    for url in [
+        format!("https://localhost:{}/hook", trap.addr.port()),
+        format!("https://127.0.0.1:{}/hook", trap.addr.port()),
+    ] {
+        jobs.push(
+            accepted_job(
+                app.render_with("203.0.113.23", &key.bearer, form_with_callback(&url))
+                    .await,
+            )
+            .await,
+        );
+    }
+    let strict = instance(&app, false).await;
+    assert_eq!(sweep_callbacks(&strict).await, 0);
+    assert_eq!(trap.connections(), 0, "a refused callback connected");
+    for job in &jobs {
+        let stored = stored_callbacks(&app, job).await;
+        let (_, status, attempts, error) = &stored[0];
+        assert_eq!((status.as_str(), *attempts), ("pending", 1));
+        let error = error.as_deref().unwrap_or_default();
+        assert!(error.contains("may not reach"), "{error}");
+    }
+
+    // A revoked key's callbacks are not sent, and not retried.
+    let receiver = Receiver::start(0).await;
+    let job = accepted_job(
+        app.render_with(
+            "203.0.113.23",
+            &key.bearer,
+            form_with_callback(&receiver.url("/hook")),
+        )
+        .await,
+    )
+    .await;
+    app.revoke_key(&key).await;
+    sweep_callbacks(&instance(&app, true).await).await;
+    assert!(receiver.received().is_empty());
+    let stored = stored_callbacks(&app, &job).await;
+    assert_eq!(stored[0].1, "failed");
+    assert!(stored[0]
+        .3
+        .as_deref()
+        .unwrap_or_default()
+        .contains("revoked"));
+}
+
+#[tokio::test]
+async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key_of(KeyKind::Sandbox, "60/minute", 5).await;
+    let job = accepted_job(
+        app.render_with(
+            "203.0.113.24",
+            &key.bearer,
+            form_with_callback(&receiver.url("/sandbox")),
+        )
+        .await,
+    )
+    .await;
+    let core = app.instance().await;
+    // Each goes out once due: the first at once, the rest as the job's age reaches them.
+    sweep_callbacks(&core).await;
+    assert_eq!(receiver.received().len(), 1);
+    tokio::time::sleep(Duration::from_millis(9_300)).await;
+    sweep_callbacks(&core).await;
+    let received = receiver.received();
+    let seen: Vec<(i64, &str)> = received
+        .iter()
+        .map(|r| (r.sequence(), r.status()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, "queued"),
+            (2, "downloading"),
+            (3, "rendering"),
+            (4, "rendering"),
+            (5, "completed")
+        ]
+    );
+    assert!(received.iter().all(|r| r.signed_with(&key.signing_secret)));
+    assert!(received.iter().all(|r| r.json["job_id"] == job.as_str()));
+    assert_eq!(received[3].json["progress"], 50.0);
+    // Plain submissions of a sandbox key have no callbacks.
+    let plain = accepted_job(
+        app.render_with("203.0.113.24", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+    assert!(stored_callbacks(&app, &plain).await.is_empty());
+}

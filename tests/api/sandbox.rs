@@ -1,0 +1,239 @@
+//! Sandbox keys (`osr_test_…`): every check runs and answers as for real, but an admitted job
+//! holds no capacity, never reaches the render queue, and completes on its own in about 10 s.
+
+use std::time::{Duration, Instant};
+
+use osurender_core::domain::key::KeyKind;
+use osurender_core::janitor;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::support::app::{header, problem, TestApp};
+use crate::support::keys::TestKey;
+use crate::support::replays::{render_form, unique_replay, valid_form};
+
+async fn accepted_job(response: reqwest::Response) -> String {
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let body: Value = response.json().await.unwrap();
+    body["job_id"].as_str().unwrap().to_owned()
+}
+
+async fn sandbox_key(app: &TestApp, render_limit: &str, max_active: u32) -> TestKey {
+    let key = app
+        .create_key_of(KeyKind::Sandbox, render_limit, max_active)
+        .await;
+    assert!(key.bearer.starts_with("Bearer osr_test_"), "{}", key.bearer);
+    key
+}
+
+#[tokio::test]
+async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_queued() {
+    let app = TestApp::spawn(&[("MAX_QUEUED", "1"), ("MAX_RENDERING", "1")]).await;
+    let key = sandbox_key(&app, "60/minute", 2).await;
+    // A full real queue: the next anonymous job is refused.
+    let real = accepted_job(app.render("198.51.100.1", valid_form()).await).await;
+    problem(
+        app.render("198.51.100.2", valid_form()).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "queue_full",
+    )
+    .await;
+
+    // The checks answer as for real: a broken replay, a bad option.
+    let broken = render_form(b"not a replay".to_vec(), "play.osr", &[]);
+    problem(
+        app.render_with("198.51.100.3", &key.bearer, broken).await,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_replay",
+    )
+    .await;
+    let bad_option = render_form(unique_replay(), "play.osr", &[("bg_dim", "7")]);
+    problem(
+        app.render_with("198.51.100.3", &key.bearer, bad_option)
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    )
+    .await;
+
+    // Admitted with the real queue full; the same replay again is a duplicate while it runs;
+    // the key's max_active (2) holds.
+    let replay = unique_replay();
+    let first = accepted_job(
+        app.render_with(
+            "198.51.100.3",
+            &key.bearer,
+            render_form(replay.clone(), "play.osr", &[]),
+        )
+        .await,
+    )
+    .await;
+    let duplicate = problem(
+        app.render_with(
+            "198.51.100.3",
+            &key.bearer,
+            render_form(replay, "play.osr", &[]),
+        )
+        .await,
+        StatusCode::CONFLICT,
+        "duplicate_replay",
+    )
+    .await;
+    assert!(duplicate.to_string().contains(&first), "{duplicate}");
+    let second = accepted_job(
+        app.render_with("198.51.100.3", &key.bearer, valid_form())
+            .await,
+    )
+    .await;
+    problem(
+        app.render_with("198.51.100.3", &key.bearer, valid_form())
+            .await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_active_jobs",
+    )
+    .await;
+
+    // Nothing of the sandbox reached the render queue or its outbox; the real job did.
+    app.age_outbox().await;
+    osurender_core::outbox::sweep(&app.instance().await)
+        .await
+        .unwrap();
+    let delivered: Vec<String> = app
+        .drain_queue()
+        .await
+        .iter()
+        .map(|d| d.body["job_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(delivered, vec![real.clone()]);
+    let sandbox_events = app
+        .count(&format!(
+            "SELECT count(*) FROM outbox_events WHERE job_id IN ('{first}', '{second}')"
+        ))
+        .await;
+    assert_eq!(sandbox_events, 0);
+    // The real capacity is as it was: still full for anonymous clients.
+    problem(
+        app.render("198.51.100.4", valid_form()).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "queue_full",
+    )
+    .await;
+    // A sandbox job is the key's, listed as such.
+    let job = app
+        .get_with("198.51.100.9", &key.bearer, &format!("/v1/jobs/{first}"))
+        .await;
+    let job: Value = job.json().await.unwrap();
+    assert_eq!(job["sandbox"], true);
+    assert_eq!(app.job(&real).await["sandbox"], false);
+}
+
+#[tokio::test]
+async fn a_sandbox_job_completes_on_its_own_with_progress_and_sample_artifacts() {
+    let app = TestApp::spawn(&[]).await;
+    let key = sandbox_key(&app, "60/minute", 1).await;
+    let replay = unique_replay();
+    let submitted = Instant::now();
+    let id = accepted_job(
+        app.render_with(
+            "203.0.113.50",
+            &key.bearer,
+            render_form(replay.clone(), "play.osr", &[]),
+        )
+        .await,
+    )
+    .await;
+    let mut seen: Vec<(String, f64)> = Vec::new();
+    let job = loop {
+        let job = app.job(&id).await;
+        let status = job["status"].as_str().unwrap().to_owned();
+        let progress = job["progress"].as_f64().unwrap();
+        if let Some((last, last_progress)) = seen.last() {
+            let order = ["queued", "downloading", "rendering", "completed"];
+            let rank = |s: &str| order.iter().position(|o| *o == s).unwrap();
+            assert!(rank(&status) >= rank(last), "{last} -> {status}");
+            if status == *last {
+                assert!(progress >= *last_progress, "{status}: progress went back");
+            }
+        }
+        if seen.last().map(|(s, p)| (s.as_str(), *p)) != Some((&status, progress)) {
+            seen.push((status.clone(), progress));
+        }
+        if status == "completed" {
+            break job;
+        }
+        assert!(
+            submitted.elapsed() < Duration::from_secs(11),
+            "not completed after 11 s: {seen:?}"
+        );
+        // Meanwhile the job counts toward the key's max_active (1).
+        if status == "rendering" && progress < 50.0 {
+            problem(
+                app.render_with("203.0.113.50", &key.bearer, valid_form())
+                    .await,
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_active_jobs",
+            )
+            .await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let statuses: Vec<&str> = seen.iter().map(|(s, _)| s.as_str()).collect();
+    for status in ["queued", "downloading", "rendering", "completed"] {
+        assert!(statuses.contains(&status), "never {status}: {seen:?}");
+    }
+    assert!(
+        seen.iter()
+            .any(|(s, p)| s == "rendering" && *p > 0.0 && *p < 100.0),
+        "no progress while rendering: {seen:?}"
+    );
+    assert_eq!(job["progress"], 100.0);
+    assert_eq!(job["sandbox"], true);
+    let video = job["artifacts"]["video_url"].as_str().unwrap();
+    assert!(video.contains("sandbox/sample.mp4"), "{video}");
+    let sample = reqwest::get(video).await.unwrap();
+    assert_eq!(sample.status(), StatusCode::OK, "the sample link resolves");
+
+    // The janitor leaves it be, and it no longer holds the key's slot or its replay.
+    janitor::run(&app.instance().await).await.unwrap();
+    assert_eq!(app.job(&id).await["status"], "completed");
+    accepted_job(
+        app.render_with(
+            "203.0.113.50",
+            &key.bearer,
+            render_form(replay, "play.osr", &[]),
+        )
+        .await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_sandbox_key_has_its_own_quota() {
+    let app = TestApp::spawn(&[]).await;
+    let sandbox = sandbox_key(&app, "2/minute", 20).await;
+    let live = app.create_key("3/minute", 20).await;
+    for remaining in [1, 0] {
+        let response = app
+            .render_with("192.0.2.77", &sandbox.bearer, valid_form())
+            .await;
+        assert_eq!(header(&response, "x-ratelimit-limit"), Some(2));
+        assert_eq!(header(&response, "x-ratelimit-remaining"), Some(remaining));
+        accepted_job(response).await;
+    }
+    problem(
+        app.render_with("192.0.2.77", &sandbox.bearer, valid_form())
+            .await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+    )
+    .await;
+    // The live key and the address, from the same place, have theirs untouched.
+    let response = app
+        .render_with("192.0.2.77", &live.bearer, valid_form())
+        .await;
+    assert_eq!(header(&response, "x-ratelimit-remaining"), Some(2));
+    accepted_job(response).await;
+    let response = app.render("192.0.2.77", valid_form()).await;
+    assert_eq!(header(&response, "x-ratelimit-remaining"), Some(4));
+    accepted_job(response).await;
+}
