@@ -147,3 +147,103 @@ async fn send(app: &App, callback: &Callback) -> Sent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::domain::client::ClientKey;
+    use crate::domain::job::JobId;
+    use crate::domain::key::{KeyId, KeyKind, KeyLimits, SigningSecret};
+    use crate::store::memory::Memory;
+
+    fn app() -> (App, Memory) {
+        Memory::app(Config::from_lookup(|_| None).unwrap())
+    }
+
+    fn address() -> ClientKey {
+        ClientKey::new(IpAddr::from([203, 0, 113, 9]), 64)
+    }
+
+    fn callback(id: i64, job: JobId, sequence: i32, secret: Option<&SigningSecret>) -> Callback {
+        Callback {
+            id,
+            job_id: job,
+            sequence,
+            url: "https://bot.example/hook".into(),
+            body: serde_json::json!({ "job_id": job, "sequence": sequence }),
+            attempts: 0,
+            signing_secret: secret.cloned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_keyed_client_with_a_public_url_sets_a_callback() {
+        let (app, _) = app();
+        let anonymous = Caller::anonymous(address());
+        let keyed = Caller::keyed(KeyId::new(), KeyKind::Live, KeyLimits::default(), address());
+        assert_eq!(check_callback(&app, &keyed, None).await, Ok(None));
+        let refused = check_callback(&app, &anonymous, Some("https://bot.example/")).await;
+        assert!(
+            matches!(refused, Err(Rejection::InvalidField(_))),
+            "{refused:?}"
+        );
+        for url in ["http://bot.example/", "https://10.1.1.1/", "https://[::1]/"] {
+            let refused = check_callback(&app, &keyed, Some(url)).await;
+            assert!(matches!(refused, Err(Rejection::InvalidField(_))), "{url}");
+        }
+        let accepted = check_callback(&app, &keyed, Some("https://bot.example/hook")).await;
+        assert_eq!(
+            accepted.unwrap().unwrap().as_str(),
+            "https://bot.example/hook"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sweep_sends_each_jobs_callbacks_in_order_signed_and_retries_or_gives_up() {
+        let (app, memory) = app();
+        let secret = SigningSecret::generate().unwrap();
+        let (a, b, c) = (JobId::new(), JobId::new(), JobId::new());
+        memory.callbacks.push(callback(1, a, 1, Some(&secret)));
+        memory.callbacks.push(callback(2, a, 2, Some(&secret)));
+        memory.callbacks.push(callback(3, b, 1, None));
+        let report = sweep(&app).await.unwrap();
+        assert_eq!((report.dispatched, report.failed), (2, 1));
+        let sent = memory.callbacks.sent();
+        let sequences: Vec<_> = sent
+            .iter()
+            .map(|(_, body, _)| serde_json::from_slice::<serde_json::Value>(body).unwrap())
+            .map(|body| body["sequence"].as_i64().unwrap())
+            .collect();
+        assert_eq!(sequences, [1, 2]);
+        for (_, body, signature) in &sent {
+            let t: u64 = signature[2..signature.find(',').unwrap()].parse().unwrap();
+            let expected = callback::signature(secret.expose().as_bytes(), t, body);
+            assert_eq!(signature, &expected);
+        }
+        let statuses = memory.callbacks.statuses();
+        assert_eq!(
+            statuses,
+            [
+                (1, "Dispatched".into()),
+                (2, "Dispatched".into()),
+                (3, "Failed".into())
+            ]
+        );
+
+        // A receiver that does not answer: retried after its backoff, then delivered.
+        memory.callbacks.push(callback(4, c, 1, Some(&secret)));
+        memory.callbacks.set_down(true);
+        let report = sweep(&app).await.unwrap();
+        assert_eq!(
+            (report.claimed, report.retried, report.dispatched),
+            (1, 1, 0)
+        );
+        memory.callbacks.set_down(false);
+        assert_eq!(sweep(&app).await.unwrap().claimed, 0, "backing off");
+        memory.callbacks.make_due();
+        assert_eq!(sweep(&app).await.unwrap().dispatched, 1);
+    }
+}
