@@ -110,7 +110,7 @@ async fn a_job_walks_to_completed_and_frees_its_clients_slot() {
     let video_key = format!("renders/{first}.mp4");
     app.s3
         .put_object()
-        .bucket(&app.bucket)
+        .bucket(&app.config.artifact_bucket)
         .key(&video_key)
         .body(b"rendered video".to_vec().into())
         .send()

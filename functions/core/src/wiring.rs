@@ -82,10 +82,6 @@ impl App {
             &config.render_queue_name,
         ));
         let postgres = Arc::new(PostgresCheck::new(clients.pool.clone()));
-        // Only a TLS backend that cannot start fails this: the process cannot work without it.
-        let callback_sender =
-            HttpCallbacks::new(config.callback_timeout, config.allow_private_callbacks)
-                .expect("the callback HTTP client builds");
         let secrets = Arc::new(SecretsManagerStore::new(clients.secretsmanager.clone()));
         let origin_secret = config.origin_secret.as_ref().map(|source| {
             RotatingSecret::new(source, secrets.clone(), config.secret_refresh_interval)
@@ -106,7 +102,10 @@ impl App {
             outbox: Arc::new(PgOutboxStore::new(clients.pool.clone())),
             queue,
             callbacks: Arc::new(PgCallbackStore::new(clients.pool.clone())),
-            callback_sender: Arc::new(callback_sender),
+            callback_sender: Arc::new(HttpCallbacks::new(
+                config.callback_timeout,
+                config.allow_private_callbacks,
+            )),
             skins: Arc::new(S3SkinStore::new(
                 clients.s3.clone(),
                 clients.sdk.clone(),

@@ -144,11 +144,15 @@ impl TestApp {
         };
         let aws_endpoint_url = proxies.map(|proxies| format!("http://{}", proxies.aws.addr));
         let bucket = format!("replays-{unique}");
+        // The workers' artifacts (and the sandbox samples) apart, so the replay bucket holds
+        // only what admission stored.
+        let artifact_bucket = format!("artifacts-{unique}");
         let table = format!("rate-limits-{unique}");
         let queue = format!("render-jobs-{unique}");
         let mut vars: HashMap<String, String> = [
             ("DATABASE_URL", server_database_url.as_str()),
             ("REPLAY_BUCKET", bucket.as_str()),
+            ("ARTIFACT_BUCKET", artifact_bucket.as_str()),
             ("RATE_LIMIT_TABLE", table.as_str()),
             ("TRUSTED_PROXY_CIDRS", "127.0.0.0/8, ::1/128"),
             ("DB_POOL_SIZE", "8"),

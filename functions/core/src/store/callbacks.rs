@@ -7,7 +7,7 @@
 //! anywhere.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,25 +20,40 @@ use crate::ports::callbacks::{CallbackSender, SendError};
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub struct HttpCallbacks {
-    client: reqwest::Client,
+    timeout: Duration,
     allow_private: bool,
+    /// Built on the first send: loading the system's roots would lengthen the cold start of
+    /// every function, and only the dispatcher sends.
+    client: OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl HttpCallbacks {
     /// `timeout`: a whole send, connection included. `allow_private`:
     /// `ALLOW_PRIVATE_CALLBACKS` (development only).
-    pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(CheckedResolver { allow_private }))
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .user_agent(concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")))
-            .build()?;
-        Ok(Self {
-            client,
+    pub fn new(timeout: Duration, allow_private: bool) -> Self {
+        Self {
+            timeout,
             allow_private,
-        })
+            client: OnceLock::new(),
+        }
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, SendError> {
+        let built = self.client.get_or_init(|| {
+            reqwest::Client::builder()
+                .dns_resolver(Arc::new(CheckedResolver {
+                    allow_private: self.allow_private,
+                }))
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(self.timeout)
+                .connect_timeout(self.timeout)
+                .user_agent(concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|error| format!("the HTTP client does not start: {error}"))
+        });
+        built
+            .as_ref()
+            .map_err(|error| SendError::Failed(error.clone()))
     }
 
     fn check_literal(&self, url: &CallbackUrl) -> Result<(), SendError> {
@@ -73,7 +88,7 @@ impl CallbackSender for HttpCallbacks {
     ) -> Result<(), SendError> {
         self.check_literal(url)?;
         let response = self
-            .client
+            .client()?
             .post(url.url().clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(SIGNATURE_HEADER, signature)
@@ -155,7 +170,7 @@ mod tests {
     #[tokio::test]
     async fn a_host_that_resolves_to_a_private_address_is_refused_unless_allowed() {
         let localhost = CallbackUrl::parse("https://localhost/cb", false).unwrap();
-        let strict = HttpCallbacks::new(Duration::from_secs(1), false).unwrap();
+        let strict = HttpCallbacks::new(Duration::from_secs(1), false);
         assert!(matches!(
             strict.check(&localhost).await,
             Err(SendError::Refused { .. })
@@ -169,7 +184,7 @@ mod tests {
             Err(SendError::Refused { .. })
         ));
 
-        let lax = HttpCallbacks::new(Duration::from_secs(1), true).unwrap();
+        let lax = HttpCallbacks::new(Duration::from_secs(1), true);
         assert_eq!(lax.check(&localhost).await, Ok(()));
         let nowhere = CallbackUrl::parse("https://nowhere.invalid/cb", false).unwrap();
         assert!(matches!(
