@@ -8,7 +8,9 @@
 //! marked failed and the job's next callback goes out. Delivery is at least once: a receiver
 //! dedupes by `job_id` and `sequence`.
 
-use futures_util::stream::{self, StreamExt};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
 
 use crate::app::App;
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
@@ -20,11 +22,13 @@ use crate::ports::StoreError;
 use crate::problem::Rejection;
 use crate::request::epoch_secs;
 
-/// Callbacks one claim takes, and how many of them are sent at once.
+/// Callbacks one claim takes, all sent at once: a claim takes at most `CALLBACK_TIMEOUT_MS`
+/// however slow its receivers are, and one slow receiver holds up only its own job's.
 const CLAIM_BATCH: i64 = 50;
-const CONCURRENT_SENDS: usize = 16;
-/// Claims per sweep, so a sweep's work is bounded however slow the receivers are.
+/// Claims per sweep, and the time after which a sweep starts no claim whose sends could
+/// outlast it: the dispatcher's whole run (its render events beside) stays within its 50 s.
 const MAX_CLAIMS_PER_SWEEP: usize = 10;
+const SWEEP_BUDGET: Duration = Duration::from_secs(30);
 
 /// The submission's `callback_url`, if it has one: only a keyed client may set one (else the
 /// service would send traffic anywhere for anyone), and only to a URL whose host is public.
@@ -60,27 +64,22 @@ enum Sent {
 }
 
 /// The dispatcher's callback work: sends due callbacks until none are left (at most
-/// `MAX_CLAIMS_PER_SWEEP` claims). A claim takes one callback per job, so the sweep claims
-/// again while the last claim found any: a job's next callback is due once its previous one
-/// is delivered.
+/// `MAX_CLAIMS_PER_SWEEP` claims, none begun past `SWEEP_BUDGET`). A claim takes one callback
+/// per job, so the sweep claims again while the last claim found any: a job's next callback
+/// is due once its previous one is delivered.
 pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
     let max_attempts = app.config.outbox_max_attempts;
+    let started = Instant::now();
     for _ in 0..MAX_CLAIMS_PER_SWEEP {
+        if started.elapsed() + app.config.callback_timeout > SWEEP_BUDGET {
+            break;
+        }
         let claimed = app
             .callbacks
             .claim(CLAIM_BATCH, app.config.callback_lease(), max_attempts)
             .await?;
-        // Owned, so the futures borrow nothing but `app` (a `&Callback` argument would make
-        // the stream's future not `Send` for every lifetime).
-        let sends = claimed
-            .iter()
-            .cloned()
-            .map(|callback| async move { send(app, &callback).await });
-        let outcomes: Vec<Sent> = stream::iter(sends)
-            .buffer_unordered(CONCURRENT_SENDS)
-            .collect()
-            .await;
+        let outcomes = join_all(claimed.iter().map(|callback| send(app, callback))).await;
         let (mut delivered, mut retries, mut given_up) = (Vec::new(), Vec::new(), Vec::new());
         for outcome in outcomes {
             match outcome {

@@ -183,6 +183,15 @@ impl Config {
                     .into(),
             });
         }
+        let callback_timeout = Duration::from_millis(env.parse("CALLBACK_TIMEOUT_MS", 5_000)?);
+        if callback_timeout.is_zero() || callback_timeout > MAX_CALLBACK_TIMEOUT {
+            return Err(ConfigError {
+                name: "CALLBACK_TIMEOUT_MS",
+                reason: "must be 1 to 20000: a dispatcher run sends several rounds of callbacks \
+                         within its 50 s"
+                    .into(),
+            });
+        }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
         let db_sslmode = env.parse("DB_SSLMODE", DbSslMode::Disable)?;
         let db_sslrootcert = lookup("DB_SSLROOTCERT")
@@ -246,7 +255,7 @@ impl Config {
                 .parse::<Seconds>("RENDER_STALL_TIMEOUT", Seconds(900))?
                 .into(),
             outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
-            callback_timeout: Duration::from_millis(env.parse("CALLBACK_TIMEOUT_MS", 5_000)?),
+            callback_timeout,
             allow_private_callbacks: env.parse::<Flag>("ALLOW_PRIVATE_CALLBACKS", Flag(false))?.0,
             artifact_bucket: lookup("ARTIFACT_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             artifact_url_ttl: env
@@ -333,6 +342,8 @@ pub const MAX_KEY_CACHE_TTL: Duration = Duration::from_secs(60);
 
 /// Shortest outbox lease: ample for one concurrent round of SQS calls and the marking statement.
 pub const MIN_LEASE: Duration = Duration::from_secs(30);
+/// The longest `CALLBACK_TIMEOUT_MS`.
+pub const MAX_CALLBACK_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// At most this part of a request's deadline is kept for settling a write whose answer was
 /// lost (a third: the write itself still gets the rest).
