@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::keys::lookup::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
-use crate::ports::callbacks::{CallbackSender, CallbackStore};
+use crate::ports::callbacks::{CallbackAddresses, CallbackStore};
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::jobs::JobStore;
@@ -27,9 +27,10 @@ pub struct App {
     pub replays: Arc<dyn ReplayStore>,
     pub outbox: Arc<dyn OutboxStore>,
     pub queue: Arc<dyn EventPublisher>,
-    /// Jobs' queued callbacks, and what checks their URLs and sends them.
+    /// Jobs' queued callbacks, and what checks their URLs' addresses. (Sending them is the
+    /// dispatcher's alone: `callbacks::sweep` is handed the sender.)
     pub callbacks: Arc<dyn CallbackStore>,
-    pub callback_sender: Arc<dyn CallbackSender>,
+    pub callback_addresses: Arc<dyn CallbackAddresses>,
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
     pub idempotency: Arc<dyn IdempotencyStore>,

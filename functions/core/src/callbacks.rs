@@ -16,7 +16,7 @@ use crate::app::App;
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::outbox::{backoff, SweepReport};
-use crate::ports::callbacks::Callback;
+use crate::ports::callbacks::{Callback, CallbackSender};
 use crate::ports::outbox::Retry;
 use crate::ports::StoreError;
 use crate::problem::Rejection;
@@ -48,7 +48,7 @@ pub async fn check_callback(
     }
     let url = CallbackUrl::parse(text, app.config.allow_private_callbacks)
         .map_err(|reason| invalid(&reason))?;
-    app.callback_sender
+    app.callback_addresses
         .check(&url)
         .await
         .map_err(|error| invalid(&error))?;
@@ -67,7 +67,7 @@ enum Sent {
 /// `MAX_CLAIMS_PER_SWEEP` claims, none begun past `SWEEP_BUDGET`). A claim takes one callback
 /// per job, so the sweep claims again while the last claim found any: a job's next callback
 /// is due once its previous one is delivered.
-pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
+pub async fn sweep(app: &App, sender: &dyn CallbackSender) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
     let max_attempts = app.config.outbox_max_attempts;
     let started = Instant::now();
@@ -79,7 +79,7 @@ pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
             .callbacks
             .claim(CLAIM_BATCH, app.config.callback_lease(), max_attempts)
             .await?;
-        let outcomes = join_all(claimed.iter().map(|callback| send(app, callback))).await;
+        let outcomes = join_all(claimed.iter().map(|callback| send(app, sender, callback))).await;
         let (mut delivered, mut retries, mut given_up) = (Vec::new(), Vec::new(), Vec::new());
         for outcome in outcomes {
             match outcome {
@@ -114,7 +114,7 @@ pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
 
 /// Signs and sends one callback. The URL is parsed again under today's settings, and the
 /// sender checks its addresses again as it connects.
-async fn send(app: &App, callback: &Callback) -> Sent {
+async fn send(app: &App, sender: &dyn CallbackSender, callback: &Callback) -> Sent {
     let retry = |error: String| Retry {
         id: callback.id,
         delay: backoff(callback.attempts),
@@ -129,7 +129,7 @@ async fn send(app: &App, callback: &Callback) -> Sent {
     };
     let body = serde_json::to_vec(&callback.body).expect("JSON values serialize");
     let signature = callback::signature(secret.expose().as_bytes(), epoch_secs(), &body);
-    match app.callback_sender.send(&url, body, &signature).await {
+    match sender.send(&url, body, &signature).await {
         Ok(()) => Sent::Delivered(callback.id),
         Err(error) => {
             tracing::warn!(
@@ -208,7 +208,7 @@ mod tests {
         memory.callbacks.push(callback(1, a, 1, Some(&secret)));
         memory.callbacks.push(callback(2, a, 2, Some(&secret)));
         memory.callbacks.push(callback(3, b, 1, None));
-        let report = sweep(&app).await.unwrap();
+        let report = sweep(&app, &*memory.callbacks).await.unwrap();
         assert_eq!((report.dispatched, report.failed), (2, 1));
         let sent = memory.callbacks.sent();
         let sequences: Vec<_> = sent
@@ -235,14 +235,18 @@ mod tests {
         // A receiver that does not answer: retried after its backoff, then delivered.
         memory.callbacks.push(callback(4, c, 1, Some(&secret)));
         memory.callbacks.set_down(true);
-        let report = sweep(&app).await.unwrap();
+        let report = sweep(&app, &*memory.callbacks).await.unwrap();
         assert_eq!(
             (report.claimed, report.retried, report.dispatched),
             (1, 1, 0)
         );
         memory.callbacks.set_down(false);
-        assert_eq!(sweep(&app).await.unwrap().claimed, 0, "backing off");
+        assert_eq!(
+            sweep(&app, &*memory.callbacks).await.unwrap().claimed,
+            0,
+            "backing off"
+        );
         memory.callbacks.make_due();
-        assert_eq!(sweep(&app).await.unwrap().dispatched, 1);
+        assert_eq!(sweep(&app, &*memory.callbacks).await.unwrap().dispatched, 1);
     }
 }

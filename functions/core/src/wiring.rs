@@ -7,10 +7,11 @@ use crate::app::App;
 use crate::aws;
 use crate::config::Config;
 use crate::keys::KeyLookup;
+use crate::ports::callbacks::CallbackSender;
 use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::ports::StoreError;
 use crate::secrets::RotatingSecret;
-use crate::store::callbacks::HttpCallbacks;
+use crate::store::callbacks::{CheckedAddresses, HttpCallbacks};
 use crate::store::dynamo::DynamoRateLimiter;
 use crate::store::postgres::callbacks::PgCallbackStore;
 use crate::store::postgres::idempotency::PgIdempotencyStore;
@@ -102,10 +103,9 @@ impl App {
             outbox: Arc::new(PgOutboxStore::new(clients.pool.clone())),
             queue,
             callbacks: Arc::new(PgCallbackStore::new(clients.pool.clone())),
-            callback_sender: Arc::new(HttpCallbacks::new(
-                config.callback_timeout,
-                config.allow_private_callbacks,
-            )),
+            callback_addresses: Arc::new(CheckedAddresses {
+                allow_private: config.allow_private_callbacks,
+            }),
             skins: Arc::new(S3SkinStore::new(
                 clients.s3.clone(),
                 clients.sdk.clone(),
@@ -121,6 +121,15 @@ impl App {
             origin_secret,
             config: Arc::new(config),
         }
+    }
+
+    /// What sends callbacks, for the dispatcher (`callbacks::sweep`): built only where it is
+    /// used, so the other functions link no HTTP client.
+    pub fn callback_sender(&self) -> Arc<dyn CallbackSender> {
+        Arc::new(HttpCallbacks::new(
+            self.config.callback_timeout,
+            self.config.allow_private_callbacks,
+        ))
     }
 
     /// Reads the origin secret when it is kept in Secrets Manager: once per instance, before

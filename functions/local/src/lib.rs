@@ -117,9 +117,13 @@ fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
 
 /// The scheduled functions of a deployment, on the dev server's timers.
 fn run_scheduled(app: &App) {
-    every(app.config.outbox_sweep_interval, app, |app| async move {
-        log_sweep("outbox", outbox::sweep(&app).await);
-        log_sweep("callback", callbacks::sweep(&app).await);
+    let sender = app.callback_sender();
+    every(app.config.outbox_sweep_interval, app, move |app| {
+        let sender = sender.clone();
+        async move {
+            log_sweep("outbox", outbox::sweep(&app).await);
+            log_sweep("callback", callbacks::sweep(&app, &*sender).await);
+        }
     });
     every(app.config.janitor_interval, app, |app| async move {
         if let Err(error) = janitor::run(&app).await {

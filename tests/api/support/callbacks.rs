@@ -143,9 +143,10 @@ impl Trap {
 
 /// Callback sweeps until one claims nothing; how many were sent successfully.
 pub async fn sweep_callbacks(app: &App) -> u64 {
+    let sender = app.callback_sender();
     let mut dispatched = 0;
     loop {
-        let report = callbacks::sweep(app).await.unwrap();
+        let report = callbacks::sweep(app, &*sender).await.unwrap();
         dispatched += report.dispatched;
         if report.claimed == 0 {
             return dispatched;

@@ -11,8 +11,9 @@ use url::{Host, Url};
 pub const CALLBACK_FIELD: &str = "callback_url";
 /// The header a callback's signature travels in.
 pub const SIGNATURE_HEADER: &str = "x-osurender-signature";
-/// Longer URLs are refused: the field is echoed nowhere, but stored with every job.
-pub const MAX_URL_BYTES: usize = 2048;
+/// Longer URLs are refused: one is stored with the job and each of its callbacks. (A form's
+/// text fields are at most this long anyway: form.rs.)
+pub const MAX_URL_BYTES: usize = 1024;
 
 /// A callback URL as submitted: absolute `https` (or `http` where private callbacks are
 /// allowed), with a host, without credentials or a fragment. Whether its host is public is

@@ -2,6 +2,7 @@
 //! event: EventBridge's, or `{}` by hand) and the S3 event that ingests presigned skin uploads.
 
 use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 
 use aws_lambda_events::event::s3::S3Event;
 use percent_encoding::percent_decode_str;
@@ -13,6 +14,7 @@ use crate::callbacks;
 use crate::domain::client::ClientKey;
 use crate::janitor::{self, JanitorReport};
 use crate::outbox::{self, SweepReport};
+use crate::ports::callbacks::CallbackSender;
 use crate::skins;
 use crate::skins::ingest::{IngestError, IngestOutcome};
 use crate::{metrics, App};
@@ -30,7 +32,10 @@ pub struct DispatchReport {
 /// prints the render capacity in use (the dashboard's gauge); a failed read of it is only
 /// logged.
 pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, Error> {
-    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app));
+    // One per instance: its connections are reused by the next invocations.
+    static SENDER: OnceLock<Arc<dyn CallbackSender>> = OnceLock::new();
+    let sender = SENDER.get_or_init(|| app.callback_sender());
+    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, &**sender));
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,

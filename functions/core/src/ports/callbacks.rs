@@ -1,5 +1,5 @@
-//! The callback ports: the queued callbacks of jobs (store/postgres/callbacks.rs) and the
-//! sender that checks and reaches their URLs (store/callbacks.rs).
+//! The callback ports: the queued callbacks of jobs (store/postgres/callbacks.rs), the check of
+//! their URLs' addresses and the sender that reaches them (store/callbacks.rs).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -63,13 +63,20 @@ pub enum SendError {
     Failed(String),
 }
 
+/// Whether a callback URL may be used: checked at submission, by every function that admits.
 #[async_trait]
-pub trait CallbackSender: Send + Sync {
+pub trait CallbackAddresses: Send + Sync {
     /// Whether `url`'s host is, or resolves only to, addresses callbacks may reach.
     async fn check(&self, url: &CallbackUrl) -> Result<(), SendError>;
+}
 
+/// What sends callbacks: only the dispatcher has one (wiring.rs `callback_sender`), so no
+/// other function carries an HTTP client it never uses.
+#[async_trait]
+pub trait CallbackSender: Send + Sync {
     /// POSTs `body` (JSON) with its signature header to `url`, connecting only to addresses
-    /// `check` would allow (resolved for this send: no rebinding) and following no redirect.
+    /// `CallbackAddresses::check` would allow (resolved for this send: no rebinding) and
+    /// following no redirect.
     async fn send(
         &self,
         url: &CallbackUrl,

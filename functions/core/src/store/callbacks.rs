@@ -6,7 +6,7 @@
 //! the request, as no lookup is made for it. Redirects are not followed: one could lead
 //! anywhere.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -14,11 +14,40 @@ use async_trait::async_trait;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::domain::callback::{is_public, CallbackUrl, SIGNATURE_HEADER};
-use crate::ports::callbacks::{CallbackSender, SendError};
+use crate::ports::callbacks::{CallbackAddresses, CallbackSender, SendError};
 
 /// How long a lookup may take before the host counts as unresolved.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The submission-time check: the system's resolver, and `is_public` on every address.
+pub struct CheckedAddresses {
+    pub allow_private: bool,
+}
+
+#[async_trait]
+impl CallbackAddresses for CheckedAddresses {
+    async fn check(&self, url: &CallbackUrl) -> Result<(), SendError> {
+        if let Some(address) = url.literal_address() {
+            return check_literal(url, address, self.allow_private);
+        }
+        resolve_checked(&url.host_and_port().0, self.allow_private)
+            .await
+            .map(drop)
+    }
+}
+
+fn check_literal(url: &CallbackUrl, address: IpAddr, allow_private: bool) -> Result<(), SendError> {
+    if allow_private || is_public(address) {
+        Ok(())
+    } else {
+        Err(SendError::Refused {
+            host: url.host_and_port().0,
+            address,
+        })
+    }
+}
+
+/// The dispatcher's sender.
 pub struct HttpCallbacks {
     timeout: Duration,
     allow_private: bool,
@@ -55,38 +84,19 @@ impl HttpCallbacks {
             .as_ref()
             .map_err(|error| SendError::Failed(error.clone()))
     }
-
-    fn check_literal(&self, url: &CallbackUrl) -> Result<(), SendError> {
-        match url.literal_address() {
-            Some(address) if !self.allow_private && !is_public(address) => {
-                Err(SendError::Refused {
-                    host: url.host_and_port().0,
-                    address,
-                })
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 #[async_trait]
 impl CallbackSender for HttpCallbacks {
-    async fn check(&self, url: &CallbackUrl) -> Result<(), SendError> {
-        if url.literal_address().is_some() {
-            return self.check_literal(url);
-        }
-        resolve_checked(&url.host_and_port().0, self.allow_private)
-            .await
-            .map(drop)
-    }
-
     async fn send(
         &self,
         url: &CallbackUrl,
         body: Vec<u8>,
         signature: &str,
     ) -> Result<(), SendError> {
-        self.check_literal(url)?;
+        if let Some(address) = url.literal_address() {
+            check_literal(url, address, self.allow_private)?;
+        }
         let response = self
             .client()?
             .post(url.url().clone())
@@ -171,8 +181,11 @@ mod tests {
     async fn a_host_that_resolves_to_a_private_address_is_refused_unless_allowed() {
         let localhost = CallbackUrl::parse("https://localhost/cb", false).unwrap();
         let strict = HttpCallbacks::new(Duration::from_secs(1), false);
+        let strict_check = CheckedAddresses {
+            allow_private: false,
+        };
         assert!(matches!(
-            strict.check(&localhost).await,
+            strict_check.check(&localhost).await,
             Err(SendError::Refused { .. })
         ));
         // The send is refused by the resolver itself, before any connection.
@@ -184,7 +197,9 @@ mod tests {
             Err(SendError::Refused { .. })
         ));
 
-        let lax = HttpCallbacks::new(Duration::from_secs(1), true);
+        let lax = CheckedAddresses {
+            allow_private: true,
+        };
         assert_eq!(lax.check(&localhost).await, Ok(()));
         let nowhere = CallbackUrl::parse("https://nowhere.invalid/cb", false).unwrap();
         assert!(matches!(

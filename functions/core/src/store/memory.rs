@@ -86,7 +86,7 @@ impl Memory {
             outbox: memory.database.clone(),
             queue: memory.queue.clone(),
             callbacks: memory.callbacks.clone(),
-            callback_sender: memory.callbacks.clone(),
+            callback_addresses: memory.callbacks.clone(),
             skins: memory.objects.clone(),
             skin_names: memory.database.clone(),
             idempotency: memory.database.clone(),
@@ -1410,7 +1410,9 @@ impl SecretStore for MemorySecrets {
 }
 
 use crate::domain::callback::{is_public, CallbackUrl};
-use crate::ports::callbacks::{Callback, CallbackSender, CallbackStore, SendError};
+use crate::ports::callbacks::{
+    Callback, CallbackAddresses, CallbackSender, CallbackStore, SendError,
+};
 
 /// Jobs' callbacks and their sender. The memory database queues none itself (V10's trigger is
 /// Postgres'): a test pushes them, and reads what the sender was asked to send. The sender
@@ -1530,7 +1532,7 @@ impl CallbackStore for MemoryCallbacks {
 }
 
 #[async_trait]
-impl CallbackSender for MemoryCallbacks {
+impl CallbackAddresses for MemoryCallbacks {
     async fn check(&self, url: &CallbackUrl) -> Result<(), SendError> {
         match url.literal_address() {
             Some(address) if !is_public(address) => Err(SendError::Refused {
@@ -1540,7 +1542,10 @@ impl CallbackSender for MemoryCallbacks {
             _ => Ok(()),
         }
     }
+}
 
+#[async_trait]
+impl CallbackSender for MemoryCallbacks {
     async fn send(
         &self,
         url: &CallbackUrl,
