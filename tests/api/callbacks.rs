@@ -349,3 +349,74 @@ async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
     .await;
     assert!(stored_callbacks(&app, &plain).await.is_empty());
 }
+
+#[tokio::test]
+async fn the_janitors_changes_are_called_back_too() {
+    let app = TestApp::spawn(&[
+        ("ALLOW_PRIVATE_CALLBACKS", "true"),
+        ("QUEUED_TTL", "1h"),
+        ("RENDER_STALL_TIMEOUT", "1h"),
+    ])
+    .await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key("60/minute", 20).await;
+    let submit = || async {
+        accepted_job(
+            app.render_with(
+                "203.0.113.25",
+                &key.bearer,
+                form_with_callback(&receiver.url("/janitor")),
+            )
+            .await,
+        )
+        .await
+    };
+    let (waiting, stalled) = (submit().await, submit().await);
+    app.report_ok(&stalled, json!({ "status": "rendering", "progress": 40 }))
+        .await;
+    app.db
+        .execute(
+            "UPDATE jobs SET created_at = now() - interval '2 hours' WHERE id = $1::text::uuid",
+            &[&waiting],
+        )
+        .await
+        .unwrap();
+    app.db
+        .execute(
+            "UPDATE jobs SET deadline_at = now() - interval '1 second' WHERE id = $1::text::uuid",
+            &[&stalled],
+        )
+        .await
+        .unwrap();
+    let core = app.instance().await;
+    let report = osurender_core::janitor::run(&core).await.unwrap();
+    assert_eq!((report.expired, report.timed_out), (1, 1));
+    sweep_callbacks(&core).await;
+    let callbacks_of = |job: &str| {
+        receiver
+            .received()
+            .into_iter()
+            .filter(|r| r.json["job_id"] == job)
+            .map(|r| (r.sequence(), r.status().to_owned(), r.json["error"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        callbacks_of(&waiting),
+        [
+            (1, "queued".to_owned(), Value::Null),
+            (
+                2,
+                "expired".to_owned(),
+                json!("no renderer took the job in time")
+            ),
+        ]
+    );
+    assert_eq!(
+        callbacks_of(&stalled),
+        [
+            (1, "queued".to_owned(), Value::Null),
+            (2, "rendering".to_owned(), Value::Null),
+            (3, "failed".to_owned(), json!("timed out")),
+        ]
+    );
+}

@@ -85,13 +85,12 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
             .await,
     )
     .await;
-    problem(
-        app.render_with("198.51.100.3", &key.bearer, valid_form())
-            .await,
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_active_jobs",
-    )
-    .await;
+    let full = app
+        .render_with("198.51.100.3", &key.bearer, valid_form())
+        .await;
+    // A sandbox job's slot frees within its 9 s.
+    assert_eq!(header(&full, "retry-after"), Some(9));
+    problem(full, StatusCode::TOO_MANY_REQUESTS, "too_many_active_jobs").await;
 
     // Nothing of the sandbox reached the render queue or its outbox; the real job did.
     app.age_outbox().await;

@@ -26,9 +26,9 @@ use crate::callbacks::check_callback;
 use crate::deadline;
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
-use crate::domain::client::ClientKey;
 use crate::domain::job::JobId;
 use crate::domain::render::{FieldError, RenderOptions};
+use crate::domain::sandbox;
 use crate::estimate::Defaults;
 use crate::form::{FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin};
@@ -294,7 +294,7 @@ async fn enqueue(
     let client = &caller.client;
     let limits = capacity_limits(app, caller);
     if let Err(no_room) = occupancy.check(&limits) {
-        return Err(no_room_rejection(app, client, no_room, &limits).await);
+        return Err(no_room_rejection(app, caller, no_room, &limits).await);
     }
     let id = JobId::new();
     let job = NewJob {
@@ -317,7 +317,7 @@ async fn enqueue(
             return Ok(job.id);
         }
         Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
-        Err(NotAdmitted::NoRoom(no_room)) => no_room_rejection(app, client, no_room, &limits).await,
+        Err(NotAdmitted::NoRoom(no_room)) => no_room_rejection(app, caller, no_room, &limits).await,
         Err(NotAdmitted::ClaimLost) => Rejection::IdempotencyInProgress,
         Err(NotAdmitted::Failed) => Rejection::DatabaseUnavailable,
     };
@@ -341,13 +341,20 @@ fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
 /// to the configured render duration rather than failing the answer.
 async fn no_room_rejection(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     no_room: NoRoom,
     limits: &CapacityLimits,
 ) -> Rejection {
+    if let (NoRoom::TooManyActiveJobs, true) = (no_room, caller.is_sandbox()) {
+        // A sandbox job is active for a fixed time: a slot frees within it.
+        return Rejection::TooManyActiveJobs {
+            limit: limits.max_active_per_client,
+            retry_after: sandbox::ACTIVE_FOR.as_secs(),
+        };
+    }
     let load = match no_room {
         NoRoom::Duplicate(_) => Load::default(),
-        _ => app.jobs.load(client).await.unwrap_or_else(|error| {
+        _ => app.jobs.load(&caller.client).await.unwrap_or_else(|error| {
             tracing::warn!(%error, "could not read the load for a Retry-After estimate");
             Load::default()
         }),

@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::*;
 use crate::config::Config;
+use crate::domain::client::ClientKey;
 use crate::domain::JobStatus;
 use crate::store::memory::{AdmitFault, Memory};
 
