@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use osurender_core::callbacks::CLAIM_PER_KEY;
 use osurender_core::domain::key::KeyKind;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
@@ -142,8 +143,10 @@ async fn each_status_change_is_posted_signed_and_in_order() {
         json!({ "status": "completed", "video_key": "videos/v.mp4" }),
     )
     .await;
-    let core = app.instance().await;
-    assert_eq!(sweep_callbacks(&core).await, 4);
+    // Two dispatchers at once: each callback is sent once, and still in order.
+    let (core, other) = (app.instance().await, app.instance().await);
+    let (a, b) = tokio::join!(sweep_callbacks(&core), sweep_callbacks(&other));
+    assert_eq!(a + b, 4);
 
     let received = receiver.received();
     let seen: Vec<(i64, &str)> = received
@@ -419,4 +422,42 @@ async fn the_janitors_changes_are_called_back_too() {
             (3, "failed".to_owned(), json!("timed out")),
         ]
     );
+}
+
+#[tokio::test]
+async fn one_key_takes_at_most_its_share_of_a_claim() {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let busy = app.create_key("1000/minute", 100).await;
+    let other = app.create_key("60/minute", 20).await;
+    let trap = Trap::start().await;
+    let url = format!("http://{}/slow", trap.addr);
+    for _ in 0..30 {
+        accepted_job(
+            app.render_with("203.0.113.26", &busy.bearer, form_with_callback(&url))
+                .await,
+        )
+        .await;
+    }
+    let late = accepted_job(
+        app.render_with("203.0.113.27", &other.bearer, form_with_callback(&url))
+            .await,
+    )
+    .await;
+    // The other key's callback is the youngest of 31 due: a claim of 50 oldest-first would
+    // hold it anyway, so the claim is asked for 11.
+    let claimed = app
+        .instance()
+        .await
+        .callbacks
+        .claim(11, CLAIM_PER_KEY, Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    let jobs: Vec<String> = claimed.iter().map(|c| c.job_id.to_string()).collect();
+    assert_eq!(jobs.len(), 11);
+    assert!(
+        jobs.contains(&late),
+        "the other key's callback waited: {jobs:?}"
+    );
+    let busy_share = jobs.iter().filter(|job| **job != late).count();
+    assert_eq!(busy_share as i64, CLAIM_PER_KEY);
 }

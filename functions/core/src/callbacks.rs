@@ -25,6 +25,9 @@ use crate::request::epoch_secs;
 /// Callbacks one claim takes, all sent at once: a claim takes at most `CALLBACK_TIMEOUT_MS`
 /// however slow its receivers are, and one slow receiver holds up only its own job's.
 const CLAIM_BATCH: i64 = 50;
+/// One key's share of a claim: a key whose receivers are all slow (or hostile) holds up its own
+/// callbacks, and at most this many of a claim's sends, not everyone's.
+pub const CLAIM_PER_KEY: i64 = 10;
 /// Claims per sweep, and the time after which a sweep starts no claim whose sends could
 /// outlast it: the dispatcher's whole run (its render events beside) stays within its 50 s.
 const MAX_CLAIMS_PER_SWEEP: usize = 10;
@@ -77,7 +80,12 @@ pub async fn sweep(app: &App, sender: &dyn CallbackSender) -> Result<SweepReport
         }
         let claimed = app
             .callbacks
-            .claim(CLAIM_BATCH, app.config.callback_lease(), max_attempts)
+            .claim(
+                CLAIM_BATCH,
+                CLAIM_PER_KEY,
+                app.config.callback_lease(),
+                max_attempts,
+            )
             .await?;
         let outcomes = join_all(claimed.iter().map(|callback| send(app, sender, callback))).await;
         let (mut delivered, mut retries, mut given_up) = (Vec::new(), Vec::new(), Vec::new());

@@ -29,11 +29,13 @@ pub struct Callback {
 #[async_trait]
 pub trait CallbackStore: Send + Sync {
     /// Takes up to `limit` due pending callbacks that have attempts left and are the earliest
-    /// pending one of their job (so a job's callbacks go out in order), leasing each for
-    /// `lease` and counting the attempt; committed before it returns.
+    /// pending one of their job (so a job's callbacks go out in order), at most `per_client`
+    /// of one client's jobs, oldest first; leases each for `lease` and counts the attempt;
+    /// committed before it returns.
     async fn claim(
         &self,
         limit: i64,
+        per_client: i64,
         lease: Duration,
         max_attempts: i32,
     ) -> Result<Vec<Callback>, StoreError>;

@@ -1457,12 +1457,15 @@ impl MemoryCallbacks {
 
 #[async_trait]
 impl CallbackStore for MemoryCallbacks {
+    /// Every callback counts as one client's here: `per_client` caps a claim too.
     async fn claim(
         &self,
         limit: i64,
+        per_client: i64,
         lease: Duration,
         max_attempts: i32,
     ) -> Result<Vec<Callback>, StoreError> {
+        let limit = limit.min(per_client);
         let mut queued = lock(&self.queued);
         let now = Utc::now();
         let pending = |job: JobId, before: i32, rows: &[(Callback, EventStatus, DateTime<Utc>)]| {

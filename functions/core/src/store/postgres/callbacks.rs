@@ -29,17 +29,35 @@ const CALLBACKS: LeasedTable = LeasedTable("job_callbacks");
 /// As the outbox's claim, but only the earliest pending callback of each job is due: a later
 /// one waits while an earlier one is being sent or retried, so a job's callbacks arrive in
 /// order. (A second sweeper skips the rows this one locks, and sees a leased one still pending,
-/// so it cannot take the next of the same job either.) The key's signing secret comes along,
-/// none once it is revoked.
+/// so it cannot take the next of the same job either.) At most `$4` of one client (key) are
+/// taken, from the oldest 1000 due (a bound on the claim's work): a key with many slow
+/// receivers cannot fill a claim. The rows are locked in a query of their own, which re-checks that each is still due
+/// (a concurrent claim may have leased it since the first read). The key's signing secret
+/// comes along, none once it is revoked.
 const CLAIM_SQL: &str = "\
-WITH due AS (
-    SELECT c.id FROM job_callbacks c
+WITH heads AS (
+    SELECT c.id, c.available_at, j.client_ip
+      FROM job_callbacks c
+      JOIN jobs j ON j.id = c.job_id
      WHERE c.status = 'pending' AND c.available_at <= now() AND c.attempts < $3
        AND NOT EXISTS (SELECT FROM job_callbacks e
                         WHERE e.job_id = c.job_id AND e.sequence < c.sequence
                           AND e.status = 'pending')
      ORDER BY c.available_at, c.id
+     LIMIT 1000
+), fair AS (
+    SELECT id FROM (
+        SELECT id, available_at,
+               row_number() OVER (PARTITION BY client_ip ORDER BY available_at, id) AS nth
+          FROM heads
+    ) ranked
+     WHERE nth <= $4
+     ORDER BY available_at, id
      LIMIT $1
+), due AS (
+    SELECT c.id FROM job_callbacks c
+     WHERE c.id IN (SELECT id FROM fair)
+       AND c.status = 'pending' AND c.available_at <= now() AND c.attempts < $3
        FOR UPDATE OF c SKIP LOCKED
 )
 UPDATE job_callbacks c
@@ -55,6 +73,7 @@ impl CallbackStore for PgCallbackStore {
     async fn claim(
         &self,
         limit: i64,
+        per_client: i64,
         lease: Duration,
         max_attempts: i32,
     ) -> Result<Vec<Callback>, StoreError> {
@@ -66,6 +85,7 @@ impl CallbackStore for PgCallbackStore {
                     (&limit, Type::INT8),
                     (&millis(lease), Type::INT8),
                     (&max_attempts, Type::INT4),
+                    (&per_client, Type::INT8),
                 ],
             )
             .await?;
