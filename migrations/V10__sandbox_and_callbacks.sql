@@ -84,11 +84,11 @@ CREATE TRIGGER jobs_queue_callback
     WHEN (NEW.callback_url IS NOT NULL AND NOT NEW.sandbox)
     EXECUTE FUNCTION queue_job_callback();
 
--- admit_job as V9 made it, and three more optional keys. A caller that sends none of them (the
+-- admit_job as V9 made it, and more optional keys. A caller that sends none of them (the
 -- code of an earlier release) admits as before.
--- - sandbox: the job is admitted without the global lock and caps, stored final (see above),
---   and gets no render_job_created event; its client's active jobs are its sandbox jobs younger
---   than sandbox_active_ms.
+-- - sandbox: the job is admitted without the global lock and caps, stored final (see above,
+--   with sandbox_video_key and sandbox_thumb_key), and gets no render_job_created event; its
+--   client's active jobs are its sandbox jobs younger than sandbox_active_ms.
 -- - callback_url, callbacks: the job's callbacks to queue now, an array of
 --   {delay_ms, status, progress}: the first status, or a sandbox job's whole schedule.
 CREATE OR REPLACE FUNCTION admit_job(

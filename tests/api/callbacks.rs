@@ -11,18 +11,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp};
-use crate::support::callbacks::{sweep_callbacks, Receiver, Trap};
-use crate::support::replays::{render_form, unique_replay, valid_form};
-
-fn form_with_callback(url: &str) -> reqwest::multipart::Form {
-    render_form(unique_replay(), "play.osr", &[("callback_url", url)])
-}
-
-async fn accepted_job(response: reqwest::Response) -> String {
-    assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let body: Value = response.json().await.unwrap();
-    body["job_id"].as_str().unwrap().to_owned()
-}
+use crate::support::callbacks::{callback_form, sweep_callbacks, Receiver, Trap};
+use crate::support::replays::valid_form;
 
 /// The job's callbacks as stored: sequence, status, attempts, last error.
 async fn stored_callbacks(app: &TestApp, job: &str) -> Vec<(i32, String, i32, Option<String>)> {
@@ -59,11 +49,8 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
     let app = TestApp::spawn(&[]).await;
     let key = app.create_key("60/minute", 20).await;
     let anonymous = problem(
-        app.render(
-            "203.0.113.20",
-            form_with_callback("https://93.184.216.34/hook"),
-        )
-        .await,
+        app.render("203.0.113.20", callback_form("https://93.184.216.34/hook"))
+            .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_field",
     )
@@ -90,7 +77,7 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
         "not a url",
     ] {
         let response = app
-            .render_with("203.0.113.20", &key.bearer, form_with_callback(refused))
+            .render_with("203.0.113.20", &key.bearer, callback_form(refused))
             .await;
         // Refused before the rate limit counts the request.
         assert_eq!(header(&response, "x-ratelimit-limit"), None, "{refused}");
@@ -104,15 +91,9 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
 
     // A public address is accepted (named literally: no DNS needed), and its first callback
     // is queued with the job.
-    let job = accepted_job(
-        app.render_with(
-            "203.0.113.20",
-            &key.bearer,
-            form_with_callback("https://93.184.216.34/hook"),
-        )
-        .await,
-    )
-    .await;
+    let job = app
+        .submit_with_callback("203.0.113.20", &key, "https://93.184.216.34/hook")
+        .await;
     let stored = stored_callbacks(&app, &job).await;
     assert_eq!(stored, vec![(1, "pending".to_owned(), 0, None)]);
 }
@@ -122,15 +103,9 @@ async fn each_status_change_is_posted_signed_and_in_order() {
     let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
     let receiver = Receiver::start(0).await;
     let key = app.create_key("60/minute", 20).await;
-    let job = accepted_job(
-        app.render_with(
-            "203.0.113.21",
-            &key.bearer,
-            form_with_callback(&receiver.url("/osu/hook")),
-        )
-        .await,
-    )
-    .await;
+    let job = app
+        .submit_with_callback("203.0.113.21", &key, &receiver.url("/osu/hook"))
+        .await;
     app.report_ok(&job, json!({ "status": "downloading" }))
         .await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 10 }))
@@ -178,15 +153,9 @@ async fn each_status_change_is_posted_signed_and_in_order() {
         .all(|(_, status, attempts, _)| status == "dispatched" && *attempts == 1));
 
     // A failed job says why.
-    let failing = accepted_job(
-        app.render_with(
-            "203.0.113.21",
-            &key.bearer,
-            form_with_callback(&receiver.url("/osu/hook")),
-        )
-        .await,
-    )
-    .await;
+    let failing = app
+        .submit_with_callback("203.0.113.21", &key, &receiver.url("/osu/hook"))
+        .await;
     app.report_ok(
         &failing,
         json!({ "status": "failed", "error": "beatmap not found" }),
@@ -207,15 +176,9 @@ async fn a_failing_receiver_gets_retries_with_backoff_then_the_next_callback_goe
     .await;
     let receiver = Receiver::start(3).await;
     let key = app.create_key("60/minute", 20).await;
-    let job = accepted_job(
-        app.render_with(
-            "203.0.113.22",
-            &key.bearer,
-            form_with_callback(&receiver.url("/hook")),
-        )
-        .await,
-    )
-    .await;
+    let job = app
+        .submit_with_callback("203.0.113.22", &key, &receiver.url("/hook"))
+        .await;
     let core = app.instance().await;
     assert_eq!(sweep_callbacks(&core).await, 0);
     app.report_ok(&job, json!({ "status": "downloading" }))
@@ -264,13 +227,7 @@ async fn a_callback_is_checked_again_at_delivery_and_a_revoked_keys_callbacks_ar
         format!("https://localhost:{}/hook", trap.addr.port()),
         format!("https://127.0.0.1:{}/hook", trap.addr.port()),
     ] {
-        jobs.push(
-            accepted_job(
-                app.render_with("203.0.113.23", &key.bearer, form_with_callback(&url))
-                    .await,
-            )
-            .await,
-        );
+        jobs.push(app.submit_with_callback("203.0.113.23", &key, &url).await);
     }
     let strict = instance(&app, false).await;
     assert_eq!(sweep_callbacks(&strict).await, 0);
@@ -285,15 +242,9 @@ async fn a_callback_is_checked_again_at_delivery_and_a_revoked_keys_callbacks_ar
 
     // A revoked key's callbacks are not sent, and not retried.
     let receiver = Receiver::start(0).await;
-    let job = accepted_job(
-        app.render_with(
-            "203.0.113.23",
-            &key.bearer,
-            form_with_callback(&receiver.url("/hook")),
-        )
-        .await,
-    )
-    .await;
+    let job = app
+        .submit_with_callback("203.0.113.23", &key, &receiver.url("/hook"))
+        .await;
     app.revoke_key(&key).await;
     sweep_callbacks(&instance(&app, true).await).await;
     assert!(receiver.received().is_empty());
@@ -311,21 +262,25 @@ async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
     let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
     let receiver = Receiver::start(0).await;
     let key = app.create_key_of(KeyKind::Sandbox, "60/minute", 5).await;
-    let job = accepted_job(
-        app.render_with(
-            "203.0.113.24",
-            &key.bearer,
-            form_with_callback(&receiver.url("/sandbox")),
-        )
-        .await,
-    )
-    .await;
     let core = app.instance().await;
+    let job = app
+        .submit_with_callback("203.0.113.24", &key, &receiver.url("/sandbox"))
+        .await;
     // Each goes out once due: the first at once, the rest as the job's age reaches them.
     sweep_callbacks(&core).await;
-    assert_eq!(receiver.received().len(), 1);
-    tokio::time::sleep(Duration::from_millis(9_300)).await;
-    sweep_callbacks(&core).await;
+    let first = receiver.received();
+    assert_eq!((first[0].sequence(), first[0].status()), (1, "queued"));
+    assert!(first.len() < 5, "the schedule went out at once");
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    while receiver.received().len() < 5 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "{:?}",
+            receiver.received()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        sweep_callbacks(&core).await;
+    }
     let received = receiver.received();
     let seen: Vec<(i64, &str)> = received
         .iter()
@@ -345,11 +300,9 @@ async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
     assert!(received.iter().all(|r| r.json["job_id"] == job.as_str()));
     assert_eq!(received[3].json["progress"], 50.0);
     // Plain submissions of a sandbox key have no callbacks.
-    let plain = accepted_job(
-        app.render_with("203.0.113.24", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
+    let plain = app
+        .submit_with("203.0.113.24", &key.bearer, valid_form())
+        .await;
     assert!(stored_callbacks(&app, &plain).await.is_empty());
 }
 
@@ -364,15 +317,8 @@ async fn the_janitors_changes_are_called_back_too() {
     let receiver = Receiver::start(0).await;
     let key = app.create_key("60/minute", 20).await;
     let submit = || async {
-        accepted_job(
-            app.render_with(
-                "203.0.113.25",
-                &key.bearer,
-                form_with_callback(&receiver.url("/janitor")),
-            )
-            .await,
-        )
-        .await
+        app.submit_with_callback("203.0.113.25", &key, &receiver.url("/janitor"))
+            .await
     };
     let (waiting, stalled) = (submit().await, submit().await);
     app.report_ok(&stalled, json!({ "status": "rendering", "progress": 40 }))
@@ -432,17 +378,9 @@ async fn one_key_takes_at_most_its_share_of_a_claim() {
     let trap = Trap::start().await;
     let url = format!("http://{}/slow", trap.addr);
     for _ in 0..30 {
-        accepted_job(
-            app.render_with("203.0.113.26", &busy.bearer, form_with_callback(&url))
-                .await,
-        )
-        .await;
+        app.submit_with_callback("203.0.113.26", &busy, &url).await;
     }
-    let late = accepted_job(
-        app.render_with("203.0.113.27", &other.bearer, form_with_callback(&url))
-            .await,
-    )
-    .await;
+    let late = app.submit_with_callback("203.0.113.27", &other, &url).await;
     // The other key's callback is the youngest of 31 due: a claim of 50 oldest-first would
     // hold it anyway, so the claim is asked for 11.
     let claimed = app

@@ -7,20 +7,13 @@ use std::time::{Duration, Instant};
 
 use osurender_core::domain::key::{ApiKey, KeyKind};
 use reqwest::StatusCode;
-use serde_json::Value;
 
-use crate::support::app::{header, problem, python_lock_id, TestApp};
+use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::jobs::item_ids;
 use crate::support::keys::TestKey;
 use crate::support::proxy::Fault;
 use crate::support::replays::{render_form, unique_replay, valid_form};
 use crate::support::skins::{skin, upload_form, LEGACY, V1};
-
-async fn accepted_job(response: reqwest::Response) -> String {
-    assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let body: Value = response.json().await.unwrap();
-    body["job_id"].as_str().unwrap().to_owned()
-}
 
 #[tokio::test]
 async fn a_keys_limits_replace_the_address_defaults_and_leave_the_address_alone() {
@@ -70,27 +63,18 @@ async fn a_keys_limits_replace_the_address_defaults_and_leave_the_address_alone(
 async fn one_key_from_two_addresses_is_one_client_and_two_keys_from_one_are_two() {
     let app = TestApp::spawn(&[]).await;
     let shared = app.create_key("2/hour", 20).await;
-    accepted_job(
-        app.render_with("203.0.113.20", &shared.bearer, valid_form())
-            .await,
-    )
-    .await;
-    accepted_job(
-        app.render_with("198.51.100.20", &shared.bearer, valid_form())
-            .await,
-    )
-    .await;
+    app.submit_with("203.0.113.20", &shared.bearer, valid_form())
+        .await;
+    app.submit_with("198.51.100.20", &shared.bearer, valid_form())
+        .await;
     let third = app
         .render_with("198.51.100.21", &shared.bearer, valid_form())
         .await;
     problem(third, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
 
     let single = app.create_key("100/hour", 1).await;
-    accepted_job(
-        app.render_with("203.0.113.21", &single.bearer, valid_form())
-            .await,
-    )
-    .await;
+    app.submit_with("203.0.113.21", &single.bearer, valid_form())
+        .await;
     let second = app
         .render_with("198.51.100.22", &single.bearer, valid_form())
         .await;
@@ -110,16 +94,10 @@ async fn one_key_from_two_addresses_is_one_client_and_two_keys_from_one_are_two(
         app.create_key("1/hour", 20).await,
         app.create_key("1/hour", 20).await,
     );
-    accepted_job(
-        app.render_with("203.0.113.22", &a.bearer, valid_form())
-            .await,
-    )
-    .await;
-    accepted_job(
-        app.render_with("203.0.113.22", &b.bearer, valid_form())
-            .await,
-    )
-    .await;
+    app.submit_with("203.0.113.22", &a.bearer, valid_form())
+        .await;
+    app.submit_with("203.0.113.22", &b.bearer, valid_form())
+        .await;
     let again = app
         .render_with("203.0.113.22", &a.bearer, valid_form())
         .await;
@@ -209,27 +187,18 @@ async fn key_lookups_that_reach_the_database_are_limited_per_address() {
         .render_with("203.0.113.40", &key.bearer, valid_form())
         .await;
     problem(held, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
-    accepted_job(
-        app.render_with("198.51.100.40", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
-    accepted_job(
-        app.render_with("203.0.113.40", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
+    app.submit_with("198.51.100.40", &key.bearer, valid_form())
+        .await;
+    app.submit_with("203.0.113.40", &key.bearer, valid_form())
+        .await;
 }
 
 #[tokio::test]
 async fn a_revocation_takes_effect_once_the_cache_ttl_has_passed() {
     let app = TestApp::spawn(&[("API_KEY_CACHE_TTL", "1")]).await;
     let key = app.create_key("60/hour", 20).await;
-    accepted_job(
-        app.render_with("203.0.113.50", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
+    app.submit_with("203.0.113.50", &key.bearer, valid_form())
+        .await;
     app.revoke_key(&key).await;
     let revoked_at = Instant::now();
     tokio::time::sleep(Duration::from_millis(1_100)).await;
@@ -245,16 +214,12 @@ async fn a_revocation_takes_effect_once_the_cache_ttl_has_passed() {
 async fn a_key_lists_its_own_jobs_not_its_addresss() {
     let app = TestApp::spawn(&[]).await;
     let key = app.create_key("60/hour", 20).await;
-    let keyed = accepted_job(
-        app.render_with("203.0.113.60", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
-    let elsewhere = accepted_job(
-        app.render_with("198.51.100.60", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
+    let keyed = app
+        .submit_with("203.0.113.60", &key.bearer, valid_form())
+        .await;
+    let elsewhere = app
+        .submit_with("198.51.100.60", &key.bearer, valid_form())
+        .await;
     let anonymous = app.submit("203.0.113.60").await;
 
     let response = app.get_with("203.0.113.60", &key.bearer, "/v1/jobs").await;
@@ -276,7 +241,7 @@ async fn idempotency_and_duplicates_are_scoped_to_the_key() {
     let key = app.create_key("60/hour", 20).await;
     let replay = unique_replay();
     let form = || render_form(replay.clone(), "play.osr", &[]);
-    let first = accepted_job(app.render_with("203.0.113.70", &key.bearer, form()).await).await;
+    let first = app.submit_with("203.0.113.70", &key.bearer, form()).await;
     let duplicate = app.render_with("198.51.100.70", &key.bearer, form()).await;
     let body = problem(duplicate, StatusCode::CONFLICT, "duplicate_replay").await;
     assert_eq!(body["job_id"], first.as_str());
@@ -316,31 +281,11 @@ async fn idempotency_and_duplicates_are_scoped_to_the_key() {
 async fn a_key_clients_lock_is_the_documented_one() {
     let app = TestApp::spawn(&[("DB_TIMEOUT_MS", "20000")]).await;
     let key: TestKey = app.create_key("60/hour", 20).await;
-    let (holder, connection) = tokio_postgres::connect(&app.database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    holder.batch_execute("BEGIN").await.unwrap();
-    holder
-        .execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&python_lock_id(&key.client())],
-        )
-        .await
-        .unwrap();
-    let blocked = tokio::spawn({
-        let (http, url, bearer) = (app.http.clone(), app.url("/v1/render"), key.bearer.clone());
-        async move {
-            http.post(url)
-                .header("CF-Connecting-IP", "203.0.113.80")
-                .header("Authorization", bearer)
-                .multipart(valid_form())
-                .send()
-                .await
-                .unwrap()
-                .status()
-        }
-    });
+    // The README's name for a key client, spelled out here rather than taken from the core.
+    let holder = app
+        .hold_client_lock(&format!("key:{}", key.id.0.hyphenated()))
+        .await;
+    let blocked = app.spawn_render("203.0.113.80", Some(&key.bearer));
     let same_address = tokio::time::timeout(
         Duration::from_secs(10),
         app.render("203.0.113.80", valid_form()),
@@ -378,11 +323,8 @@ async fn a_failed_key_lookup_is_a_503_not_a_401() {
     )
     .await;
     proxies.postgres.set_fault(Fault::None);
-    accepted_job(
-        app.render_with("203.0.113.90", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
+    app.submit_with("203.0.113.90", &key.bearer, valid_form())
+        .await;
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use reqwest::StatusCode;
 
-use crate::support::app::{header, problem, python_lock_id, TestApp};
+use crate::support::app::{header, problem, TestApp};
 use crate::support::replays::{fixture, render_form, valid_form};
 
 /// Long windows keep counting tests clear of a window boundary.
@@ -286,31 +286,8 @@ async fn render_capacity_is_checked_after_queue_depth() {
 #[tokio::test]
 async fn a_held_client_lock_blocks_that_client_and_no_other() {
     let app = TestApp::spawn(&[("DB_TIMEOUT_MS", "20000")]).await;
-    let (holder, connection) = tokio_postgres::connect(&app.database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    holder.batch_execute("BEGIN").await.unwrap();
-    holder
-        .execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&python_lock_id("203.0.113.60")],
-        )
-        .await
-        .unwrap();
-
-    let blocked = tokio::spawn({
-        let (http, url) = (app.http.clone(), app.url("/v1/render"));
-        async move {
-            http.post(url)
-                .header("CF-Connecting-IP", "203.0.113.60")
-                .multipart(valid_form())
-                .send()
-                .await
-                .unwrap()
-                .status()
-        }
-    });
+    let holder = app.hold_client_lock("203.0.113.60").await;
+    let blocked = app.spawn_render("203.0.113.60", None);
     let other = tokio::time::timeout(
         Duration::from_secs(10),
         app.render("203.0.113.61", valid_form()),

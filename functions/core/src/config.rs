@@ -66,7 +66,8 @@ pub struct Config {
     pub max_skin_upload_bytes: usize,
     /// A job queued longer than this expires.
     pub queued_ttl: Duration,
-    /// The janitor deletes a job (with its outbox events) once it has ended this long ago; at
+    /// The janitor deletes a job (with its outbox events and callbacks) once it has ended this
+    /// long ago; at
     /// least `MIN_JOB_RETENTION`.
     pub job_retention: Duration,
     /// What a render takes when too few have finished lately to measure it (estimate.rs):

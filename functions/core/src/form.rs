@@ -27,6 +27,15 @@ pub enum TextValue {
     NotUtf8,
 }
 
+/// The value of the form's field `name`: the last one when it was sent more than once.
+pub fn last_field<'a>(fields: &'a [(String, TextValue)], name: &str) -> Option<&'a TextValue> {
+    fields
+        .iter()
+        .rev()
+        .find(|(field, _)| field == name)
+        .map(|(_, value)| value)
+}
+
 #[derive(Debug, Default)]
 pub struct Form {
     pub file: Option<UploadedFile>,

@@ -1,5 +1,5 @@
 //! `outbox-dispatcher` on Lambda, on a schedule: publishes pending outbox events to the
-//! render queue.
+//! render queue and sends API keys' callbacks.
 
 use osurender_core::lambda;
 

@@ -13,6 +13,7 @@ use reqwest::{Response, StatusCode};
 use tokio_postgres::NoTls;
 
 use crate::support::proxy::Proxy;
+use crate::support::replays::valid_form;
 use crate::support::tls::{TlsServer, CERTIFIED_HOST};
 
 /// Where the local stack listens unless the environment says otherwise (see `infra/lib.sh`).
@@ -221,6 +222,42 @@ impl TestApp {
             .expect("request completes")
     }
 
+    /// A session of its own that holds `client`'s advisory lock (the Python fleet's formula) in
+    /// an open transaction, until the test sends `COMMIT`.
+    pub async fn hold_client_lock(&self, client: &str) -> tokio_postgres::Client {
+        let (holder, connection) = tokio_postgres::connect(&self.database_url, NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        holder.batch_execute("BEGIN").await.unwrap();
+        holder
+            .execute(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[&python_lock_id(client)],
+            )
+            .await
+            .unwrap();
+        holder
+    }
+
+    /// `POST /v1/render` of a valid form for `client_ip` (with `authorization`, if any), in a
+    /// task of its own: its status, once answered.
+    pub fn spawn_render(
+        &self,
+        client_ip: &str,
+        authorization: Option<&str>,
+    ) -> tokio::task::JoinHandle<StatusCode> {
+        let mut request = self
+            .http
+            .post(self.url("/v1/render"))
+            .header("CF-Connecting-IP", client_ip);
+        if let Some(authorization) = authorization {
+            request = request.header("Authorization", authorization);
+        }
+        let request = request.multipart(valid_form());
+        tokio::spawn(async move { request.send().await.unwrap().status() })
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.db.query_one(sql, &[]).await.unwrap().get(0)
     }
@@ -340,6 +377,13 @@ async fn create_database(name: &str) -> String {
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let user = config.get_user().unwrap_or("postgres");
     format!("postgres://{user}@{host}:{port}/{name}")
+}
+
+/// The job id of a `202 Accepted` render.
+pub async fn accepted_job(response: Response) -> String {
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = response.json().await.unwrap();
+    body["job_id"].as_str().unwrap().to_owned()
 }
 
 pub async fn problem(response: Response, status: StatusCode, code: &str) -> serde_json::Value {

@@ -12,8 +12,13 @@ use axum::routing::post;
 use axum::Router;
 use hmac::{Hmac, Mac};
 use osurender_core::{callbacks, App};
+use reqwest::multipart::Form;
 use serde_json::Value;
 use sha2::Sha256;
+
+use crate::support::app::TestApp;
+use crate::support::keys::TestKey;
+use crate::support::replays::{render_form, unique_replay};
 
 /// One POST the receiver got.
 #[derive(Debug, Clone)]
@@ -138,6 +143,19 @@ impl Trap {
 
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// A render form of a fresh replay with this `callback_url`.
+pub fn callback_form(url: &str) -> Form {
+    render_form(unique_replay(), "play.osr", &[("callback_url", url)])
+}
+
+impl TestApp {
+    /// A render by `key` for `client_ip` with this `callback_url`, admitted: the job's id.
+    pub async fn submit_with_callback(&self, client_ip: &str, key: &TestKey, url: &str) -> String {
+        self.submit_with(client_ip, &key.bearer, callback_form(url))
+            .await
     }
 }
 

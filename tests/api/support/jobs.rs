@@ -7,7 +7,7 @@ use osurender_core::lifecycle::sign;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::app::{TestApp, WEBHOOK_SECRET};
+use crate::support::app::{accepted_job, TestApp, WEBHOOK_SECRET};
 use crate::support::replays::valid_form;
 
 /// Epoch seconds, as a report's `timestamp`.
@@ -54,10 +54,7 @@ pub fn item_ids(page: &Value) -> Vec<String> {
 impl TestApp {
     /// Submits a valid replay for `client_ip`; the new job's id.
     pub async fn submit(&self, client_ip: &str) -> String {
-        let response = self.render(client_ip, valid_form()).await;
-        assert_eq!(response.status(), StatusCode::ACCEPTED);
-        let body: Value = response.json().await.unwrap();
-        body["job_id"].as_str().unwrap().to_owned()
+        accepted_job(self.render(client_ip, valid_form()).await).await
     }
 
     /// `GET path` from a client of its own (`READER`, which submits nothing: its read quota

@@ -13,7 +13,7 @@ use osurender_core::store::postgres::{parse_url, pool, Tls};
 use reqwest::multipart::Form;
 use reqwest::Response;
 
-use crate::support::app::TestApp;
+use crate::support::app::{accepted_job, TestApp};
 
 /// A key made for a test: what a client sends, and the key's id.
 pub struct TestKey {
@@ -74,6 +74,11 @@ impl TestApp {
     pub async fn render_with(&self, client_ip: &str, authorization: &str, form: Form) -> Response {
         self.render_with_headers(client_ip, &[("Authorization", authorization)], form)
             .await
+    }
+
+    /// `render_with`, admitted: the new job's id.
+    pub async fn submit_with(&self, client_ip: &str, authorization: &str, form: Form) -> String {
+        accepted_job(self.render_with(client_ip, authorization, form).await).await
     }
 
     /// `POST /v1/render` for `client_ip` with these headers.

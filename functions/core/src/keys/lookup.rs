@@ -24,7 +24,7 @@ use crate::domain::key::{ApiKey, KeyHash, MalformedKey};
 use crate::ports::keys::{KeyRecord, KeyStore};
 use crate::ports::StoreError;
 use crate::problem::Rejection;
-/// Keys found, kept per instance: far more than one instance serves within `LOOKUP_TTL`.
+/// Keys found, kept per instance: far more than one instance serves within a cache TTL (`API_KEY_CACHE_TTL`).
 pub const MAX_KNOWN: usize = 10_000;
 /// Hashes of no key, kept per instance.
 pub const MAX_UNKNOWN: usize = 1_000;

@@ -31,7 +31,7 @@ use crate::deadline;
 use crate::domain::client::ClientKey;
 use crate::domain::rate::RateLimit;
 use crate::domain::render::{FieldError, SkinName};
-use crate::form::{FormSpec, TextValue, UploadedFile};
+use crate::form::{last_field, FormSpec, TextValue, UploadedFile};
 use crate::idempotency::{self, Begin};
 use crate::metrics;
 use crate::ports::idempotency::{Claim as KeyClaim, IdempotencyKey, Reply, StoredResponse};
@@ -226,8 +226,8 @@ async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
 fn check_name(fields: &[(String, TextValue)], file_name: &str) -> Result<SkinName, Rejection> {
     let invalid =
         |reason: String| Rejection::InvalidField(FieldError::new(NAME_FIELD, reason).to_string());
-    match fields.iter().rev().find(|(field, _)| field == NAME_FIELD) {
-        Some((_, TextValue::Text(name))) => parse_name(name),
+    match last_field(fields, NAME_FIELD) {
+        Some(TextValue::Text(name)) => parse_name(name),
         Some(_) => Err(invalid("must be a short UTF-8 text".into())),
         None => {
             let base = file_name.rsplit(['/', '\\']).next().unwrap_or(file_name);

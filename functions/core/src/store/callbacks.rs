@@ -51,8 +51,8 @@ fn check_literal(url: &CallbackUrl, address: IpAddr, allow_private: bool) -> Res
 pub struct HttpCallbacks {
     timeout: Duration,
     allow_private: bool,
-    /// Built on the first send: loading the system's roots would lengthen the cold start of
-    /// every function, and only the dispatcher sends.
+    /// Built on the first send, not when the dispatcher starts: loading the system's roots
+    /// would lengthen its cold start even when nothing is due.
     client: OnceLock<Result<reqwest::Client, String>>,
 }
 

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::Type;
 
-use super::outbox::LeasedTable;
+use super::outbox::{leased_table, LeasedTable};
 use crate::domain::job::JobId;
 use crate::domain::key::SigningSecret;
 use crate::ports::callbacks::{Callback, CallbackStore};
@@ -24,7 +24,7 @@ impl PgCallbackStore {
     }
 }
 
-const CALLBACKS: LeasedTable = LeasedTable("job_callbacks");
+const CALLBACKS: LeasedTable = leased_table!("job_callbacks");
 
 /// As the outbox's claim, but only the earliest pending callback of each job is due: a later
 /// one waits while an earlier one is being sent or retried, so a job's callbacks arrive in

@@ -1,5 +1,5 @@
-//! The `jobs` table (migrations/V1, V2, V4, V5, V6): admission in one `admit_job` statement, its
-//! resolution, the reads, the workers' transitions and the janitor's.
+//! The `jobs` table (migrations/V1, V2, V4, V5, V6, V9, V10): admission in one `admit_job`
+//! statement, its resolution, the reads, the workers' transitions and the janitor's.
 
 use super::idempotency;
 use crate::domain::client::advisory_lock_id;

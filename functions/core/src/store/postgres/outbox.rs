@@ -39,17 +39,58 @@ RETURNING e.id, e.job_id, e.event_type, e.payload, e.attempts";
 
 /// The marks of a leased claim, shared by the render events (`outbox_events`) and the callbacks
 /// (`job_callbacks`, store/postgres/callbacks.rs): both tables have the same lease columns.
-pub(super) struct LeasedTable(pub &'static str);
+/// Statements made once, at compile time (`leased_table!`): marking runs on every admission.
+pub(super) struct LeasedTable {
+    dispatched: &'static str,
+    retry: &'static str,
+    fail_exhausted: &'static str,
+}
+
+/// The `LeasedTable` of the table named by this literal.
+macro_rules! leased_table {
+    ($table:literal) => {
+        LeasedTable::new(
+            concat!(
+                "UPDATE ", $table,
+                " SET status = 'dispatched', dispatched_at = now(), last_error = NULL",
+                " WHERE id = ANY($1) AND status = 'pending'"
+            ),
+            concat!(
+                "UPDATE ", $table, " e",
+                " SET available_at = now() + r.delay_ms * interval '1 millisecond',",
+                " last_error = r.error,",
+                " status = CASE WHEN e.attempts >= $4 THEN 'failed' ELSE 'pending' END",
+                " FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r (id, delay_ms, error)",
+                " WHERE e.id = r.id AND e.status = 'pending'",
+                " RETURNING e.status"
+            ),
+            concat!(
+                "UPDATE ", $table,
+                " SET status = 'failed',",
+                " last_error = coalesce(last_error, 'sender stopped before the outcome was recorded')",
+                " WHERE status = 'pending' AND available_at <= now() AND attempts >= $1"
+            ),
+        )
+    };
+}
+pub(super) use leased_table;
 
 impl LeasedTable {
+    pub(super) const fn new(
+        dispatched: &'static str,
+        retry: &'static str,
+        fail_exhausted: &'static str,
+    ) -> Self {
+        Self {
+            dispatched,
+            retry,
+            fail_exhausted,
+        }
+    }
+
     pub async fn mark_dispatched(&self, pool: &Pool, ids: &[i64]) -> Result<(), StoreError> {
-        let sql = format!(
-            "UPDATE {} SET status = 'dispatched', dispatched_at = now(), last_error = NULL \
-              WHERE id = ANY($1) AND status = 'pending'",
-            self.0
-        );
         let conn = db::checkout(pool).await?;
-        conn.execute_typed(&sql, &[(&ids, Type::INT8_ARRAY)])
+        conn.execute_typed(self.dispatched, &[(&ids, Type::INT8_ARRAY)])
             .await?;
         Ok(())
     }
@@ -60,16 +101,6 @@ impl LeasedTable {
         retries: &[Retry],
         max_attempts: i32,
     ) -> Result<u64, StoreError> {
-        let sql = format!(
-            "UPDATE {} e \
-                SET available_at = now() + r.delay_ms * interval '1 millisecond', \
-                    last_error = r.error, \
-                    status = CASE WHEN e.attempts >= $4 THEN 'failed' ELSE 'pending' END \
-               FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r (id, delay_ms, error) \
-              WHERE e.id = r.id AND e.status = 'pending' \
-          RETURNING e.status",
-            self.0
-        );
         let ids: Vec<i64> = retries.iter().map(|r| r.id).collect();
         let delays: Vec<i64> = retries.iter().map(|r| millis(r.delay)).collect();
         let errors: Vec<&str> = retries.iter().map(|r| r.error.as_str()).collect();
@@ -80,7 +111,7 @@ impl LeasedTable {
             (&max_attempts, Type::INT4),
         ];
         let conn = db::checkout(pool).await?;
-        let rows = conn.query_typed(&sql, &params).await?;
+        let rows = conn.query_typed(self.retry, &params).await?;
         Ok(rows
             .iter()
             .filter(|row| row.get::<_, &str>(0) == "failed")
@@ -88,20 +119,13 @@ impl LeasedTable {
     }
 
     pub async fn fail_exhausted(&self, pool: &Pool, max_attempts: i32) -> Result<u64, StoreError> {
-        let sql = format!(
-            "UPDATE {} \
-                SET status = 'failed', \
-                    last_error = coalesce(last_error, 'sender stopped before the outcome was recorded') \
-              WHERE status = 'pending' AND available_at <= now() AND attempts >= $1",
-            self.0
-        );
         let conn = db::checkout(pool).await?;
-        conn.execute_typed(&sql, &[(&max_attempts, Type::INT4)])
+        conn.execute_typed(self.fail_exhausted, &[(&max_attempts, Type::INT4)])
             .await
     }
 }
 
-const OUTBOX: LeasedTable = LeasedTable("outbox_events");
+const OUTBOX: LeasedTable = leased_table!("outbox_events");
 
 #[async_trait]
 impl OutboxStore for PgOutboxStore {
