@@ -384,3 +384,36 @@ async fn the_skin_routes_take_the_key_as_the_client_too() {
     let listing = app.get_as("203.0.113.60", "/v1/skins").await;
     assert_eq!(header(&listing, "x-ratelimit-remaining"), Some(119));
 }
+
+#[tokio::test]
+async fn the_global_caps_hold_for_key_clients_too() {
+    let app = TestApp::spawn(&[("MAX_QUEUED", "1")]).await;
+    let key = app.create_key("60/minute", 20).await;
+    app.submit_with("203.0.113.95", &key.bearer, valid_form())
+        .await;
+    problem(
+        app.render_with("203.0.113.95", &key.bearer, valid_form())
+            .await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "queue_full",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_bad_key_is_refused_before_the_form_is_looked_at() {
+    let app = TestApp::spawn(&[]).await;
+    let unknown = format!(
+        "Bearer {}",
+        ApiKey::generate(KeyKind::Live).unwrap().expose()
+    );
+    let no_file = reqwest::multipart::Form::new().text("skin", "Default");
+    for form in [
+        render_form(b"not a replay".to_vec(), "play.osr", &[]),
+        render_form(unique_replay(), "play.txt", &[]),
+        no_file,
+    ] {
+        let response = app.render_with("203.0.113.96", &unknown, form).await;
+        problem(response, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    }
+}
