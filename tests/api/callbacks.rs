@@ -79,8 +79,14 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
         let response = app
             .render_with("203.0.113.20", &key.bearer, callback_form(refused))
             .await;
-        // Refused before the rate limit counts the request.
-        assert_eq!(header(&response, "x-ratelimit-limit"), None, "{refused}");
+        // Refused before the rate limit counts the request, but for a name, which is looked up
+        // after it (the lookup waits on the network).
+        let named = refused.contains("localhost");
+        assert_eq!(
+            header(&response, "x-ratelimit-limit").is_some(),
+            named,
+            "{refused}"
+        );
         let body = problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
         assert!(
             body.to_string().contains("callback_url"),

@@ -33,9 +33,10 @@ pub const CLAIM_PER_KEY: i64 = 10;
 const MAX_CLAIMS_PER_SWEEP: usize = 10;
 const SWEEP_BUDGET: Duration = Duration::from_secs(30);
 
-/// The submission's `callback_url`, if it has one: only a keyed client may set one (else the
-/// service would send traffic anywhere for anyone), and only to a URL whose host is public.
-pub async fn check_callback(
+/// The submission's `callback_url`, if it has one, checked for form (step 3): only a keyed
+/// client may set one (else the service would send traffic anywhere for anyone), and only an
+/// https URL whose host, if an address, is public.
+pub fn parse_callback(
     app: &App,
     caller: &Caller,
     text: Option<&str>,
@@ -43,19 +44,27 @@ pub async fn check_callback(
     let Some(text) = text else {
         return Ok(None);
     };
-    let invalid = |reason: &dyn std::fmt::Display| {
-        Rejection::InvalidField(format!("{CALLBACK_FIELD}: {reason}"))
-    };
     if caller.key.is_none() {
-        return Err(invalid(&"only a client with an API key can set a callback"));
+        return Err(invalid_callback(
+            &"only a client with an API key can set a callback",
+        ));
     }
-    let url = CallbackUrl::parse(text, app.config.allow_private_callbacks)
-        .map_err(|reason| invalid(&reason))?;
+    CallbackUrl::parse(text, app.config.allow_private_callbacks)
+        .map(Some)
+        .map_err(|reason| invalid_callback(&reason))
+}
+
+/// The callback host's addresses are all public: looked up after the client's rate limit, as
+/// it waits on the network.
+pub async fn check_callback_host(app: &App, url: &CallbackUrl) -> Result<(), Rejection> {
     app.callback_addresses
-        .check(&url)
+        .check(url)
         .await
-        .map_err(|error| invalid(&error))?;
-    Ok(Some(url))
+        .map_err(|error| invalid_callback(&error))
+}
+
+fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
+    Rejection::InvalidField(format!("{CALLBACK_FIELD}: {reason}"))
 }
 
 /// How one claimed callback's send came out.
@@ -189,23 +198,24 @@ mod tests {
     #[tokio::test]
     async fn only_a_keyed_client_with_a_public_url_sets_a_callback() {
         let (app, _) = app();
-        let anonymous = Caller::anonymous(address());
+        let anonymous = Caller::anonymous(address(), address());
         let keyed = Caller::keyed(KeyId::new(), KeyKind::Live, KeyLimits::default(), address());
-        assert_eq!(check_callback(&app, &keyed, None).await, Ok(None));
-        let refused = check_callback(&app, &anonymous, Some("https://bot.example/")).await;
+        assert_eq!(parse_callback(&app, &keyed, None), Ok(None));
+        let refused = parse_callback(&app, &anonymous, Some("https://bot.example/"));
         assert!(
             matches!(refused, Err(Rejection::InvalidField(_))),
             "{refused:?}"
         );
+        // A private address named literally is refused with the form, before any lookup.
         for url in ["http://bot.example/", "https://10.1.1.1/", "https://[::1]/"] {
-            let refused = check_callback(&app, &keyed, Some(url)).await;
+            let refused = parse_callback(&app, &keyed, Some(url));
             assert!(matches!(refused, Err(Rejection::InvalidField(_))), "{url}");
         }
-        let accepted = check_callback(&app, &keyed, Some("https://bot.example/hook")).await;
-        assert_eq!(
-            accepted.unwrap().unwrap().as_str(),
-            "https://bot.example/hook"
-        );
+        let accepted = parse_callback(&app, &keyed, Some("https://bot.example/hook"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(accepted.as_str(), "https://bot.example/hook");
+        assert_eq!(check_callback_host(&app, &accepted).await, Ok(()));
     }
 
     #[tokio::test]

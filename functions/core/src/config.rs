@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::domain::client::TrustedProxies;
+use crate::domain::client::{NetworkPrefixes, TrustedProxies};
 use crate::domain::rate::RateLimit;
 
 #[derive(Debug, Clone)]
@@ -38,12 +38,20 @@ pub struct Config {
     pub max_queued: i64,
     pub max_rendering: i64,
     pub max_active_jobs_per_ip: i64,
+    /// An anonymous network's cap on active jobs (`MAX_ACTIVE_PER_NETWORK`): many addresses of
+    /// one allocation are one actor.
+    pub max_active_per_network: i64,
+    /// The share of `MAX_QUEUED` anonymous clients together may hold (`ANONYMOUS_QUEUE_SHARE`,
+    /// 0 < s <= 1; 1 is no reserve): the rest is kept for API keys.
+    pub anonymous_queue_share: f64,
     /// How long an instance keeps a key lookup's answer (keys/lookup.rs): at most
     /// `MAX_KEY_CACHE_TTL`, the bound on a revocation taking effect.
     pub key_cache_ttl: Duration,
     pub max_replay_bytes: usize,
     pub trusted_proxies: TrustedProxies,
     pub ipv6_prefix_len: u8,
+    /// An anonymous client's network (`IPV4_NETWORK_PREFIX`, `IPV6_NETWORK_PREFIX`).
+    pub network_prefixes: NetworkPrefixes,
     /// The SQS render queue: its URL, or its name to look the URL up by.
     pub render_queue_url: Option<String>,
     pub render_queue_name: String,
@@ -124,6 +132,8 @@ impl FromStr for DbSslMode {
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimits {
     pub render: RateLimit,
+    /// Renders of all anonymous clients of one network together.
+    pub render_network: RateLimit,
     pub skins_upload: RateLimit,
     pub legacy_skins_upload: RateLimit,
     /// The read endpoints (`GET /v1/jobs…`, `GET /v1/skins`): generous, per client.
@@ -161,6 +171,29 @@ impl Config {
             return Err(ConfigError {
                 name: "IPV6_CLIENT_PREFIX",
                 reason: "must be 0..=128".into(),
+            });
+        }
+        let network_prefixes = NetworkPrefixes {
+            ipv4: env.parse("IPV4_NETWORK_PREFIX", 24u8)?,
+            ipv6: env.parse("IPV6_NETWORK_PREFIX", 48u8)?,
+        };
+        if network_prefixes.ipv4 > 32 {
+            return Err(ConfigError {
+                name: "IPV4_NETWORK_PREFIX",
+                reason: "must be 0..=32".into(),
+            });
+        }
+        if network_prefixes.ipv6 > ipv6_prefix_len {
+            return Err(ConfigError {
+                name: "IPV6_NETWORK_PREFIX",
+                reason: "must be 0..=IPV6_CLIENT_PREFIX: a network holds whole clients".into(),
+            });
+        }
+        let anonymous_queue_share = env.parse("ANONYMOUS_QUEUE_SHARE", 1.0f64)?;
+        if !(anonymous_queue_share > 0.0 && anonymous_queue_share <= 1.0) {
+            return Err(ConfigError {
+                name: "ANONYMOUS_QUEUE_SHARE",
+                reason: "must be more than 0 and at most 1".into(),
             });
         }
         let job_retention: Duration = env
@@ -222,6 +255,7 @@ impl Config {
             aws_endpoint_url: lookup("AWS_ENDPOINT_URL").filter(|url| !url.is_empty()),
             rate_limits: RateLimits {
                 render: env.parse("RATE_LIMIT_RENDER", limit("5/minute"))?,
+                render_network: env.parse("RATE_LIMIT_RENDER_NETWORK", limit("20/minute"))?,
                 skins_upload: env.parse("RATE_LIMIT_SKINS_UPLOAD", limit("2/minute"))?,
                 legacy_skins_upload: env
                     .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
@@ -231,10 +265,13 @@ impl Config {
             max_queued: env.parse("MAX_QUEUED", 100)?,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
+            max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
+            anonymous_queue_share,
             key_cache_ttl,
             max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
             trusted_proxies,
             ipv6_prefix_len,
+            network_prefixes,
             render_queue_url: lookup("RENDER_QUEUE_URL").filter(|url| !url.is_empty()),
             render_queue_name: env.string("RENDER_QUEUE_NAME", "osurender-render-jobs"),
             webhook_secret: SecretSource::from_lookup(&lookup, "WEBHOOK_SECRET")?,
@@ -275,6 +312,14 @@ impl Config {
             cors_allow_origin: lookup("CORS_ALLOW_ORIGIN").filter(|origin| !origin.is_empty()),
             replay_bucket,
         })
+    }
+}
+
+impl Config {
+    /// How many queued jobs anonymous clients together may hold: `ANONYMOUS_QUEUE_SHARE` of
+    /// `MAX_QUEUED`, rounded down.
+    pub fn max_anonymous_queued(&self) -> i64 {
+        (self.max_queued as f64 * self.anonymous_queue_share).floor() as i64
     }
 }
 
@@ -467,6 +512,29 @@ mod tests {
         assert_eq!(c.max_replay_bytes, 4 * 1024 * 1024);
         assert_eq!(c.rate_limits.render.requests, 5);
         assert_eq!(c.trusted_proxies, TrustedProxies::cloudflare());
+    }
+
+    #[test]
+    fn network_limits_default_and_are_bounded() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.network_prefixes, NetworkPrefixes { ipv4: 24, ipv6: 48 });
+        assert_eq!(c.max_active_per_network, 8);
+        assert_eq!(c.rate_limits.render_network.to_string(), "20/minute");
+        assert_eq!(c.anonymous_queue_share, 1.0);
+        assert_eq!(c.max_anonymous_queued(), c.max_queued);
+        let c = config(&[("ANONYMOUS_QUEUE_SHARE", "0.5"), ("MAX_QUEUED", "41")]).unwrap();
+        assert_eq!(c.max_anonymous_queued(), 20);
+        for (name, value) in [
+            ("ANONYMOUS_QUEUE_SHARE", "0"),
+            ("ANONYMOUS_QUEUE_SHARE", "1.5"),
+            ("ANONYMOUS_QUEUE_SHARE", "NaN"),
+            ("IPV4_NETWORK_PREFIX", "33"),
+            ("IPV6_NETWORK_PREFIX", "65"),
+        ] {
+            assert!(config(&[(name, value)]).is_err(), "{name}={value}");
+        }
+        let c = config(&[("IPV6_CLIENT_PREFIX", "56"), ("IPV6_NETWORK_PREFIX", "40")]).unwrap();
+        assert_eq!(c.network_prefixes.ipv6, 40);
     }
 
     #[test]

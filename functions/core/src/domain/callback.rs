@@ -43,7 +43,15 @@ impl CallbackUrl {
         if url.fragment().is_some() {
             return Err("must not have a fragment".into());
         }
-        Ok(Self(url))
+        let url = Self(url);
+        // An address named literally is checked here, with the form; a name is looked up later
+        // (after the rate limit: the lookup waits on the network).
+        match url.literal_address() {
+            Some(address) if !allow_private && !is_public(address) => {
+                Err("the host is not allowed".into())
+            }
+            _ => Ok(url),
+        }
     }
 
     pub fn as_str(&self) -> &str {

@@ -1,7 +1,6 @@
 //! The non-HTTP functions' handlers: the scheduled outbox dispatcher and janitor (whatever the
 //! event: EventBridge's, or `{}` by hand) and the S3 event that ingests presigned skin uploads.
 
-use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use aws_lambda_events::event::s3::S3Event;
@@ -11,7 +10,6 @@ use serde_json::Value;
 
 use super::Error;
 use crate::callbacks;
-use crate::domain::client::ClientKey;
 use crate::janitor::{self, JanitorReport};
 use crate::outbox::{self, SweepReport};
 use crate::ports::callbacks::CallbackSender;
@@ -46,11 +44,8 @@ pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, 
     if report.events.claimed + report.callbacks.claimed > 0 {
         tracing::info!(?report, "outbox sweep");
     }
-    // The global counts of the admission's occupancy read, asked for a client that never
-    // submits (an unspecified address) and a hash no replay has.
-    let nobody = ClientKey::new(IpAddr::from([0, 0, 0, 0]), app.config.ipv6_prefix_len);
-    match app.jobs.occupancy(&nobody, &[0; 32], false, None).await {
-        Ok((occupancy, _)) => metrics::render_capacity(occupancy.queued, occupancy.rendering),
+    match app.jobs.capacity().await {
+        Ok(capacity) => metrics::render_capacity(capacity.queued, capacity.rendering),
         Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
     }
     Ok(report)

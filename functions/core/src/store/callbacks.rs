@@ -191,7 +191,8 @@ mod tests {
         // The send is refused by the resolver itself, before any connection.
         let sent = strict.send(&localhost, b"{}".to_vec(), "t=1,v1=00").await;
         assert!(matches!(sent, Err(SendError::Refused { .. })), "{sent:?}");
-        let metadata = CallbackUrl::parse("https://169.254.169.254/latest", false).unwrap();
+        // A URL stored while private hosts were allowed is still refused at the send.
+        let metadata = CallbackUrl::parse("https://169.254.169.254/latest", true).unwrap();
         assert!(matches!(
             strict.send(&metadata, b"{}".to_vec(), "t=1,v1=00").await,
             Err(SendError::Refused { .. })
