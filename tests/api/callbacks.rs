@@ -73,6 +73,10 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
         "https://[fd00:ec2::254]/hook",
         "https://[fe80::1]/hook",
         "https://[ff02::1]/hook",
+        "https://[2001:db8::1]/hook",
+        "https://[2001::1]/hook",
+        "https://[64:ff9b:1::a9fe:a9fe]/hook",
+        "https://[2002:a9fe:a9fe::]/hook",
         "https://user:pass@93.184.216.34/hook",
         "not a url",
     ] {
@@ -86,6 +90,9 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
             body.to_string().contains("callback_url"),
             "{refused}: {body}"
         );
+        // What the resolver answered is not told: no probing of internal names.
+        assert!(!body.to_string().contains("127.0.0.1"), "{refused}: {body}");
+        assert!(!body.to_string().contains("resolve"), "{refused}: {body}");
     }
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
 

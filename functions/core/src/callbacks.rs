@@ -51,10 +51,12 @@ pub async fn check_callback(
     }
     let url = CallbackUrl::parse(text, app.config.allow_private_callbacks)
         .map_err(|reason| invalid(&reason))?;
-    app.callback_addresses
-        .check(&url)
-        .await
-        .map_err(|error| invalid(&error))?;
+    // What the resolver answered stays in the log: told to the client, it would let anyone
+    // probe which internal names resolve, and to what.
+    if let Err(error) = app.callback_addresses.check(&url).await {
+        tracing::info!(%error, "callback_url refused");
+        return Err(invalid(&"the host is not allowed"));
+    }
     Ok(Some(url))
 }
 
@@ -197,9 +199,21 @@ mod tests {
             matches!(refused, Err(Rejection::InvalidField(_))),
             "{refused:?}"
         );
-        for url in ["http://bot.example/", "https://10.1.1.1/", "https://[::1]/"] {
+        let refused = check_callback(&app, &keyed, Some("http://bot.example/")).await;
+        assert!(matches!(refused, Err(Rejection::InvalidField(_))));
+        for url in [
+            "https://10.1.1.1/",
+            "https://[::1]/",
+            "https://[2001:db8::1]/",
+        ] {
             let refused = check_callback(&app, &keyed, Some(url)).await;
-            assert!(matches!(refused, Err(Rejection::InvalidField(_))), "{url}");
+            assert_eq!(
+                refused,
+                Err(Rejection::InvalidField(
+                    "callback_url: the host is not allowed".into()
+                )),
+                "{url}"
+            );
         }
         let accepted = check_callback(&app, &keyed, Some("https://bot.example/hook")).await;
         assert_eq!(
