@@ -212,23 +212,47 @@ CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_statu
 $$;
 
 --
+-- Name: job_callback_client(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_callback_client() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: queue_job_callback(); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.queue_job_callback() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    v_cap bigint := coalesce(
+        nullif(current_setting('osurender.max_pending_callbacks_per_key', true), '')::bigint,
+        1000);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
         RETURN NEW;
     END IF;
+    IF NEW.status = OLD.status
+       AND (SELECT count(*) FROM (SELECT FROM job_callbacks
+                                   WHERE client = NEW.client_ip AND status = 'pending'
+                                   LIMIT v_cap) AS undelivered) >= v_cap THEN
+        RETURN NEW;
+    END IF;
     NEW.callback_seq := OLD.callback_seq + 1;
     NEW.callback_at := now();
-    INSERT INTO job_callbacks (job_id, sequence, url, body)
+    INSERT INTO job_callbacks (job_id, sequence, url, body, client)
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
-                              NEW.error, now()));
+                              NEW.error, now()),
+            NEW.client_ip);
     RETURN NEW;
 END
 $$;
@@ -304,6 +328,16 @@ CREATE TABLE public.idempotency_keys (
 );
 
 --
+-- Name: job_callback_rotation; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_callback_rotation (
+    only_row boolean DEFAULT true NOT NULL,
+    last_client text DEFAULT ''::text NOT NULL,
+    CONSTRAINT job_callback_rotation_only_row_check CHECK (only_row)
+);
+
+--
 -- Name: job_callbacks; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -319,6 +353,7 @@ CREATE TABLE public.job_callbacks (
     last_error text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     dispatched_at timestamp with time zone,
+    client text NOT NULL,
     CONSTRAINT job_callbacks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'failed'::text])))
 );
 
@@ -477,6 +512,13 @@ ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (client_ip, endpoint, key);
 
 --
+-- Name: job_callback_rotation job_callback_rotation_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_callback_rotation
+    ADD CONSTRAINT job_callback_rotation_pkey PRIMARY KEY (only_row);
+
+--
 -- Name: job_callbacks job_callbacks_job_id_sequence_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -548,6 +590,18 @@ CREATE INDEX idempotency_keys_by_expiry ON public.idempotency_keys USING btree (
 --
 
 CREATE INDEX job_callbacks_pending ON public.job_callbacks USING btree (available_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: job_callbacks_pending_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending_by_client ON public.job_callbacks USING btree (client, available_at, id) WHERE (status = 'pending'::text);
+
+--
+-- Name: job_callbacks_pending_by_job; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending_by_job ON public.job_callbacks USING btree (job_id, sequence) WHERE (status = 'pending'::text);
 
 --
 -- Name: jobs_active_by_client; Type: INDEX; Schema: public; Owner: -
@@ -638,6 +692,12 @@ CREATE INDEX skins_listed ON public.skins USING btree (name COLLATE "C") WHERE (
 --
 
 CREATE INDEX webhook_nonces_by_expiry ON public.webhook_nonces USING btree (expires_at);
+
+--
+-- Name: job_callbacks job_callbacks_client; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER job_callbacks_client BEFORE INSERT ON public.job_callbacks FOR EACH ROW WHEN ((new.client IS NULL)) EXECUTE FUNCTION public.job_callback_client();
 
 --
 -- Name: jobs jobs_queue_callback; Type: TRIGGER; Schema: public; Owner: -
