@@ -3,8 +3,9 @@
 -- A claim used to take the oldest due callbacks and only then cap each key's share, so one key
 -- with a large backlog filled every claim. Now it picks keys first: each callback carries its
 -- job's client, an index orders the pending ones by client, and a claim walks the clients
--- with due callbacks from where the last claim stopped (job_callback_rotation), taking a few of
--- each (store/postgres/callbacks.rs).
+-- with due callbacks from where the last claim stopped (callback_dispatch), taking a few of
+-- each (store/postgres/callbacks.rs). A client's undelivered callbacks are bounded: past the
+-- bound, progress-only updates are coalesced into the next status change.
 
 ALTER TABLE job_callbacks ADD COLUMN client text;
 UPDATE job_callbacks c SET client = j.client_ip FROM jobs j WHERE j.id = c.job_id;
@@ -35,24 +36,25 @@ CREATE INDEX job_callbacks_pending_by_client
 CREATE INDEX job_callbacks_pending_by_job
     ON job_callbacks (job_id, sequence) WHERE status = 'pending';
 
--- Where the last claim's walk over clients stopped; the next one starts after it.
-CREATE TABLE job_callback_rotation (
-    only_row    boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-    last_client text NOT NULL DEFAULT ''
+-- The dispatcher's state, one row: where the last claim's walk over clients stopped (the next
+-- one starts after it), and the bound on a client's undelivered callbacks, as each claim
+-- records it from the dispatcher's MAX_PENDING_CALLBACKS_PER_KEY (the trigger below reads it).
+CREATE TABLE callback_dispatch (
+    only_row            boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    last_client         text NOT NULL DEFAULT '',
+    max_pending_per_key bigint NOT NULL DEFAULT 1000 CHECK (max_pending_per_key > 0)
 );
-INSERT INTO job_callback_rotation DEFAULT VALUES;
+INSERT INTO callback_dispatch DEFAULT VALUES;
 
--- V10's trigger, and a bound on each client's undelivered callbacks: past
--- osurender.max_pending_callbacks_per_key (set for the transaction by the statement that
--- changes the job; 1000 if unset), a progress update in the same status is not queued. The
--- next status change is, with the job's progress as of then, so nothing but intermediate
--- progress is lost, and a job's sequence has no gap.
+-- V10's trigger, and a bound on each client's undelivered callbacks: at
+-- callback_dispatch.max_pending_per_key, a progress update in the same status is not queued.
+-- The next status change is, with the job's progress as of then, so nothing but intermediate
+-- progress is lost, and a job's sequence has no gap. (The bound lives in the database rather
+-- than in each statement that changes a job: those are many, and an earlier release's too.)
 CREATE OR REPLACE FUNCTION queue_job_callback() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_cap bigint := coalesce(
-        nullif(current_setting('osurender.max_pending_callbacks_per_key', true), '')::bigint,
-        1000);
+    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN

@@ -232,9 +232,7 @@ CREATE FUNCTION public.queue_job_callback() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    v_cap bigint := coalesce(
-        nullif(current_setting('osurender.max_pending_callbacks_per_key', true), '')::bigint,
-        1000);
+    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
@@ -310,6 +308,18 @@ CREATE TABLE public.api_keys (
 );
 
 --
+-- Name: callback_dispatch; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.callback_dispatch (
+    only_row boolean DEFAULT true NOT NULL,
+    last_client text DEFAULT ''::text NOT NULL,
+    max_pending_per_key bigint DEFAULT 1000 NOT NULL,
+    CONSTRAINT callback_dispatch_max_pending_per_key_check CHECK ((max_pending_per_key > 0)),
+    CONSTRAINT callback_dispatch_only_row_check CHECK (only_row)
+);
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -325,16 +335,6 @@ CREATE TABLE public.idempotency_keys (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT idempotency_keys_status_check CHECK ((status = ANY (ARRAY['in_progress'::text, 'completed'::text])))
-);
-
---
--- Name: job_callback_rotation; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.job_callback_rotation (
-    only_row boolean DEFAULT true NOT NULL,
-    last_client text DEFAULT ''::text NOT NULL,
-    CONSTRAINT job_callback_rotation_only_row_check CHECK (only_row)
 );
 
 --
@@ -505,18 +505,18 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
 --
+-- Name: callback_dispatch callback_dispatch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.callback_dispatch
+    ADD CONSTRAINT callback_dispatch_pkey PRIMARY KEY (only_row);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (client_ip, endpoint, key);
-
---
--- Name: job_callback_rotation job_callback_rotation_pkey; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_callback_rotation
-    ADD CONSTRAINT job_callback_rotation_pkey PRIMARY KEY (only_row);
 
 --
 -- Name: job_callbacks job_callbacks_job_id_sequence_key; Type: CONSTRAINT; Schema: public; Owner: -

@@ -395,7 +395,7 @@ async fn one_key_takes_at_most_its_share_of_a_claim() {
         .instance()
         .await
         .callbacks
-        .claim(11, CLAIM_PER_KEY, Duration::from_secs(60), 10)
+        .claim(11, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
         .await
         .unwrap();
     let jobs: Vec<String> = claimed.iter().map(|c| c.job_id.to_string()).collect();
@@ -474,7 +474,7 @@ async fn every_key_with_a_due_callback_gets_a_share_of_each_claim_in_turn() {
     for _ in 0..2 {
         let claimed = core
             .callbacks
-            .claim(50, CLAIM_PER_KEY, Duration::from_secs(60), 10)
+            .claim(50, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
             .await
             .unwrap();
         let clients = clients_of(claimed.iter().map(|c| c.id).collect()).await;
@@ -490,7 +490,7 @@ async fn every_key_with_a_due_callback_gets_a_share_of_each_claim_in_turn() {
     // Fewer keys than places: each gives up to its share, no more.
     let claimed = core
         .callbacks
-        .claim(200, CLAIM_PER_KEY, Duration::from_secs(60), 10)
+        .claim(200, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
         .await
         .unwrap();
     let clients = clients_of(claimed.iter().map(|c| c.id).collect()).await;
@@ -505,7 +505,9 @@ async fn every_key_with_a_due_callback_gets_a_share_of_each_claim_in_turn() {
 
 #[tokio::test]
 async fn past_the_cap_progress_is_coalesced_and_status_changes_are_kept_in_order() {
-    let app = TestApp::spawn(&[]).await;
+    let app = TestApp::spawn(&[("MAX_PENDING_CALLBACKS_PER_KEY", "5")]).await;
+    // The dispatcher records its bound for the database's trigger as it claims.
+    assert_eq!(sweep_callbacks(&app.instance().await).await, 0);
     let key = app.create_key("60/minute", 20).await;
     let url = "https://93.184.216.34/hook";
     let job = app.submit_with_callback("203.0.113.28", &key, url).await;
@@ -525,8 +527,8 @@ async fn past_the_cap_progress_is_coalesced_and_status_changes_are_kept_in_order
     // Under the cap, a progress update is queued.
     app.report_ok(&job, json!({ "status": "rendering", "progress": 30 }))
         .await;
-    // The key's other jobs fill its undelivered callbacks to the cap (1000 by default).
-    seed_backlog(&app, &key.client(), 997, 1, url).await;
+    // The key's other jobs fill its undelivered callbacks to the bound.
+    seed_backlog(&app, &key.client(), 2, 1, url).await;
     five_seconds_pass().await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 60 }))
         .await;
@@ -560,7 +562,7 @@ async fn past_the_cap_progress_is_coalesced_and_status_changes_are_kept_in_order
     let pending = app
         .count("SELECT count(*) FROM job_callbacks WHERE status = 'pending'")
         .await;
-    assert_eq!(pending, 1001);
+    assert_eq!(pending, 6);
 }
 
 /// The case: a key's 5,000 callbacks are due and its receiver answers 500; another

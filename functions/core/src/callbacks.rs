@@ -94,6 +94,7 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
                     CLAIM_PER_KEY,
                     app.config.callback_lease(),
                     app.config.outbox_max_attempts,
+                    app.config.max_pending_callbacks_per_key,
                 )
                 .await?;
             report.claimed += claimed.len() as u64;

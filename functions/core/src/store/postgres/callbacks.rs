@@ -29,7 +29,7 @@ const CALLBACKS: LeasedTable = leased_table!("job_callbacks");
 /// As the outbox's claim, but fair per client (key) and in order per job. Clients are chosen
 /// first: a walk over the clients with pending callbacks (migrations/V12's index, one probe per
 /// client, at most 1000 per claim) starts after the client where the last claim stopped
-/// (`job_callback_rotation`) and wraps around; the first `$1` of them with a due callback are
+/// (`callback_dispatch`) and wraps around; the first `$1` of them with a due callback are
 /// this claim's. Each gives at most `$4` of its oldest due callbacks, and they are merged a
 /// round at a time (every client's first, then every client's second, …) up to `$1`: a client
 /// with thousands due takes no more of a claim than one with a single callback, and a newly due
@@ -39,10 +39,11 @@ const CALLBACKS: LeasedTable = leased_table!("job_callbacks");
 /// so it cannot take the next of the same job either.) The rows are locked in a query of their
 /// own, which re-checks that each is still due (a concurrent claim may have leased it since).
 /// The rotation moves to the last client served, or, if fewer than `$1` had any due, to the
-/// last one walked. The key's signing secret comes along, none once it is revoked.
+/// last one walked; the dispatcher's bound on a key's undelivered callbacks is recorded beside
+/// it (`$5`, for V12's trigger). The key's signing secret comes along, none once it is revoked.
 const CLAIM_SQL: &str = "\
 WITH RECURSIVE rotation AS (
-    SELECT last_client FROM job_callback_rotation
+    SELECT last_client FROM callback_dispatch
 ), walk (client, wrapped, step) AS (
     SELECT last_client, false, 0 FROM rotation
   UNION ALL
@@ -97,12 +98,13 @@ WITH RECURSIVE rotation AS (
        AND c.status = 'pending' AND c.available_at <= now() AND c.attempts < $3
        FOR UPDATE OF c SKIP LOCKED
 ), rotated AS (
-    UPDATE job_callback_rotation
-       SET last_client = CASE
+    UPDATE callback_dispatch
+       SET last_client = coalesce(CASE
                WHEN (SELECT count(*) FROM chosen) >= $1
                THEN (SELECT client FROM chosen ORDER BY step DESC LIMIT 1)
                ELSE (SELECT client FROM walk ORDER BY step DESC LIMIT 1)
-           END
+           END, last_client),
+           max_pending_per_key = $5
 )
 UPDATE job_callbacks c
    SET available_at = now() + $2 * interval '1 millisecond',
@@ -120,6 +122,7 @@ impl CallbackStore for PgCallbackStore {
         per_client: i64,
         lease: Duration,
         max_attempts: i32,
+        max_pending_per_key: i64,
     ) -> Result<Vec<Callback>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let rows = conn
@@ -130,6 +133,7 @@ impl CallbackStore for PgCallbackStore {
                     (&millis(lease), Type::INT8),
                     (&max_attempts, Type::INT4),
                     (&per_client, Type::INT8),
+                    (&max_pending_per_key, Type::INT8),
                 ],
             )
             .await?;
