@@ -36,6 +36,10 @@ CREATE INDEX job_callbacks_pending_by_client
 CREATE INDEX job_callbacks_pending_by_job
     ON job_callbacks (job_id, sequence) WHERE status = 'pending';
 
+-- The claim's signing secrets: a claimed callback's key, by the client name its job records
+-- (`key:<id>`), without a scan of every key (keys are cheap to make).
+CREATE INDEX api_keys_by_client ON api_keys (('key:' || id::text));
+
 -- The dispatcher's state, one row: where the last claim's walk over clients stopped (the next
 -- one starts after it), and the bound on a client's undelivered callbacks, as each claim
 -- records it from the dispatcher's MAX_PENDING_CALLBACKS_PER_KEY (the trigger below reads it).

@@ -580,6 +580,12 @@ CREATE INDEX admission_fences_by_age ON public.admission_fences USING btree (cre
 CREATE INDEX api_keys_by_age ON public.api_keys USING btree (created_at DESC, id);
 
 --
+-- Name: api_keys_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_keys_by_client ON public.api_keys USING btree ((('key:'::text || (id)::text)));
+
+--
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -
 --
 
