@@ -408,6 +408,63 @@ async fn one_key_takes_at_most_its_share_of_a_claim() {
     assert_eq!(busy_share as i64, CLAIM_PER_KEY);
 }
 
+#[tokio::test]
+async fn a_receiver_that_never_answers_does_not_hold_up_the_next_claim() {
+    let app = TestApp::spawn(&[
+        ("ALLOW_PRIVATE_CALLBACKS", "true"),
+        ("CALLBACK_TIMEOUT_MS", "3000"),
+    ])
+    .await;
+    // Accepts connections and keeps them, answering nothing: each send takes its whole timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}/hook", silent.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let receiver = Receiver::start(0).await;
+    let (slow_key, quick_key) = (
+        app.create_key("60/minute", 20).await,
+        app.create_key("60/minute", 20).await,
+    );
+    app.submit_with_callback("203.0.113.30", &slow_key, &silent_url)
+        .await;
+    let quick = app
+        .submit_with_callback("203.0.113.31", &quick_key, &receiver.url("/quick"))
+        .await;
+    app.report_ok(&quick, json!({ "status": "downloading" }))
+        .await;
+    app.report_ok(&quick, json!({ "status": "rendering", "progress": 10 }))
+        .await;
+    // The quick job's three callbacks need a claim each, after the one before is delivered.
+    let core = app.instance().await;
+    let started = Instant::now();
+    let sweeping = tokio::spawn(async move {
+        let sender = core.callback_sender();
+        osurender_core::callbacks::sweep(&core, &sender).await
+    });
+    while receiver.received().len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            receiver.received()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let quick_took = started.elapsed();
+    assert!(
+        quick_took < Duration::from_millis(1500),
+        "the quick job's callbacks waited {quick_took:?} for the silent receiver"
+    );
+    let sequences: Vec<i64> = receiver.received().iter().map(|r| r.sequence()).collect();
+    assert_eq!(sequences, [1, 2, 3]);
+    let report = sweeping.await.unwrap().unwrap();
+    assert_eq!((report.dispatched, report.retried), (3, 1));
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
 /// A backlog as a busy key leaves one: `jobs` ended jobs of `client`, each with `per_job`
 /// pending callbacks to `url` (queued … completed), due since a minute ago, oldest first.
 /// Written in SQL: admitting thousands of jobs over HTTP would take minutes.
