@@ -260,23 +260,45 @@ CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_statu
 $$;
 
 --
+-- Name: job_callback_client(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_callback_client() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: queue_job_callback(); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.queue_job_callback() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
         RETURN NEW;
     END IF;
+    IF NEW.status = OLD.status
+       AND (SELECT count(*) FROM (SELECT FROM job_callbacks
+                                   WHERE client = NEW.client_ip AND status = 'pending'
+                                   LIMIT v_cap) AS undelivered) >= v_cap THEN
+        RETURN NEW;
+    END IF;
     NEW.callback_seq := OLD.callback_seq + 1;
     NEW.callback_at := now();
-    INSERT INTO job_callbacks (job_id, sequence, url, body)
+    INSERT INTO job_callbacks (job_id, sequence, url, body, client)
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
-                              NEW.error, now()));
+                              NEW.error, now()),
+            NEW.client_ip);
     RETURN NEW;
 END
 $$;
@@ -347,6 +369,18 @@ CREATE TABLE public.api_keys (
 );
 
 --
+-- Name: callback_dispatch; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.callback_dispatch (
+    only_row boolean DEFAULT true NOT NULL,
+    last_client text DEFAULT ''::text NOT NULL,
+    max_pending_per_key bigint DEFAULT 1000 NOT NULL,
+    CONSTRAINT callback_dispatch_max_pending_per_key_check CHECK ((max_pending_per_key > 0)),
+    CONSTRAINT callback_dispatch_only_row_check CHECK (only_row)
+);
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -380,6 +414,7 @@ CREATE TABLE public.job_callbacks (
     last_error text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     dispatched_at timestamp with time zone,
+    client text NOT NULL,
     CONSTRAINT job_callbacks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'failed'::text])))
 );
 
@@ -544,6 +579,13 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
 --
+-- Name: callback_dispatch callback_dispatch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.callback_dispatch
+    ADD CONSTRAINT callback_dispatch_pkey PRIMARY KEY (only_row);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -619,6 +661,12 @@ CREATE INDEX admission_fences_by_age ON public.admission_fences USING btree (cre
 CREATE INDEX api_keys_by_age ON public.api_keys USING btree (created_at DESC, id);
 
 --
+-- Name: api_keys_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_keys_by_client ON public.api_keys USING btree ((('key:'::text || (id)::text)));
+
+--
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -629,6 +677,18 @@ CREATE INDEX idempotency_keys_by_expiry ON public.idempotency_keys USING btree (
 --
 
 CREATE INDEX job_callbacks_pending ON public.job_callbacks USING btree (available_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: job_callbacks_pending_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending_by_client ON public.job_callbacks USING btree (client, available_at, id) WHERE (status = 'pending'::text);
+
+--
+-- Name: job_callbacks_pending_by_job; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending_by_job ON public.job_callbacks USING btree (job_id, sequence) WHERE (status = 'pending'::text);
 
 --
 -- Name: jobs_active_by_client; Type: INDEX; Schema: public; Owner: -
@@ -725,6 +785,12 @@ CREATE INDEX skins_listed ON public.skins USING btree (name COLLATE "C") WHERE (
 --
 
 CREATE INDEX webhook_nonces_by_expiry ON public.webhook_nonces USING btree (expires_at);
+
+--
+-- Name: job_callbacks job_callbacks_client; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER job_callbacks_client BEFORE INSERT ON public.job_callbacks FOR EACH ROW WHEN ((new.client IS NULL)) EXECUTE FUNCTION public.job_callback_client();
 
 --
 -- Name: jobs jobs_count_deletes; Type: TRIGGER; Schema: public; Owner: -

