@@ -1276,7 +1276,9 @@ impl EventPublisher for MemoryQueue {
 // ---------------------------------------------------------------- API keys (issue 13)
 
 use crate::domain::key::{KeyHash, KeyId};
-use crate::ports::keys::{KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST};
+use crate::ports::keys::{
+    KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
+};
 
 /// The `api_keys` table: keys by hash, as `PgKeyStore` keeps them. Counts its lookups (what
 /// the lookup cache saves) and can be told to fail.
@@ -1284,6 +1286,7 @@ use crate::ports::keys::{KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MA
 pub struct MemoryKeys {
     rows: Mutex<Vec<(KeyHash, KeyRecord)>>,
     lookups: std::sync::atomic::AtomicUsize,
+    live_lists: std::sync::atomic::AtomicUsize,
     down: AtomicBool,
 }
 
@@ -1291,6 +1294,11 @@ impl MemoryKeys {
     /// How many `find_by_hash` calls reached the table.
     pub fn lookups(&self) -> usize {
         self.lookups.load(Ordering::SeqCst)
+    }
+
+    /// How many `live_hashes` calls reached the table.
+    pub fn live_lists(&self) -> usize {
+        self.live_lists.load(Ordering::SeqCst)
     }
 
     /// Every call fails until told otherwise.
@@ -1369,6 +1377,17 @@ impl KeyStore for MemoryKeys {
             .iter()
             .find(|(stored, _)| stored == hash)
             .map(|(_, row)| row.clone()))
+    }
+
+    async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
+        self.live_lists.fetch_add(1, Ordering::SeqCst);
+        self.up()?;
+        Ok(lock(&self.rows)
+            .iter()
+            .filter(|(_, row)| !row.is_revoked())
+            .map(|(hash, _)| *hash)
+            .take(limit.min(MAX_LIVE_HASHES))
+            .collect())
     }
 }
 
