@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::domain::sandbox;
 use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
 use crate::estimate::Recent;
+use crate::health::HealthCheck;
 use crate::keys::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
@@ -69,6 +70,7 @@ impl Memory {
             calls,
         };
         let key_cache_ttl = config.key_cache_ttl;
+        let health_check_interval = config.health_check_interval;
         let origin_secret = config.origin_secret.as_ref().map(|source| {
             RotatingSecret::new(
                 source,
@@ -92,7 +94,10 @@ impl Memory {
             idempotency: memory.database.clone(),
             keys: Arc::new(KeyLookup::new(memory.keys.clone(), key_cache_ttl)),
             artifacts: memory.objects.clone(),
-            dependencies: Arc::new([memory.database.clone() as Arc<dyn Dependency>]),
+            health: Arc::new(HealthCheck::new(
+                vec![memory.database.clone() as Arc<dyn Dependency>],
+                health_check_interval,
+            )),
         };
         (app, memory)
     }
