@@ -18,6 +18,7 @@
 //! had at the last load (unknown, revoked or brand new), spent before its read, so a burst of
 //! them costs at most the limit in reads however they race. Failed lookups are never kept:
 //! the next request asks again.
+
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
