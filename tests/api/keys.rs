@@ -169,8 +169,9 @@ fn made_up_key() -> String {
 /// reads (the rest are 429 before any read), and never holds back a real key from that address.
 #[tokio::test]
 async fn made_up_keys_are_limited_per_address_and_never_hold_back_a_real_key() {
-    let app = TestApp::spawn(&[]).await; // RATE_LIMIT_KEY_LOOKUP: 30/minute
+    let (app, proxies) = TestApp::spawn_via_proxies(&[]).await; // RATE_LIMIT_KEY_LOOKUP: 30/minute
     let key = app.create_key("60/hour", 20).await;
+    proxies.reset();
     let burst = join_all((0..35).map(|_| async {
         let junk = made_up_key();
         app.render_with("203.0.113.40", &junk, valid_form())
@@ -181,6 +182,18 @@ async fn made_up_keys_are_limited_per_address_and_never_hold_back_a_real_key() {
     let count = |status| burst.iter().filter(|s| **s == status).count();
     assert_eq!(count(StatusCode::UNAUTHORIZED), 30, "{burst:?}");
     assert_eq!(count(StatusCode::TOO_MANY_REQUESTS), 5, "{burst:?}");
+    let statements = proxies.postgres.counts().pg_statements;
+    let reads = |table_read: &str| statements.iter().filter(|s| s.contains(table_read)).count();
+    assert_eq!(
+        reads("FROM api_keys WHERE key_hash"),
+        30,
+        "one read per 401"
+    );
+    assert_eq!(
+        reads("FROM api_keys WHERE revoked_at IS NULL"),
+        1,
+        "one list load"
+    );
     let flood = app
         .render_with("203.0.113.40", &made_up_key(), valid_form())
         .await;
