@@ -25,17 +25,18 @@ CREATE FUNCTION public.admit_job(p jsonb, OUT verdict text, OUT event_id bigint,
 DECLARE
     v_id uuid := (p ->> 'id')::uuid;
     v_client text := p ->> 'client_ip';
+    v_network text := p ->> 'client_network';
     v_hash bytea := decode(p ->> 'replay_sha256', 'hex');
     v_idem_token uuid := (p ->> 'idem_token')::uuid;
     v_sandbox boolean := coalesce((p ->> 'sandbox')::boolean, false);
     v_sandbox_since timestamptz :=
         now() - coalesce((p ->> 'sandbox_active_ms')::bigint, 0) * interval '1 millisecond';
     v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
-    v_queued bigint;
-    v_rendering bigint;
+    v_counts job_counts;
     v_active bigint;
 BEGIN
-    -- Lock order, snapshots and the capacity checks are as in V1: see there.
+    -- Lock order, snapshots and the capacity checks are as in V1: see there. Every count below
+    -- is read after the global lock, so no concurrent admission can pass the same cap.
     PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
     PERFORM pg_advisory_xact_lock((p ->> 'client_lock')::bigint);
 
@@ -64,16 +65,16 @@ BEGIN
     IF NOT v_sandbox THEN
         PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
-        SELECT count(*) FILTER (WHERE status = 'queued'),
-               count(*) FILTER (WHERE status IN ('downloading', 'rendering'))
-          INTO v_queued, v_rendering
-          FROM jobs
-         WHERE status IN ('queued', 'downloading', 'rendering');
-        IF v_queued >= (p ->> 'max_queued')::bigint THEN
+        SELECT * INTO v_counts FROM job_counts;
+        IF v_counts.queued >= (p ->> 'max_queued')::bigint THEN
             verdict := 'queue_full';
             RETURN;
         END IF;
-        IF v_rendering >= (p ->> 'max_rendering')::bigint THEN
+        IF v_counts.anonymous_queued >= (p ->> 'max_anonymous_queued')::bigint THEN
+            verdict := 'anonymous_queue_full';
+            RETURN;
+        END IF;
+        IF v_counts.rendering >= (p ->> 'max_rendering')::bigint THEN
             verdict := 'render_capacity';
             RETURN;
         END IF;
@@ -84,6 +85,14 @@ BEGIN
     END IF;
     IF v_active >= (p ->> 'max_active_per_client')::bigint THEN
         verdict := 'too_many_active_jobs';
+        RETURN;
+    END IF;
+    IF NOT v_sandbox AND v_network IS NOT NULL AND (
+        SELECT count(*) FROM jobs
+         WHERE client_network = v_network AND client_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')
+    ) >= (p ->> 'max_active_per_network')::bigint THEN
+        verdict := 'too_many_network_jobs';
         RETURN;
     END IF;
 
@@ -98,11 +107,11 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO jobs (id, client_ip, client_addr, skin, config, replay_key, replay_sha256,
-                      sandbox, status, progress, video_key, thumb_key,
+    INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
+                      replay_sha256, sandbox, status, progress, video_key, thumb_key,
                       callback_url, callback_seq, callback_at)
-    VALUES (v_id, v_client, p ->> 'client_addr', p ->> 'skin', p -> 'config', p ->> 'replay_key',
-            v_hash, v_sandbox,
+    VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
+            p ->> 'replay_key', v_hash, v_sandbox,
             CASE WHEN v_sandbox THEN 'completed' ELSE 'queued' END::job_status,
             CASE WHEN v_sandbox THEN 100 ELSE 0 END,
             p ->> 'sandbox_video_key', p ->> 'sandbox_thumb_key',
@@ -193,6 +202,45 @@ END
 $$;
 
 --
+-- Name: count_job_changes(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.count_job_changes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    d_queued bigint := 0;
+    d_rendering bigint := 0;
+    d_anonymous bigint := 0;
+    q bigint;
+    r bigint;
+    a bigint;
+BEGIN
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        SELECT count(*) FILTER (WHERE status = 'queued'),
+               count(*) FILTER (WHERE status IN ('downloading', 'rendering')),
+               count(*) FILTER (WHERE status = 'queued' AND client_ip NOT LIKE 'key:%')
+          INTO q, r, a FROM counted_new;
+        d_queued := q; d_rendering := r; d_anonymous := a;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        SELECT count(*) FILTER (WHERE status = 'queued'),
+               count(*) FILTER (WHERE status IN ('downloading', 'rendering')),
+               count(*) FILTER (WHERE status = 'queued' AND client_ip NOT LIKE 'key:%')
+          INTO q, r, a FROM counted_old;
+        d_queued := d_queued - q; d_rendering := d_rendering - r; d_anonymous := d_anonymous - a;
+    END IF;
+    IF d_queued <> 0 OR d_rendering <> 0 OR d_anonymous <> 0 THEN
+        UPDATE job_counts
+           SET queued = queued + d_queued,
+               rendering = rendering + d_rendering,
+               anonymous_queued = anonymous_queued + d_anonymous;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -212,24 +260,59 @@ CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_statu
 $$;
 
 --
+-- Name: job_callback_client(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_callback_client() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: queue_job_callback(); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.queue_job_callback() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
         RETURN NEW;
     END IF;
+    IF NEW.status = OLD.status
+       AND (SELECT count(*) FROM (SELECT FROM job_callbacks
+                                   WHERE client = NEW.client_ip AND status = 'pending'
+                                   LIMIT v_cap) AS undelivered) >= v_cap THEN
+        RETURN NEW;
+    END IF;
     NEW.callback_seq := OLD.callback_seq + 1;
     NEW.callback_at := now();
-    INSERT INTO job_callbacks (job_id, sequence, url, body)
+    INSERT INTO job_callbacks (job_id, sequence, url, body, client)
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
-                              NEW.error, now()));
+                              NEW.error, now()),
+            NEW.client_ip);
     RETURN NEW;
+END
+$$;
+
+--
+-- Name: reset_job_counts(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reset_job_counts() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE job_counts SET queued = 0, rendering = 0, anonymous_queued = 0;
+    RETURN NULL;
 END
 $$;
 
@@ -286,6 +369,18 @@ CREATE TABLE public.api_keys (
 );
 
 --
+-- Name: callback_dispatch; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.callback_dispatch (
+    only_row boolean DEFAULT true NOT NULL,
+    last_client text DEFAULT ''::text NOT NULL,
+    max_pending_per_key bigint DEFAULT 1000 NOT NULL,
+    CONSTRAINT callback_dispatch_max_pending_per_key_check CHECK ((max_pending_per_key > 0)),
+    CONSTRAINT callback_dispatch_only_row_check CHECK (only_row)
+);
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -319,6 +414,7 @@ CREATE TABLE public.job_callbacks (
     last_error text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     dispatched_at timestamp with time zone,
+    client text NOT NULL,
     CONSTRAINT job_callbacks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'failed'::text])))
 );
 
@@ -338,6 +434,18 @@ CREATE SEQUENCE public.job_callbacks_id_seq
 --
 
 ALTER SEQUENCE public.job_callbacks_id_seq OWNED BY public.job_callbacks.id;
+
+--
+-- Name: job_counts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_counts (
+    one boolean DEFAULT true NOT NULL,
+    queued bigint NOT NULL,
+    rendering bigint NOT NULL,
+    anonymous_queued bigint NOT NULL,
+    CONSTRAINT job_counts_one_check CHECK (one)
+);
 
 --
 -- Name: jobs; Type: TABLE; Schema: public; Owner: -
@@ -363,6 +471,7 @@ CREATE TABLE public.jobs (
     callback_url text,
     callback_seq integer DEFAULT 0 NOT NULL,
     callback_at timestamp with time zone,
+    client_network text,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -470,6 +579,13 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
 --
+-- Name: callback_dispatch callback_dispatch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.callback_dispatch
+    ADD CONSTRAINT callback_dispatch_pkey PRIMARY KEY (only_row);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -489,6 +605,13 @@ ALTER TABLE ONLY public.job_callbacks
 
 ALTER TABLE ONLY public.job_callbacks
     ADD CONSTRAINT job_callbacks_pkey PRIMARY KEY (id);
+
+--
+-- Name: job_counts job_counts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_counts
+    ADD CONSTRAINT job_counts_pkey PRIMARY KEY (one);
 
 --
 -- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -538,6 +661,12 @@ CREATE INDEX admission_fences_by_age ON public.admission_fences USING btree (cre
 CREATE INDEX api_keys_by_age ON public.api_keys USING btree (created_at DESC, id);
 
 --
+-- Name: api_keys_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_keys_by_client ON public.api_keys USING btree ((('key:'::text || (id)::text)));
+
+--
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -550,10 +679,28 @@ CREATE INDEX idempotency_keys_by_expiry ON public.idempotency_keys USING btree (
 CREATE INDEX job_callbacks_pending ON public.job_callbacks USING btree (available_at) WHERE (status = 'pending'::text);
 
 --
+-- Name: job_callbacks_pending_by_client; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending_by_client ON public.job_callbacks USING btree (client, available_at, id) WHERE (status = 'pending'::text);
+
+--
+-- Name: job_callbacks_pending_by_job; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_callbacks_pending_by_job ON public.job_callbacks USING btree (job_id, sequence) WHERE (status = 'pending'::text);
+
+--
 -- Name: jobs_active_by_client; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_active_by_client ON public.jobs USING btree (client_ip) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status]));
+
+--
+-- Name: jobs_active_by_network; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_active_by_network ON public.jobs USING btree (client_network) WHERE ((status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status])) AND (client_network IS NOT NULL));
 
 --
 -- Name: jobs_active_by_status; Type: INDEX; Schema: public; Owner: -
@@ -580,12 +727,6 @@ CREATE INDEX jobs_by_client_age ON public.jobs USING btree (client_ip, created_a
 CREATE INDEX jobs_by_client_status_age ON public.jobs USING btree (client_ip, status, created_at, id);
 
 --
--- Name: jobs_completed_by_update; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_by_update ON public.jobs USING btree (updated_at) WHERE (status = 'completed'::public.job_status);
-
---
 -- Name: jobs_ended_by_update; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -596,6 +737,12 @@ CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE 
 --
 
 CREATE INDEX jobs_queued_by_age ON public.jobs USING btree (created_at) WHERE (status = 'queued'::public.job_status);
+
+--
+-- Name: jobs_rendered_by_update; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_rendered_by_update ON public.jobs USING btree (updated_at) WHERE ((status = 'completed'::public.job_status) AND (NOT sandbox));
 
 --
 -- Name: jobs_sandbox_by_client_age; Type: INDEX; Schema: public; Owner: -
@@ -638,6 +785,36 @@ CREATE INDEX skins_listed ON public.skins USING btree (name COLLATE "C") WHERE (
 --
 
 CREATE INDEX webhook_nonces_by_expiry ON public.webhook_nonces USING btree (expires_at);
+
+--
+-- Name: job_callbacks job_callbacks_client; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER job_callbacks_client BEFORE INSERT ON public.job_callbacks FOR EACH ROW WHEN ((new.client IS NULL)) EXECUTE FUNCTION public.job_callback_client();
+
+--
+-- Name: jobs jobs_count_deletes; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_count_deletes AFTER DELETE ON public.jobs REFERENCING OLD TABLE AS counted_old FOR EACH STATEMENT EXECUTE FUNCTION public.count_job_changes();
+
+--
+-- Name: jobs jobs_count_inserts; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_count_inserts AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS counted_new FOR EACH STATEMENT EXECUTE FUNCTION public.count_job_changes();
+
+--
+-- Name: jobs jobs_count_truncates; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_count_truncates AFTER TRUNCATE ON public.jobs FOR EACH STATEMENT EXECUTE FUNCTION public.reset_job_counts();
+
+--
+-- Name: jobs jobs_count_updates; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_count_updates AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS counted_old NEW TABLE AS counted_new FOR EACH STATEMENT EXECUTE FUNCTION public.count_job_changes();
 
 --
 -- Name: jobs jobs_queue_callback; Type: TRIGGER; Schema: public; Owner: -

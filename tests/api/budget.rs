@@ -30,10 +30,11 @@ struct Budget {
     aws: &'static [(&'static str, u64)],
 }
 
+/// An anonymous client's render counts two windows, its own and its network's, at once.
 const ADMITTED: Budget = Budget {
     pg_round_trips: 3,
     aws: &[
-        ("DynamoDB.UpdateItem", 1),
+        ("DynamoDB.UpdateItem", 2),
         ("S3.PutObject", 1),
         ("SQS.SendMessageBatch", 1),
     ],
@@ -45,19 +46,19 @@ const NOTHING: Budget = Budget {
     aws: &[],
 };
 
-/// Step 4's refusal: the limiter's one call, after the one read that looks for a duplicate
-/// of the replay (step 3b, which a duplicate must pass without spending quota) and takes the
-/// occupancy counts.
+/// Step 4's refusal: the limiter's calls (the client's and its network's windows), after the
+/// one read that looks for a duplicate of the replay (step 3b, which a duplicate must pass
+/// without spending quota) and takes the occupancy counts.
 const RATE_LIMITED: Budget = Budget {
     pg_round_trips: 1,
-    aws: &[("DynamoDB.UpdateItem", 1)],
+    aws: &[("DynamoDB.UpdateItem", 2)],
 };
 
 /// Steps 5, 6 and 8's early refusal: that read, the limiter, and the load read the refusal's
 /// `Retry-After` is estimated from. Nothing is stored or locked.
 const CAPACITY_REFUSED: Budget = Budget {
     pg_round_trips: 2,
-    aws: &[("DynamoDB.UpdateItem", 1)],
+    aws: &[("DynamoDB.UpdateItem", 2)],
 };
 
 /// Long windows and room for every request: only the case under test refuses.
@@ -170,7 +171,7 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
         };
         let submission = submit_render(
             &instance,
-            &Caller::anonymous(ClientKey::new(ip, 64)),
+            &Caller::anonymous(ClientKey::new(ip, 64), ClientKey::new(ip, 64)),
             None,
             upload,
         )
@@ -184,7 +185,7 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
             "one pooled connection, opened on first use"
         );
         assert_eq!(aws.op("SQS.GetQueueUrl"), lookups);
-        assert_eq!(aws.http_requests(), 3 + lookups);
+        assert_eq!(aws.http_requests(), 4 + lookups);
     }
 }
 

@@ -278,12 +278,14 @@ async fn skin_uploads_are_idempotent_too() {
 
 #[tokio::test]
 async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
-    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "5")]).await;
+    let app = TestApp::spawn(&[]).await;
+    // A key's client, which the 409 names its job to (an anonymous one it names none:
+    // fairness.rs).
+    let key = app.create_key("5/minute", 5).await;
     let ip = "203.0.113.160";
     let replay = unique_replay();
-    let first = app
-        .render(ip, render_form(replay.clone(), "a.osr", &[]))
-        .await;
+    let render = |form| app.render_with(ip, &key.bearer, form);
+    let first = render(render_form(replay.clone(), "a.osr", &[])).await;
     assert_eq!(first.status(), StatusCode::ACCEPTED);
     assert_eq!(header(&first, "x-ratelimit-remaining"), Some(4));
     let first_location = location(&first);
@@ -291,9 +293,7 @@ async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
 
     // Other options, same replay: still the job this client has.
     for fields in [&[][..], &[("skin", "Other")][..]] {
-        let again = app
-            .render(ip, render_form(replay.clone(), "b.osr", fields))
-            .await;
+        let again = render(render_form(replay.clone(), "b.osr", fields)).await;
         assert_eq!(location(&again), first_location);
         assert_eq!(
             header(&again, "x-ratelimit-remaining"),
@@ -303,7 +303,7 @@ async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
         let body = problem(again, StatusCode::CONFLICT, "duplicate_replay").await;
         assert_eq!(body["job_id"], job_id.as_str());
     }
-    let next = app.render(ip, valid_form()).await;
+    let next = render(valid_form()).await;
     assert_eq!(header(&next, "x-ratelimit-remaining"), Some(3));
 
     // Another client's submission of the same replay is its own job.
@@ -321,8 +321,7 @@ async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
         .await
         .unwrap();
     problem(
-        app.render(ip, render_form(replay.clone(), "a.osr", &[]))
-            .await,
+        render(render_form(replay.clone(), "a.osr", &[])).await,
         StatusCode::CONFLICT,
         "duplicate_replay",
     )
@@ -334,18 +333,23 @@ async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
         )
         .await
         .unwrap();
-    let rerender = app.render(ip, render_form(replay, "a.osr", &[])).await;
+    let rerender = render(render_form(replay, "a.osr", &[])).await;
     assert_eq!(rerender.status(), StatusCode::ACCEPTED);
     assert_ne!(location(&rerender), first_location);
 }
 
 #[tokio::test]
 async fn concurrent_duplicates_create_one_job() {
-    let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "50"), ROOMY[0]]).await;
+    let app = TestApp::spawn(&[]).await;
+    // A key's client: its 409s name the job (fairness.rs has an anonymous one's).
+    let key = app.create_key("1000/hour", 50).await;
     let ip = "203.0.113.170";
     let replay = unique_replay();
-    let responses =
-        join_all((0..20).map(|_| app.render(ip, render_form(replay.clone(), "a.osr", &[])))).await;
+    let responses = join_all(
+        (0..20)
+            .map(|_| app.render_with(ip, &key.bearer, render_form(replay.clone(), "a.osr", &[]))),
+    )
+    .await;
     let admitted: Vec<String> = responses
         .iter()
         .filter(|r| r.status() == StatusCode::ACCEPTED)

@@ -9,6 +9,7 @@ mod support;
 
 mod budget;
 mod callbacks;
+mod fairness;
 mod faults;
 mod hostile;
 mod idempotency;

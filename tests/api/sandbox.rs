@@ -101,6 +101,11 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
         ))
         .await;
     assert_eq!(sandbox_events, 0);
+    // Its replay is not kept (nothing renders it): only the real job's is stored.
+    assert_eq!(
+        app.replay_objects().await,
+        vec![format!("replays/{real}.osr")]
+    );
     // A sandbox job is the key's, listed as such.
     let job = app
         .get_with("198.51.100.9", &key.bearer, &format!("/v1/jobs/{first}"))

@@ -11,9 +11,14 @@
 //!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
 //!   both under its locks.
 //!
+//! An anonymous client is limited twice (DESIGN.md §3, "Fair share"): as itself (an address, an
+//! IPv6 /64) and as its network (an IPv4 /24, an IPv6 /48), in the rate limit (step 4) and the
+//! active-job cap (step 8); anonymous clients together hold at most `ANONYMOUS_QUEUE_SHARE` of
+//! the queue (step 5). A key is its own client, under none of these.
+//!
 //! A sandbox key's request (`osr_test_…`) runs every step, but its job holds no capacity: the
-//! global caps do not apply to it, its active jobs are its recent sandbox jobs, and it never
-//! reaches the render queue (domain/sandbox.rs).
+//! global caps do not apply to it, its active jobs are its recent sandbox jobs, its replay is
+//! not stored, and it never reaches the render queue (domain/sandbox.rs).
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
@@ -22,11 +27,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
-use crate::callbacks::check_callback;
+use crate::callbacks::{check_callback_host, parse_callback};
 use crate::deadline;
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
+use crate::domain::rate::{LimitScope, RateDecision};
 use crate::domain::render::{FieldError, RenderOptions};
 use crate::domain::sandbox;
 use crate::estimate::Defaults;
@@ -42,6 +48,8 @@ use crate::request::{check_file, check_rate_limit, read_form, FormUpload, Submis
 
 /// The rate-limited endpoint name: the limiter counts each endpoint separately.
 pub const RENDER_ENDPOINT: &str = "render";
+/// The renders of one anonymous network, counted together.
+pub const RENDER_NETWORK_ENDPOINT: &str = "render_network";
 
 /// A replay that passed steps 1 and 2: an `.osr` of allowed size that osrparse would read, std.
 #[derive(Debug, Clone)]
@@ -99,9 +107,9 @@ struct RenderRequest {
     callback: Option<CallbackUrl>,
 }
 
-/// Steps 1–3, the key's format and the callback URL: stateless, so a request refused here
-/// costs no quota and touches nothing. The callback's host is looked up last, as the only
-/// step here that waits on the network.
+/// Steps 1–3, the key's format and the callback URL's form: stateless, so a request refused
+/// here costs no quota and touches nothing. (The callback's host is looked up after the rate
+/// limit: it waits on the network.)
 async fn validate_request<S, O, E>(
     app: &App,
     caller: &Caller,
@@ -124,7 +132,7 @@ where
         Some(TextValue::Text(url)) => Some(url.as_str()),
         _ => None,
     };
-    let callback = check_callback(app, caller, callback).await?;
+    let callback = parse_callback(app, caller, callback)?;
     Ok(RenderRequest {
         replay,
         options,
@@ -239,7 +247,7 @@ async fn look(
     claim: Option<(&Claim, &[u8; 32])>,
 ) -> Result<(Occupancy, Option<bool>), Rejection> {
     app.jobs
-        .occupancy(&caller.client, &replay.sha256, caller.is_sandbox(), claim)
+        .occupancy(caller, &replay.sha256, claim)
         .await
         .map_err(|error| {
             tracing::error!(%error, "occupancy check failed");
@@ -256,15 +264,48 @@ async fn admit(
     claim: &Option<Claim>,
 ) -> Submission {
     if let Some(existing) = occupancy.duplicate {
-        return Submission::refused(Rejection::DuplicateReplay(existing));
+        return Submission::refused(duplicate(caller, existing));
     }
-    let limit = caller.render_limit(app.config.rate_limits.render);
-    let rate = match check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client).await {
+    let rate = match check_render_rate(app, caller).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
+    if let Some(url) = &request.callback {
+        if let Err(rejection) = check_callback_host(app, url).await {
+            return Submission {
+                outcome: Err(rejection),
+                rate,
+            };
+        }
+    }
     let outcome = enqueue(app, caller, request, occupancy, claim.clone()).await;
     Submission { outcome, rate }
+}
+
+/// Step 3b's refusal. It names the job only to a key's client: an address may be shared (a
+/// NAT, a campus), and its other users must not learn a job id, which reads the job.
+fn duplicate(caller: &Caller, existing: JobId) -> Rejection {
+    Rejection::DuplicateReplay(caller.key.map(|_| existing))
+}
+
+/// Step 4: the client's window, and an anonymous client's network's (both counted at once, so
+/// the second costs no time). The answer reports the client's window; a refusal, the window that
+/// refused.
+async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDecision>, Rejection> {
+    let limit = caller.render_limit(app.config.rate_limits.render);
+    let client = check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client);
+    let Some(network) = &caller.network else {
+        return client.await;
+    };
+    let limits = &app.config.rate_limits;
+    let network = check_rate_limit(app, RENDER_NETWORK_ENDPOINT, limits.render_network, network);
+    let (client, network) = tokio::join!(client, network);
+    let rate = client?;
+    network.map_err(|rejection| match rejection {
+        Rejection::RateLimited(rate, _) => Rejection::RateLimited(rate, LimitScope::Network),
+        other => other,
+    })?;
+    Ok(rate)
 }
 
 /// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
@@ -298,6 +339,7 @@ async fn enqueue(
         id,
         client: client.clone(),
         address: caller.key.map(|_| caller.address.clone()),
+        network: caller.network.clone(),
         options,
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,
@@ -323,13 +365,18 @@ async fn enqueue(
 }
 
 /// The global caps are everyone's but a sandbox key's, whose jobs hold no capacity; the
-/// per-client one is the key's `max_active`, if any.
+/// per-client one is the key's `max_active`, if any; the anonymous share and the network cap
+/// are an anonymous client's alone.
 fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
+    let config = &app.config;
     let global = |cap| if caller.is_sandbox() { i64::MAX } else { cap };
+    let anonymous = |cap| caller.network.as_ref().map(|_| cap);
     CapacityLimits {
-        max_queued: global(app.config.max_queued),
-        max_rendering: global(app.config.max_rendering),
-        max_active_per_client: caller.max_active(app.config.max_active_jobs_per_ip),
+        max_queued: global(config.max_queued),
+        max_anonymous_queued: anonymous(config.max_anonymous_queued()),
+        max_rendering: global(config.max_rendering),
+        max_active_per_client: caller.max_active(config.max_active_jobs_per_ip),
+        max_active_per_network: anonymous(config.max_active_per_network),
     }
 }
 
@@ -342,40 +389,60 @@ async fn no_room_rejection(
     no_room: NoRoom,
     limits: &CapacityLimits,
 ) -> Rejection {
+    let scope = caller.client.scope();
     if let (NoRoom::TooManyActiveJobs, true) = (no_room, caller.is_sandbox()) {
         // A sandbox job is active for a fixed time: a slot frees within it.
         return Rejection::TooManyActiveJobs {
             limit: limits.max_active_per_client,
             retry_after: sandbox::ACTIVE_FOR.as_secs(),
+            scope,
         };
     }
     let load = match no_room {
         NoRoom::Duplicate(_) => Load::default(),
-        _ => app.jobs.load(&caller.client).await.unwrap_or_else(|error| {
+        _ => app.jobs.load(caller).await.unwrap_or_else(|error| {
             tracing::warn!(%error, "could not read the load for a Retry-After estimate");
             Load::default()
         }),
     };
     let defaults = Defaults::from(&*app.config);
-    let recent = load.recent;
+    let (recent, capacity) = (load.recent, load.capacity);
+    let active_retry =
+        |oldest: Option<f64>| recent.active_jobs_retry(&defaults, oldest.unwrap_or_default());
     match no_room {
-        NoRoom::Duplicate(existing) => Rejection::DuplicateReplay(existing),
+        NoRoom::Duplicate(existing) => duplicate(caller, existing),
         NoRoom::QueueFull => Rejection::QueueFull {
-            retry_after: recent.queue_full_retry(&defaults, load.queued, limits.max_queued),
+            retry_after: recent.queue_full_retry(&defaults, capacity.queued, limits.max_queued),
+        },
+        NoRoom::AnonymousQueueFull => Rejection::QueueFull {
+            retry_after: recent.queue_full_retry(
+                &defaults,
+                capacity.anonymous_queued,
+                limits.max_anonymous_queued.unwrap_or_default(),
+            ),
         },
         NoRoom::RenderCapacity => Rejection::RenderCapacity {
             retry_after: recent.render_capacity_retry(&defaults),
         },
         NoRoom::TooManyActiveJobs => Rejection::TooManyActiveJobs {
             limit: limits.max_active_per_client,
-            retry_after: recent
-                .active_jobs_retry(&defaults, load.oldest_active_age_secs.unwrap_or_default()),
+            retry_after: active_retry(load.oldest_active_age_secs),
+            scope,
+        },
+        NoRoom::TooManyNetworkJobs => Rejection::TooManyActiveJobs {
+            limit: limits.max_active_per_network.unwrap_or_default(),
+            retry_after: active_retry(load.oldest_network_active_age_secs),
+            scope: LimitScope::Network,
         },
     }
 }
 
-/// Step 10, done before the job is visible: a failure leaves nothing behind.
+/// Step 10, done before the job is visible: a failure leaves nothing behind. A sandbox job
+/// renders nothing, so its replay is not kept.
 async fn store_replay(app: &App, job: &NewJob, replay: ReplayFile) -> Result<(), Rejection> {
+    if job.sandbox {
+        return Ok(());
+    }
     app.replays
         .put(&job.replay_key, replay.bytes)
         .await
@@ -433,6 +500,9 @@ async fn admit_or_resolve(
 
 /// Best effort: an object left behind is unreferenced and expires by the lifecycle rule.
 async fn discard_replay(app: &App, job: &NewJob) {
+    if job.sandbox {
+        return;
+    }
     if let Err(error) = app.replays.delete(&job.replay_key).await {
         tracing::warn!(%error, job_id = %job.id, "could not delete the replay of a refused job");
     }

@@ -8,9 +8,10 @@
 //! marked failed and the job's next callback goes out. Delivery is at least once: a receiver
 //! dedupes by `job_id` and `sequence`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
+use tokio::task::JoinSet;
 
 use crate::app::App;
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
@@ -22,20 +23,23 @@ use crate::ports::StoreError;
 use crate::problem::Rejection;
 use crate::request::epoch_secs;
 
-/// Callbacks one claim takes, all sent at once: a claim takes at most `CALLBACK_TIMEOUT_MS`
-/// however slow its receivers are, and one slow receiver holds up only its own job's.
-const CLAIM_BATCH: i64 = 50;
+/// Sends in flight at once. Each claim takes at most the free places, so a claimed callback's
+/// send begins at once and its lease (`Config::callback_lease`, three send timeouts) covers it.
+const MAX_SENDS_IN_FLIGHT: usize = 50;
 /// One key's share of a claim: a key whose receivers are all slow (or hostile) holds up its own
 /// callbacks, and at most this many of a claim's sends, not everyone's.
 pub const CLAIM_PER_KEY: i64 = 10;
-/// Claims per sweep, and the time after which a sweep starts no claim whose sends could
-/// outlast it: the dispatcher's whole run (its render events beside) stays within its 50 s.
-const MAX_CLAIMS_PER_SWEEP: usize = 10;
+/// A new claim is made once this many places are free (or none is in flight): a whole key's
+/// share fits, and claims are not made one send at a time.
+const CLAIM_WHEN_FREE: usize = CLAIM_PER_KEY as usize;
+/// The time after which a sweep claims nothing more that could outlast it: the dispatcher's
+/// whole run (its render events beside) stays within its 50 s.
 const SWEEP_BUDGET: Duration = Duration::from_secs(30);
 
-/// The submission's `callback_url`, if it has one: only a keyed client may set one (else the
-/// service would send traffic anywhere for anyone), and only to a URL whose host is public.
-pub async fn check_callback(
+/// The submission's `callback_url`, if it has one, checked for form (step 3): only a keyed
+/// client may set one (else the service would send traffic anywhere for anyone), and only an
+/// https URL whose host, if an address, is public.
+pub fn parse_callback(
     app: &App,
     caller: &Caller,
     text: Option<&str>,
@@ -43,19 +47,36 @@ pub async fn check_callback(
     let Some(text) = text else {
         return Ok(None);
     };
-    let invalid = |reason: &dyn std::fmt::Display| {
-        Rejection::InvalidField(format!("{CALLBACK_FIELD}: {reason}"))
-    };
     if caller.key.is_none() {
-        return Err(invalid(&"only a client with an API key can set a callback"));
+        return Err(invalid_callback(
+            &"only a client with an API key can set a callback",
+        ));
     }
-    let url = CallbackUrl::parse(text, app.config.allow_private_callbacks)
-        .map_err(|reason| invalid(&reason))?;
-    app.callback_addresses
-        .check(&url)
-        .await
-        .map_err(|error| invalid(&error))?;
-    Ok(Some(url))
+    let allow_private = app.config.allow_private_callbacks;
+    let url =
+        CallbackUrl::parse(text, allow_private).map_err(|reason| invalid_callback(&reason))?;
+    // An address named literally is checked with the form; a name is looked up after the rate
+    // limit (check_callback_host), as the lookup waits on the network.
+    match url.literal_address() {
+        Some(address) if !allow_private && !callback::is_public(address) => {
+            Err(invalid_callback(&"the host is not allowed"))
+        }
+        _ => Ok(Some(url)),
+    }
+}
+
+/// The callback host's addresses are all public: looked up after the client's rate limit, as
+/// it waits on the network. What the resolver answered stays in the log: told to the client, it
+/// would let anyone probe which internal names resolve, and to what.
+pub async fn check_callback_host(app: &App, url: &CallbackUrl) -> Result<(), Rejection> {
+    app.callback_addresses.check(url).await.map_err(|error| {
+        tracing::info!(%error, "callback_url refused");
+        invalid_callback(&"the host is not allowed")
+    })
+}
+
+fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
+    Rejection::InvalidField(format!("{CALLBACK_FIELD}: {reason}"))
 }
 
 /// How one claimed callback's send came out.
@@ -66,58 +87,72 @@ enum Sent {
     GiveUp(Retry),
 }
 
-/// The dispatcher's callback work: sends due callbacks until none are left (at most
-/// `MAX_CLAIMS_PER_SWEEP` claims, none begun past `SWEEP_BUDGET`). A claim takes one callback
-/// per job, so the sweep claims again while the last claim found any: a job's next callback
-/// is due once its previous one is delivered.
-pub async fn sweep(app: &App, sender: &dyn CallbackSender) -> Result<SweepReport, StoreError> {
+/// The dispatcher's callback work: keeps up to `MAX_SENDS_IN_FLIGHT` sends going, each a task
+/// of its own that marks its callback as soon as its send ends, and claims again whenever
+/// enough places are free, until a claim finds nothing and no send is left, or `SWEEP_BUDGET`
+/// is spent. A slow receiver holds only its own place: the next claim does not wait for it.
+/// (Tasks, not futures polled by the sweep: a send holding a pooled connection must not wait
+/// for the claim that waits for that connection.) Claiming again after sends end also takes
+/// each job's next callback, due once its previous one is delivered, so a job's backlog drains
+/// in one sweep.
+pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
-    let max_attempts = app.config.outbox_max_attempts;
     let started = Instant::now();
-    for _ in 0..MAX_CLAIMS_PER_SWEEP {
-        if started.elapsed() + app.config.callback_timeout > SWEEP_BUDGET {
-            break;
-        }
-        let claimed = app
-            .callbacks
-            .claim(
-                CLAIM_BATCH,
-                CLAIM_PER_KEY,
-                app.config.callback_lease(),
-                max_attempts,
-            )
-            .await?;
-        let outcomes = join_all(claimed.iter().map(|callback| send(app, sender, callback))).await;
-        let (mut delivered, mut retries, mut given_up) = (Vec::new(), Vec::new(), Vec::new());
-        for outcome in outcomes {
-            match outcome {
-                Sent::Delivered(id) => delivered.push(id),
-                Sent::Retry(retry) => retries.push(retry),
-                Sent::GiveUp(retry) => given_up.push(retry),
+    let mut in_flight = JoinSet::new();
+    loop {
+        let free = MAX_SENDS_IN_FLIGHT - in_flight.len();
+        let may_claim = started.elapsed() + app.config.callback_timeout <= SWEEP_BUDGET;
+        if may_claim && (free >= CLAIM_WHEN_FREE || in_flight.is_empty()) {
+            let claimed = app
+                .callbacks
+                .claim(
+                    free as i64,
+                    CLAIM_PER_KEY,
+                    app.config.callback_lease(),
+                    app.config.outbox_max_attempts,
+                    app.config.max_pending_callbacks_per_key,
+                )
+                .await?;
+            report.claimed += claimed.len() as u64;
+            for callback in claimed {
+                in_flight.spawn(send_and_mark(app.clone(), sender.clone(), callback));
             }
         }
-        if !delivered.is_empty() {
-            app.callbacks.mark_dispatched(&delivered).await?;
-        }
-        let mut failed = 0;
-        if !retries.is_empty() {
-            failed += app.callbacks.mark_retry(&retries, max_attempts).await?;
-        }
-        if !given_up.is_empty() {
-            // No attempts allowed: each is marked failed.
-            failed += app.callbacks.mark_retry(&given_up, 0).await?;
-        }
-        report += SweepReport {
-            claimed: claimed.len() as u64,
-            dispatched: delivered.len() as u64,
-            retried: retries.len() as u64 + given_up.len() as u64 - failed,
-            failed,
-        };
-        if claimed.is_empty() {
-            break;
+        // Claims again once a send ends: its job's next callback may be due now.
+        match in_flight.join_next().await {
+            Some(outcome) => {
+                report += outcome.map_err(|error| StoreError::new(format!("a send: {error}")))??
+            }
+            // Nothing in flight after a claim was due: it found none, or the budget is spent.
+            None => return Ok(report),
         }
     }
-    Ok(report)
+}
+
+/// Sends one claimed callback and records how that went, at once.
+async fn send_and_mark(
+    app: App,
+    sender: Arc<dyn CallbackSender>,
+    callback: Callback,
+) -> Result<SweepReport, StoreError> {
+    let max_attempts = app.config.outbox_max_attempts;
+    let failed = match send(&app, sender.as_ref(), &callback).await {
+        Sent::Delivered(id) => {
+            app.callbacks.mark_dispatched(&[id]).await?;
+            return Ok(SweepReport {
+                dispatched: 1,
+                ..SweepReport::default()
+            });
+        }
+        Sent::Retry(retry) => app.callbacks.mark_retry(&[retry], max_attempts).await?,
+        // No attempts allowed: marked failed.
+        Sent::GiveUp(retry) => app.callbacks.mark_retry(&[retry], 0).await?,
+    };
+    Ok(SweepReport {
+        retried: 1 - failed,
+        failed,
+        ..SweepReport::default()
+    })
 }
 
 /// Signs and sends one callback. The URL is parsed again under today's settings, and the
@@ -164,7 +199,7 @@ mod tests {
     use crate::domain::client::ClientKey;
     use crate::domain::job::JobId;
     use crate::domain::key::{KeyId, KeyKind, KeyLimits, SigningSecret};
-    use crate::store::memory::Memory;
+    use crate::store::memory::{Memory, MemoryCallbacks};
 
     fn app() -> (App, Memory) {
         Memory::app(Config::from_lookup(|_| None).unwrap())
@@ -189,34 +224,115 @@ mod tests {
     #[tokio::test]
     async fn only_a_keyed_client_with_a_public_url_sets_a_callback() {
         let (app, _) = app();
-        let anonymous = Caller::anonymous(address());
+        let anonymous = Caller::anonymous(address(), address());
         let keyed = Caller::keyed(KeyId::new(), KeyKind::Live, KeyLimits::default(), address());
-        assert_eq!(check_callback(&app, &keyed, None).await, Ok(None));
-        let refused = check_callback(&app, &anonymous, Some("https://bot.example/")).await;
+        assert_eq!(parse_callback(&app, &keyed, None), Ok(None));
+        let refused = parse_callback(&app, &anonymous, Some("https://bot.example/"));
         assert!(
             matches!(refused, Err(Rejection::InvalidField(_))),
             "{refused:?}"
         );
-        for url in ["http://bot.example/", "https://10.1.1.1/", "https://[::1]/"] {
-            let refused = check_callback(&app, &keyed, Some(url)).await;
-            assert!(matches!(refused, Err(Rejection::InvalidField(_))), "{url}");
+        let refused = parse_callback(&app, &keyed, Some("http://bot.example/"));
+        assert!(matches!(refused, Err(Rejection::InvalidField(_))));
+        // A private address named literally is refused with the form, before any lookup.
+        for url in [
+            "https://10.1.1.1/",
+            "https://[::1]/",
+            "https://[2001:db8::1]/",
+        ] {
+            let refused = parse_callback(&app, &keyed, Some(url));
+            assert_eq!(
+                refused,
+                Err(Rejection::InvalidField(
+                    "callback_url: the host is not allowed".into()
+                )),
+                "{url}"
+            );
         }
-        let accepted = check_callback(&app, &keyed, Some("https://bot.example/hook")).await;
+        let accepted = parse_callback(&app, &keyed, Some("https://bot.example/hook"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(accepted.as_str(), "https://bot.example/hook");
+        assert_eq!(check_callback_host(&app, &accepted).await, Ok(()));
+    }
+
+    /// The memory sender, but a send to a URL with `slow` in it takes `SLOW`.
+    struct SlowFor(Arc<MemoryCallbacks>);
+    const SLOW: Duration = Duration::from_millis(1500);
+
+    #[async_trait::async_trait]
+    impl CallbackSender for SlowFor {
+        async fn send(
+            &self,
+            url: &CallbackUrl,
+            body: Vec<u8>,
+            signature: &str,
+        ) -> Result<(), crate::ports::callbacks::SendError> {
+            if url.as_str().contains("slow") {
+                tokio::time::sleep(SLOW).await;
+            }
+            self.0.send(url, body, signature).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_receiver_does_not_hold_up_the_next_claim() {
+        let (app, memory) = app();
+        let secret = SigningSecret::generate().unwrap();
+        let (slow, quick) = (JobId::new(), JobId::new());
+        let mut slow_callback = callback(1, slow, 1, Some(&secret));
+        slow_callback.url = "https://slow.example/hook".into();
+        memory.callbacks.push(slow_callback);
+        // Each of the quick job's callbacks is due only once the one before is delivered: a
+        // claim apiece, all while the slow send is still going.
+        for sequence in 1..=3 {
+            memory.callbacks.push(callback(
+                1 + i64::from(sequence),
+                quick,
+                sequence,
+                Some(&secret),
+            ));
+        }
+        let sender: Arc<dyn CallbackSender> = Arc::new(SlowFor(memory.callbacks.clone()));
+        let started = Instant::now();
+        let sweeping = sweep(&app, &sender);
+        tokio::pin!(sweeping);
+        let quick_sent = async {
+            while memory.callbacks.sent().len() < 3 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            started.elapsed()
+        };
+        let quick_took = tokio::select! {
+            took = quick_sent => took,
+            _ = &mut sweeping => panic!("the sweep ended before the quick callbacks were sent"),
+        };
+        assert!(quick_took < SLOW / 2, "the quick job waited {quick_took:?}");
+        let report = sweeping.await.unwrap();
+        assert_eq!((report.claimed, report.dispatched), (4, 4));
+        assert!(started.elapsed() >= SLOW);
+        let urls: Vec<String> = memory
+            .callbacks
+            .sent()
+            .into_iter()
+            .map(|(url, ..)| url)
+            .collect();
         assert_eq!(
-            accepted.unwrap().unwrap().as_str(),
-            "https://bot.example/hook"
+            urls.last().map(String::as_str),
+            Some("https://slow.example/hook")
         );
     }
 
     #[tokio::test]
     async fn a_sweep_sends_each_jobs_callbacks_in_order_signed_and_retries_or_gives_up() {
         let (app, memory) = app();
+        let sender: Arc<dyn CallbackSender> = memory.callbacks.clone();
         let secret = SigningSecret::generate().unwrap();
         let (a, b, c) = (JobId::new(), JobId::new(), JobId::new());
         memory.callbacks.push(callback(1, a, 1, Some(&secret)));
         memory.callbacks.push(callback(2, a, 2, Some(&secret)));
         memory.callbacks.push(callback(3, b, 1, None));
-        let report = sweep(&app, &*memory.callbacks).await.unwrap();
+        let report = sweep(&app, &sender).await.unwrap();
         assert_eq!((report.dispatched, report.failed), (2, 1));
         let sent = memory.callbacks.sent();
         let sequences: Vec<_> = sent
@@ -243,18 +359,18 @@ mod tests {
         // A receiver that does not answer: retried after its backoff, then delivered.
         memory.callbacks.push(callback(4, c, 1, Some(&secret)));
         memory.callbacks.set_down(true);
-        let report = sweep(&app, &*memory.callbacks).await.unwrap();
+        let report = sweep(&app, &sender).await.unwrap();
         assert_eq!(
             (report.claimed, report.retried, report.dispatched),
             (1, 1, 0)
         );
         memory.callbacks.set_down(false);
         assert_eq!(
-            sweep(&app, &*memory.callbacks).await.unwrap().claimed,
+            sweep(&app, &sender).await.unwrap().claimed,
             0,
             "backing off"
         );
         memory.callbacks.make_due();
-        assert_eq!(sweep(&app, &*memory.callbacks).await.unwrap().dispatched, 1);
+        assert_eq!(sweep(&app, &sender).await.unwrap().dispatched, 1);
     }
 }

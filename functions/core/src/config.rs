@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::domain::client::TrustedProxies;
+use crate::domain::client::{NetworkPrefixes, TrustedProxies};
 use crate::domain::rate::RateLimit;
 
 #[derive(Debug, Clone)]
@@ -38,12 +38,20 @@ pub struct Config {
     pub max_queued: i64,
     pub max_rendering: i64,
     pub max_active_jobs_per_ip: i64,
+    /// An anonymous network's cap on active jobs (`MAX_ACTIVE_PER_NETWORK`): many addresses of
+    /// one allocation are one actor.
+    pub max_active_per_network: i64,
+    /// The share of `MAX_QUEUED` anonymous clients together may hold (`ANONYMOUS_QUEUE_SHARE`,
+    /// 0 < s <= 1; 1 is no reserve): the rest is kept for API keys.
+    pub anonymous_queue_share: f64,
     /// How long an instance keeps a key lookup's answer (keys/lookup.rs): at most
     /// `MAX_KEY_CACHE_TTL`, the issue's bound on a revocation taking effect.
     pub key_cache_ttl: Duration,
     pub max_replay_bytes: usize,
     pub trusted_proxies: TrustedProxies,
     pub ipv6_prefix_len: u8,
+    /// An anonymous client's network (`IPV4_NETWORK_PREFIX`, `IPV6_NETWORK_PREFIX`).
+    pub network_prefixes: NetworkPrefixes,
     /// The SQS render queue: its URL, or its name to look the URL up by.
     pub render_queue_url: Option<String>,
     pub render_queue_name: String,
@@ -85,6 +93,9 @@ pub struct Config {
     pub callback_timeout: Duration,
     /// Development only: callbacks may use `http` and reach private and local addresses.
     pub allow_private_callbacks: bool,
+    /// A key's undelivered callbacks past which progress-only ones are not queued (the
+    /// dispatcher records it for the database's trigger at each claim).
+    pub max_pending_callbacks_per_key: i64,
     /// Bucket the render workers put videos and thumbnails in; the replay bucket by default.
     pub artifact_bucket: String,
     /// Lifetime of the presigned artifact URLs `GET /v1/jobs/{id}` hands out.
@@ -128,6 +139,8 @@ impl FromStr for DbSslMode {
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimits {
     pub render: RateLimit,
+    /// Renders of all anonymous clients of one network together.
+    pub render_network: RateLimit,
     pub skins_upload: RateLimit,
     pub legacy_skins_upload: RateLimit,
     /// The read endpoints (`GET /v1/jobs…`, `GET /v1/skins`): generous, per client.
@@ -167,6 +180,29 @@ impl Config {
                 reason: "must be 0..=128".into(),
             });
         }
+        let network_prefixes = NetworkPrefixes {
+            ipv4: env.parse("IPV4_NETWORK_PREFIX", 24u8)?,
+            ipv6: env.parse("IPV6_NETWORK_PREFIX", 48u8)?,
+        };
+        if network_prefixes.ipv4 > 32 {
+            return Err(ConfigError {
+                name: "IPV4_NETWORK_PREFIX",
+                reason: "must be 0..=32".into(),
+            });
+        }
+        if network_prefixes.ipv6 > ipv6_prefix_len {
+            return Err(ConfigError {
+                name: "IPV6_NETWORK_PREFIX",
+                reason: "must be 0..=IPV6_CLIENT_PREFIX: a network holds whole clients".into(),
+            });
+        }
+        let anonymous_queue_share = env.parse("ANONYMOUS_QUEUE_SHARE", 1.0f64)?;
+        if !(anonymous_queue_share > 0.0 && anonymous_queue_share <= 1.0) {
+            return Err(ConfigError {
+                name: "ANONYMOUS_QUEUE_SHARE",
+                reason: "must be more than 0 and at most 1".into(),
+            });
+        }
         let job_retention: Duration = env
             .parse::<Seconds>("JOB_RETENTION", Seconds(30 * 86_400))?
             .into();
@@ -195,6 +231,13 @@ impl Config {
                 reason: "must be 1 to 20000: a dispatcher run sends several rounds of callbacks \
                          within its 50 s"
                     .into(),
+            });
+        }
+        let max_pending_callbacks_per_key = env.parse("MAX_PENDING_CALLBACKS_PER_KEY", 1_000)?;
+        if max_pending_callbacks_per_key < 1 {
+            return Err(ConfigError {
+                name: "MAX_PENDING_CALLBACKS_PER_KEY",
+                reason: "must be at least 1".into(),
             });
         }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
@@ -226,6 +269,7 @@ impl Config {
             aws_endpoint_url: lookup("AWS_ENDPOINT_URL").filter(|url| !url.is_empty()),
             rate_limits: RateLimits {
                 render: env.parse("RATE_LIMIT_RENDER", limit("5/minute"))?,
+                render_network: env.parse("RATE_LIMIT_RENDER_NETWORK", limit("20/minute"))?,
                 skins_upload: env.parse("RATE_LIMIT_SKINS_UPLOAD", limit("2/minute"))?,
                 legacy_skins_upload: env
                     .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
@@ -235,10 +279,13 @@ impl Config {
             max_queued: env.parse("MAX_QUEUED", 100)?,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
+            max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
+            anonymous_queue_share,
             key_cache_ttl,
             max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
             trusted_proxies,
             ipv6_prefix_len,
+            network_prefixes,
             render_queue_url: lookup("RENDER_QUEUE_URL").filter(|url| !url.is_empty()),
             render_queue_name: env.string("RENDER_QUEUE_NAME", "osurender-render-jobs"),
             webhook_secret: SecretSource::from_lookup(&lookup, "WEBHOOK_SECRET")?,
@@ -265,6 +312,7 @@ impl Config {
             outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
             callback_timeout,
             allow_private_callbacks: env.parse::<Flag>("ALLOW_PRIVATE_CALLBACKS", Flag(false))?.0,
+            max_pending_callbacks_per_key,
             artifact_bucket: lookup("ARTIFACT_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             artifact_url_ttl: env
                 .parse::<Seconds>("ARTIFACT_URL_TTL", Seconds(900))?
@@ -282,6 +330,14 @@ impl Config {
             cors_allow_origin: lookup("CORS_ALLOW_ORIGIN").filter(|origin| !origin.is_empty()),
             replay_bucket,
         })
+    }
+}
+
+impl Config {
+    /// How many queued jobs anonymous clients together may hold: `ANONYMOUS_QUEUE_SHARE` of
+    /// `MAX_QUEUED`, rounded down.
+    pub fn max_anonymous_queued(&self) -> i64 {
+        (self.max_queued as f64 * self.anonymous_queue_share).floor() as i64
     }
 }
 
@@ -477,6 +533,29 @@ mod tests {
     }
 
     #[test]
+    fn network_limits_default_and_are_bounded() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.network_prefixes, NetworkPrefixes { ipv4: 24, ipv6: 48 });
+        assert_eq!(c.max_active_per_network, 8);
+        assert_eq!(c.rate_limits.render_network.to_string(), "20/minute");
+        assert_eq!(c.anonymous_queue_share, 1.0);
+        assert_eq!(c.max_anonymous_queued(), c.max_queued);
+        let c = config(&[("ANONYMOUS_QUEUE_SHARE", "0.5"), ("MAX_QUEUED", "41")]).unwrap();
+        assert_eq!(c.max_anonymous_queued(), 20);
+        for (name, value) in [
+            ("ANONYMOUS_QUEUE_SHARE", "0"),
+            ("ANONYMOUS_QUEUE_SHARE", "1.5"),
+            ("ANONYMOUS_QUEUE_SHARE", "NaN"),
+            ("IPV4_NETWORK_PREFIX", "33"),
+            ("IPV6_NETWORK_PREFIX", "65"),
+        ] {
+            assert!(config(&[(name, value)]).is_err(), "{name}={value}");
+        }
+        let c = config(&[("IPV6_CLIENT_PREFIX", "56"), ("IPV6_NETWORK_PREFIX", "40")]).unwrap();
+        assert_eq!(c.network_prefixes.ipv6, 40);
+    }
+
+    #[test]
     fn overrides_and_errors() {
         let c = config(&[("MAX_QUEUED", "8"), ("TRUSTED_PROXY_CIDRS", "")]).unwrap();
         assert_eq!(c.max_queued, 8);
@@ -567,6 +646,14 @@ mod tests {
         assert!(!c.simulate_workers);
         assert_eq!(c.callback_timeout, Duration::from_secs(5));
         assert!(!c.allow_private_callbacks);
+        assert_eq!(c.max_pending_callbacks_per_key, 1_000);
+        assert_eq!(
+            config(&[("MAX_PENDING_CALLBACKS_PER_KEY", "5")])
+                .unwrap()
+                .max_pending_callbacks_per_key,
+            5
+        );
+        assert!(config(&[("MAX_PENDING_CALLBACKS_PER_KEY", "0")]).is_err());
         assert!(
             config(&[("ALLOW_PRIVATE_CALLBACKS", "true")])
                 .unwrap()

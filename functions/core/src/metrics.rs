@@ -34,6 +34,26 @@ pub fn outbox_failed(count: u64) {
     emit(&outbox_failed_line(&function, count, now_millis()));
 }
 
+/// The callbacks one sweep delivered and gave up on (the `CallbacksFailedAlarm` watches the
+/// latter), by function.
+pub fn callbacks(delivered: u64, failed: u64) {
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    emit(&callbacks_line(&function, delivered, failed, now_millis()));
+}
+
+fn callbacks_line(function: &str, delivered: u64, failed: u64, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(
+            timestamp,
+            &["FunctionName"],
+            &[("CallbacksDelivered", "Count"), ("CallbacksFailed", "Count")],
+        ),
+        "FunctionName": function,
+        "CallbacksDelivered": delivered,
+        "CallbacksFailed": failed,
+    })
+}
+
 /// Jobs holding the render capacity (`downloading` + `rendering`, against `MAX_RENDERING`) and
 /// waiting for it (`queued`, against `MAX_QUEUED`), by function: the dashboard's gauge, printed
 /// by outbox-dispatcher once a minute.
@@ -155,6 +175,32 @@ mod tests {
         assert_eq!(line["QueuedJobs"], 7);
         assert_eq!(line["RenderingJobs"], 20);
         assert_eq!(line["FunctionName"], "osurender-dev-OutboxDispatcher");
+    }
+
+    #[test]
+    fn callbacks_line_matches_the_alarm() {
+        // template.yaml's CallbacksFailedAlarm: namespace osurender, metric CallbacksFailed,
+        // dimension FunctionName.
+        let line = callbacks_line("osurender-dev-OutboxDispatcher", 40, 2, 1_764_471_660_000);
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_764_471_660_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "osurender",
+                        "Dimensions": [["FunctionName"]],
+                        "Metrics": [
+                            {"Name": "CallbacksDelivered", "Unit": "Count"},
+                            {"Name": "CallbacksFailed", "Unit": "Count"},
+                        ],
+                    }],
+                },
+                "FunctionName": "osurender-dev-OutboxDispatcher",
+                "CallbacksDelivered": 40,
+                "CallbacksFailed": 2,
+            })
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::domain::job::JobId;
-use crate::domain::rate::RateDecision;
+use crate::domain::rate::{LimitScope, RateDecision};
 
 /// How long to wait before retrying when a dependency is down: long enough for a failover or a
 /// cold pool, short enough that clients do not give up.
@@ -24,7 +24,8 @@ pub enum Rejection {
     /// The skin name is taken (uploaded before, or built in).
     SkinExists(String),
     InvalidField(String),
-    RateLimited(RateDecision),
+    /// A fixed window is spent: whose (the client's, its network's, its key's) is named.
+    RateLimited(RateDecision, LimitScope),
     /// The capacity refusals carry their `Retry-After` estimate (estimate.rs).
     QueueFull {
         retry_after: u64,
@@ -35,9 +36,11 @@ pub enum Rejection {
     TooManyActiveJobs {
         limit: i64,
         retry_after: u64,
+        scope: LimitScope,
     },
-    /// This client has the same replay queued or rendering already: that job.
-    DuplicateReplay(JobId),
+    /// This client has the same replay queued or rendering already: that job, named only to a
+    /// key's client (an address may be shared: its other users must not learn the id).
+    DuplicateReplay(Option<JobId>),
     InvalidIdempotencyKey(String),
     /// The key was used with a different request.
     IdempotencyKeyReused(String),
@@ -95,7 +98,7 @@ impl Rejection {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
-            Self::RateLimited(_) | Self::TooManyActiveJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited(..) | Self::TooManyActiveJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
@@ -130,7 +133,7 @@ impl Rejection {
             Self::InvalidSkin(_) => "invalid_skin",
             Self::SkinExists(_) => "skin_exists",
             Self::InvalidField(_) => "invalid_field",
-            Self::RateLimited(_) => "rate_limited",
+            Self::RateLimited(..) => "rate_limited",
             Self::QueueFull { .. } => "queue_full",
             Self::RenderCapacity { .. } => "render_capacity",
             Self::TooManyActiveJobs { .. } => "too_many_active_jobs",
@@ -169,7 +172,7 @@ impl Rejection {
             Self::InvalidSkin(_) => "Invalid skin",
             Self::SkinExists(_) => "Skin exists",
             Self::InvalidField(_) => "Invalid field",
-            Self::RateLimited(_) => "Rate limit exceeded",
+            Self::RateLimited(..) => "Rate limit exceeded",
             Self::QueueFull { .. } => "Render queue full",
             Self::RenderCapacity { .. } => "Render capacity exhausted",
             Self::TooManyActiveJobs { .. } => "Too many active jobs",
@@ -231,9 +234,11 @@ impl Rejection {
             Self::WrongJob => {
                 "the signed report names another job (`job_id`); it applies only to that job".into()
             }
-            Self::RateLimited(rate) => format!(
-                "rate limit of {} requests exceeded; retry in {} s",
-                rate.limit, rate.retry_after
+            Self::RateLimited(rate, scope) => format!(
+                "the {} rate limit of {} requests is spent; retry in {} s",
+                scope.noun(),
+                rate.limit,
+                rate.retry_after
             ),
             Self::QueueFull { retry_after } => {
                 format!("the render queue is full; try again in about {retry_after} s")
@@ -241,13 +246,21 @@ impl Rejection {
             Self::RenderCapacity { retry_after } => {
                 format!("all renderers are busy; try again in about {retry_after} s")
             }
-            Self::TooManyActiveJobs { limit, retry_after } => format!(
-                "at most {limit} active jobs per client; one should finish in about {retry_after} s"
+            Self::TooManyActiveJobs {
+                limit,
+                retry_after,
+                scope,
+            } => format!(
+                "at most {limit} active jobs per {}; one should finish in about {retry_after} s",
+                scope.noun()
             ),
-            Self::DuplicateReplay(id) => format!(
+            Self::DuplicateReplay(Some(id)) => format!(
                 "this replay is already queued or rendering as job {id}; follow it at {}",
                 id.status_path()
             ),
+            Self::DuplicateReplay(None) => "this replay is already queued or rendering; follow \
+                 the job your first submission was answered with"
+                .into(),
             Self::IdempotencyInProgress => {
                 "the first request with this Idempotency-Key is still running; retry shortly".into()
             }
@@ -280,7 +293,7 @@ impl Rejection {
 
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            Self::RateLimited(rate) => Some(rate.retry_after),
+            Self::RateLimited(rate, _) => Some(rate.retry_after),
             Self::QueueFull { retry_after }
             | Self::RenderCapacity { retry_after }
             | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
@@ -305,9 +318,12 @@ struct Problem<'a> {
     status: u16,
     detail: String,
     code: &'a str,
-    /// The existing job of a `duplicate_replay`.
+    /// The existing job of a key client's `duplicate_replay`.
     #[serde(skip_serializing_if = "Option::is_none")]
     job_id: Option<JobId>,
+    /// Whose limit a 429 hit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<LimitScope>,
 }
 
 impl IntoResponse for Rejection {
@@ -320,7 +336,11 @@ impl IntoResponse for Rejection {
             detail: self.detail(),
             code: self.code(),
             job_id: match &self {
-                Self::DuplicateReplay(id) => Some(*id),
+                Self::DuplicateReplay(id) => *id,
+                _ => None,
+            },
+            scope: match &self {
+                Self::RateLimited(_, scope) | Self::TooManyActiveJobs { scope, .. } => Some(*scope),
                 _ => None,
             },
         };
@@ -332,10 +352,10 @@ impl IntoResponse for Rejection {
         if let Some(secs) = self.retry_after() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if let Self::RateLimited(rate) = &self {
+        if let Self::RateLimited(rate, _) = &self {
             rate_limit_headers(rate, &mut headers);
         }
-        if let Self::DuplicateReplay(id) = &self {
+        if let Self::DuplicateReplay(Some(id)) = &self {
             if let Ok(location) = HeaderValue::try_from(id.status_path()) {
                 headers.insert(header::LOCATION, location);
             }

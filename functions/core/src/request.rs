@@ -110,7 +110,7 @@ pub async fn check_rate_limit(
 ) -> Result<Option<RateDecision>, Rejection> {
     match app.limiter.hit(endpoint, client, limit, epoch_secs()).await {
         Ok(rate) if rate.allowed => Ok(Some(rate)),
-        Ok(rate) => Err(Rejection::RateLimited(rate)),
+        Ok(rate) => Err(Rejection::RateLimited(rate, client.scope())),
         Err(error) if app.config.rate_limit_fail_open => {
             tracing::warn!(%error, "rate limiter unavailable; failing open");
             Ok(None)

@@ -122,7 +122,7 @@ fn run_scheduled(app: &App) {
         let sender = sender.clone();
         async move {
             log_sweep("outbox", outbox::sweep(&app).await);
-            log_sweep("callback", callbacks::sweep(&app, &*sender).await);
+            log_sweep("callback", callbacks::sweep(&app, &sender).await);
         }
     });
     every(app.config.janitor_interval, app, |app| async move {

@@ -162,6 +162,11 @@ impl TestApp {
             ("OUTBOX_SWEEP_INTERVAL", "0"),
             ("JANITOR_INTERVAL", "0"),
             ("SKIN_INGEST_INTERVAL", "0"),
+            // The network limits are tested with their defaults in fairness.rs (which unsets
+            // these); elsewhere many clients share a documentation /24 while a test is about
+            // another cap.
+            ("MAX_ACTIVE_PER_NETWORK", "1000000"),
+            ("RATE_LIMIT_RENDER_NETWORK", "1000000/hour"),
         ]
         .into_iter()
         .chain(

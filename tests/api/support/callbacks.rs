@@ -164,7 +164,7 @@ pub async fn sweep_callbacks(app: &App) -> u64 {
     let sender = app.callback_sender();
     let mut dispatched = 0;
     loop {
-        let report = callbacks::sweep(app, &*sender).await.unwrap();
+        let report = callbacks::sweep(app, &sender).await.unwrap();
         dispatched += report.dispatched;
         if report.claimed == 0 {
             return dispatched;

@@ -72,6 +72,33 @@ impl TestApp {
         );
         self.assert_keys_match_jobs().await;
         self.assert_no_advisory_locks().await;
+        self.assert_counts_exact().await;
+    }
+
+    /// `job_counts` agrees with counting the jobs.
+    pub(crate) async fn assert_counts_exact(&self) {
+        let kept = self
+            .db
+            .query_one(
+                "SELECT queued, rendering, anonymous_queued FROM job_counts",
+                &[],
+            )
+            .await
+            .unwrap();
+        let counted = self
+            .db
+            .query_one(
+                "SELECT count(*) FILTER (WHERE status = 'queued'), \
+                        count(*) FILTER (WHERE status IN ('downloading', 'rendering')), \
+                        count(*) FILTER (WHERE status = 'queued' AND client_ip NOT LIKE 'key:%') \
+                   FROM jobs",
+                &[],
+            )
+            .await
+            .unwrap();
+        let row =
+            |r: &tokio_postgres::Row| (r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2));
+        assert_eq!(row(&kept), row(&counted), "job_counts vs count(*)");
     }
 
     /// A completed render key answers with a job that exists, and the very one it records.

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::*;
 use crate::config::Config;
-use crate::domain::client::ClientKey;
+use crate::domain::client::{ClientKey, NetworkPrefixes};
 use crate::domain::JobStatus;
 use crate::store::memory::{AdmitFault, Memory};
 
@@ -24,11 +24,11 @@ fn config(vars: &[(&str, &str)]) -> Config {
     .expect("test config is valid")
 }
 
+/// Anonymous client `n`, alone in its network.
 fn client(n: u8) -> Caller {
-    Caller::anonymous(ClientKey::new(
-        format!("203.0.113.{n}").parse().unwrap(),
-        64,
-    ))
+    let ip = format!("203.0.{n}.9").parse().unwrap();
+    let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+    Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, prefixes))
 }
 
 /// A render form: the replay under `file_name`, then the text fields.
@@ -78,10 +78,12 @@ fn admitted(outcome: Result<Reply<JobId>, Rejection>) -> JobId {
     }
 }
 
-/// What an admitted, keyed render does: one look (with the key's claim), the limit, the
-/// replay, the admission, the fast path.
-const ADMITTED: [&str; 6] = [
+/// What an admitted render with an idempotency key does: one look (with the key's claim), the
+/// limits (the anonymous client's and its network's, at once), the replay, the admission, the
+/// fast path.
+const ADMITTED: [&str; 7] = [
     "jobs.occupancy",
+    "limiter.hit",
     "limiter.hit",
     "replays.put",
     "jobs.admit",
@@ -140,11 +142,12 @@ async fn steps_one_to_three_refuse_before_any_port() {
 async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
     // The duplicate is seen by the look alone, before the limit counts it.
     let (app, memory) = Memory::app(config(&[]));
-    let first = admitted(render(&app, 3, None).await);
+    admitted(render(&app, 3, None).await);
     memory.calls.take();
+    // An anonymous client is not told the job's id (its address may be shared).
     assert_eq!(
         render(&app, 3, None).await.unwrap_err(),
-        Rejection::DuplicateReplay(first)
+        Rejection::DuplicateReplay(None)
     );
     assert_eq!(memory.calls.take(), ["jobs.occupancy"]);
 
@@ -155,7 +158,10 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
     let other_replay = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
     let refused = submit_render(&app, &client(4), None, other_replay).await;
     assert_eq!(refused.outcome.unwrap_err().code(), "rate_limited");
-    assert_eq!(memory.calls.take(), ["jobs.occupancy", "limiter.hit"]);
+    assert_eq!(
+        memory.calls.take(),
+        ["jobs.occupancy", "limiter.hit", "limiter.hit"]
+    );
 
     // Capacity (steps 5, 6, 8): refused from the look, with a Retry-After from the load.
     for (vars, status, code) in [
@@ -172,7 +178,7 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
         assert_eq!(refused.code(), code);
         assert_eq!(
             memory.calls.take(),
-            ["jobs.occupancy", "limiter.hit", "jobs.load"]
+            ["jobs.occupancy", "limiter.hit", "limiter.hit", "jobs.load"]
         );
         assert!(memory.objects.keys().is_empty(), "{code}: nothing stored");
     }
@@ -184,7 +190,7 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
     assert_eq!(refused.outcome.unwrap_err().code(), "too_many_active_jobs");
     assert_eq!(
         memory.calls.take(),
-        ["jobs.occupancy", "limiter.hit", "jobs.load"]
+        ["jobs.occupancy", "limiter.hit", "limiter.hit", "jobs.load"]
     );
 }
 
@@ -223,9 +229,10 @@ async fn a_late_answer_after_the_commit_is_resolved_to_the_job() {
     let job = admitted(render(&app, 8, Some("k-8")).await);
     let calls = memory.calls.take();
     assert_eq!(
-        &calls[..5],
+        &calls[..6],
         [
             "jobs.occupancy",
+            "limiter.hit",
             "limiter.hit",
             "replays.put",
             "jobs.admit",

@@ -74,10 +74,11 @@ impl CallbackUrl {
     }
 }
 
-/// Whether a callback may be sent to `ip`: a globally routable unicast address. Refused are
+/// Whether a callback may be sent to `ip`: a globally reachable unicast address. Refused are
 /// loopback, private (RFC 1918), shared (CGNAT), link-local (cloud metadata lives at
 /// 169.254.169.254), unique-local, multicast, unspecified, broadcast, documentation and
-/// benchmarking ranges, and IPv6 forms that embed any of these (mapped and NAT64/6to4).
+/// benchmarking ranges, every block of IANA's IPv6 special-purpose registry that is not globally
+/// reachable, and IPv6 forms that embed a refused IPv4 address (mapped, NAT64, 6to4).
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
@@ -101,27 +102,66 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || a >= 240) // reserved
 }
 
+/// IANA's IPv6 special-purpose address registry, checked 2026-12: its blocks inside global
+/// unicast (2000::/3) that are not globally reachable, as (prefix, length). The rest of the
+/// registry lies outside 2000::/3 (::/128, ::1/128, 100::/64, 100:0:0:1::/64, 5f00::/16,
+/// fc00::/7, fe80::/10; the NAT64 and mapped forms are decided by the IPv4 address they carry),
+/// and 2001::/23 is handled by `is_public_2001`.
+const REFUSED_V6: [(u128, u8); 2] = [
+    (0x2001_0db8 << 96, 32), // documentation, RFC 3849
+    (0x3fff << 112, 20),     // documentation, RFC 9637
+];
+
+fn in_block(ip: u128, (prefix, len): (u128, u8)) -> bool {
+    (ip ^ prefix) >> (128 - u32::from(len)) == 0
+}
+
 fn is_public_v6(ip: Ipv6Addr) -> bool {
     if let Some(v4) = ip.to_ipv4_mapped() {
         return is_public_v4(v4);
     }
+    let bits = u128::from(ip);
     let segments = ip.segments();
     let embedded_v4 = |high: u16, low: u16| {
         let [a, b] = high.to_be_bytes();
         let [c, d] = low.to_be_bytes();
         Ipv4Addr::new(a, b, c, d)
     };
-    match segments[0] {
-        // NAT64 (64:ff9b::/96): the IPv4 address it reaches decides.
-        0x64 if segments[1] == 0xff9b => is_public_v4(embedded_v4(segments[6], segments[7])),
-        // 6to4 (2002::/16) embeds its IPv4 address in bits 16–47.
-        0x2002 => is_public_v4(embedded_v4(segments[1], segments[2])),
-        // Documentation (2001:db8::/32).
-        0x2001 if segments[1] == 0x0db8 => false,
-        // Only global unicast (2000::/3) is routable; this also refuses ::, ::1, the old
-        // IPv4-compatible forms, unique-local fc00::/7, link-local fe80::/10 and multicast ff00::/8.
-        first => (0x2000..=0x3fff).contains(&first),
+    // NAT64's well-known prefix (64:ff9b::/96, RFC 6052) is globally reachable: the IPv4
+    // address it translates to decides. The local-use 64:ff9b:1::/48 (RFC 8215) is not, and the
+    // rest of 64:ff9b::/32 is unassigned: both lie outside 2000::/3 and are refused below.
+    if in_block(bits, (0x0064_ff9b << 96, 96)) {
+        return is_public_v4(embedded_v4(segments[6], segments[7]));
     }
+    // 6to4 (2002::/16) embeds its IPv4 address in bits 16–47.
+    if segments[0] == 0x2002 {
+        return is_public_v4(embedded_v4(segments[1], segments[2]));
+    }
+    if in_block(bits, (0x2001 << 112, 23)) {
+        return is_public_2001(bits);
+    }
+    // Only global unicast (2000::/3) is routable; this also refuses ::, ::1, the old
+    // IPv4-compatible forms, discard 100::/64, 64:ff9b:1::/48, segment routing 5f00::/16,
+    // unique-local fc00::/7, link-local fe80::/10 and multicast ff00::/8.
+    (0x2000..=0x3fff).contains(&segments[0])
+        && !REFUSED_V6.iter().any(|&block| in_block(bits, block))
+}
+
+/// 2001::/23, IETF protocol assignments (RFC 2928), is not globally reachable except for the
+/// registry's entries marked so. Refused within it: Teredo 2001::/32 (it also carries an
+/// obfuscated IPv4 address), benchmarking 2001:2::/48, ORCHID 2001:10::/28 and ORCHIDv2
+/// 2001:20::/28 (the registry marks ORCHIDv2 reachable, but an ORCHID names a host and is
+/// not routable: RFC 7343 §2), and everything unassigned.
+fn is_public_2001(bits: u128) -> bool {
+    const GLOBAL: [(u128, u8); 6] = [
+        ((0x2001_0001 << 96) | 1, 128),             // PCP anycast, RFC 7723
+        ((0x2001_0001 << 96) | 2, 128),             // TURN anycast, RFC 8155
+        ((0x2001_0001 << 96) | 3, 128),             // DNS-SD SRP anycast, RFC 9665
+        (0x2001_0003 << 96, 32),                    // AMT, RFC 7450
+        ((0x2001_0004 << 96) | (0x0112 << 80), 48), // AS112-v6, RFC 7535
+        (0x2001_0030 << 96, 28),                    // drone remote ID tags, RFC 9374
+    ];
+    GLOBAL.iter().any(|&block| in_block(bits, block))
 }
 
 /// The `X-Osurender-Signature` of a callback body sent at `timestamp` (Unix seconds):
@@ -175,6 +215,9 @@ mod tests {
             "2606:4700:4700::1111",
             "::ffff:93.184.216.34",
             "64:ff9b::808:808",
+            "2002:808:808::1",
+            "2400:cb00::1",
+            "3ffe:ffff::1",
         ] {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
@@ -202,12 +245,125 @@ mod tests {
             "fd12:3456::1",
             "fe80::1",
             "ff02::1",
-            "2001:db8::1",
-            "64:ff9b::a00:1",
-            "2002:7f00:1::",
-            "2002:a9fe:a9fe::1",
+            "5f00::1",
         ] {
             assert!(!is_public(refused.parse().unwrap()), "{refused}");
+        }
+    }
+
+    /// Each block of IANA's IPv6 special-purpose registry that is not globally reachable, at
+    /// its first and last address, and the IPv4 addresses the translating forms embed.
+    #[test]
+    fn ipv6_special_purpose_blocks_are_refused() {
+        for (block, first, last) in [
+            ("discard 100::/64", "100::", "100::ffff:ffff:ffff:ffff"),
+            (
+                "dummy 100:0:0:1::/64",
+                "100:0:0:1::",
+                "100::1:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "NAT64 local 64:ff9b:1::/48",
+                "64:ff9b:1::808:808",
+                "64:ff9b:1:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "unassigned 64:ff9b::/32",
+                "64:ff9b:2::808:808",
+                "64:ff9b:0:0:1::808:808",
+            ),
+            (
+                "IETF 2001::/23",
+                "2001:5::1",
+                "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "Teredo 2001::/32",
+                "2001::",
+                "2001:0:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "Teredo of a public IPv4",
+                "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                "2001::1",
+            ),
+            ("PCP's neighbours", "2001:1::", "2001:1::4"),
+            (
+                "benchmarking 2001:2::/48",
+                "2001:2::",
+                "2001:2:0:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "ORCHID 2001:10::/28",
+                "2001:10::",
+                "2001:1f:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "ORCHIDv2 2001:20::/28",
+                "2001:20::",
+                "2001:2f:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "documentation 2001:db8::/32",
+                "2001:db8::",
+                "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "documentation 3fff::/20",
+                "3fff::",
+                "3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            ("6to4 of a private IPv4", "2002:a00:1::", "2002:c0a8:101::1"),
+            ("6to4 of loopback", "2002:7f00:1::", "2002:7fff:ffff::1"),
+            ("6to4 of link-local", "2002:a9fe:a9fe::1", "2002:a9fe::"),
+            ("6to4 of shared space", "2002:6440:1::", "2002:647f:ffff::"),
+            (
+                "NAT64 of a private IPv4",
+                "64:ff9b::a00:1",
+                "64:ff9b::c0a8:101",
+            ),
+            ("NAT64 of loopback", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe"),
+            (
+                "segment routing 5f00::/16",
+                "5f00::",
+                "5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "unique-local fc00::/7",
+                "fc00::",
+                "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+            (
+                "link-local fe80::/10",
+                "fe80::",
+                "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            ),
+        ] {
+            for address in [first, last] {
+                let ip: IpAddr = address.parse().unwrap();
+                assert!(!is_public(ip), "{block}: {address}");
+            }
+        }
+    }
+
+    /// The registry's globally reachable entries inside 2001::/23 stay reachable.
+    #[test]
+    fn globally_reachable_special_purpose_addresses_are_public() {
+        for address in [
+            "2001:1::1",
+            "2001:1::2",
+            "2001:1::3",
+            "2001:3::1",
+            "2001:3:ffff:ffff:ffff:ffff:ffff:ffff",
+            "2001:4:112::1",
+            "2001:4:112:ffff:ffff:ffff:ffff:ffff",
+            "2001:30::1",
+            "2001:3f:ffff:ffff:ffff:ffff:ffff:ffff",
+            "2001:200::1",
+            "2620:4f:8000::1",
+            "3fff:1000::1",
+        ] {
+            assert!(is_public(address.parse().unwrap()), "{address}");
         }
     }
 

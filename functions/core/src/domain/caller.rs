@@ -11,16 +11,20 @@ use super::rate::RateLimit;
 pub struct Caller {
     pub client: ClientKey,
     pub address: ClientKey,
+    /// The network an anonymous client is also limited by; `None` for a key (its own client
+    /// wherever it connects from).
+    pub network: Option<ClientKey>,
     /// The key's kind and limits, for a key client; `None` for an anonymous one.
     pub key: Option<(KeyKind, KeyLimits)>,
 }
 
 impl Caller {
     /// A client without a key: counted by its address, under the configured limits.
-    pub fn anonymous(address: ClientKey) -> Self {
+    pub fn anonymous(address: ClientKey, network: ClientKey) -> Self {
         Self {
             client: address.clone(),
             address,
+            network: Some(network),
             key: None,
         }
     }
@@ -30,6 +34,7 @@ impl Caller {
         Self {
             client: id.client(),
             address,
+            network: None,
             key: Some((kind, limits)),
         }
     }
@@ -83,7 +88,10 @@ mod tests {
         assert_eq!(a.render_limit(five), limits.render);
         assert_eq!(a.max_active(2), 20);
 
-        let anonymous = Caller::anonymous(ClientKey::new(ip("203.0.113.1"), 64));
+        let anonymous = Caller::anonymous(
+            ClientKey::new(ip("203.0.113.1"), 64),
+            ClientKey::new(ip("203.0.113.0"), 64),
+        );
         assert_eq!(anonymous.client, a.address);
         assert_eq!(anonymous.render_limit(five), five);
         assert_eq!(anonymous.max_active(2), 2);

@@ -3,8 +3,10 @@
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use ipnet::{IpNet, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use sha2::{Digest, Sha256};
+
+use super::rate::LimitScope;
 
 /// The header Cloudflare sets to the visitor's address. Believed only from a trusted peer.
 pub const CF_CONNECTING_IP: &str = "cf-connecting-ip";
@@ -72,6 +74,10 @@ pub fn resolve_client_ip(
     canonical(forwarded.unwrap_or(peer))
 }
 
+/// How an API key's client is named (`key:<uuid>`, domain/key.rs), where an anonymous client's
+/// address stands; the store tells anonymous jobs from keyed ones by it too (migrations/V11).
+pub const KEY_CLIENT_PREFIX: &str = "key:";
+
 /// What per-client limits are counted by: an IPv4 address, or the IPv6 prefix
 /// (by default the /64 one host is given) so rotating inside it buys nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -91,6 +97,25 @@ impl ClientKey {
         }
     }
 
+    /// The network an anonymous client's address belongs to (`IPV4_NETWORK_PREFIX`,
+    /// `IPV6_NETWORK_PREFIX`): what one actor with many cheap addresses is also counted by.
+    pub fn network(ip: IpAddr, prefixes: NetworkPrefixes) -> Self {
+        match canonical(ip) {
+            IpAddr::V4(v4) => Self(
+                Ipv4Net::new(v4, prefixes.ipv4)
+                    .expect("prefix length validated by config")
+                    .trunc()
+                    .to_string(),
+            ),
+            IpAddr::V6(v6) => Self(
+                Ipv6Net::new(v6, prefixes.ipv6)
+                    .expect("prefix length validated by config")
+                    .trunc()
+                    .to_string(),
+            ),
+        }
+    }
+
     /// A client by its name, as the store keeps it: an API key's client (`KeyId::client`).
     pub(super) fn named(name: String) -> Self {
         Self(name)
@@ -100,12 +125,28 @@ impl ClientKey {
         &self.0
     }
 
+    /// What a limit counted by this client is, as a 429 names it: a key's, or an address's.
+    pub fn scope(&self) -> LimitScope {
+        match self.0.starts_with(KEY_CLIENT_PREFIX) {
+            true => LimitScope::Key,
+            false => LimitScope::Client,
+        }
+    }
+
     /// The per-client advisory lock id, bit for bit the Python original's
     /// `int.from_bytes(sha256(ip.encode()).digest()[:8], "little", signed=True)`,
     /// so both fleets serialize on the same lock during a migration.
     pub fn lock_id(&self) -> i64 {
         advisory_lock_id(&self.0)
     }
+}
+
+/// The prefix lengths of an anonymous client's network (0..=32, and 0..=the client's IPv6
+/// prefix, so a network holds whole clients).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetworkPrefixes {
+    pub ipv4: u8,
+    pub ipv6: u8,
 }
 
 /// `pg_advisory_xact_lock` id of a name: the first 8 bytes of its SHA-256, little-endian, signed.
@@ -182,6 +223,28 @@ mod tests {
         assert_eq!(
             ClientKey::new(ip("2001:db8::1"), 128).as_str(),
             "2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn networks_group_the_addresses_of_one_allocation() {
+        let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+        let net = |s| ClientKey::network(ip(s), prefixes);
+        assert_eq!(net("203.0.113.9").as_str(), "203.0.113.0/24");
+        assert_eq!(net("203.0.113.250"), net("203.0.113.9"));
+        assert_ne!(net("203.0.114.9"), net("203.0.113.9"));
+        assert_eq!(net("::ffff:203.0.113.7").as_str(), "203.0.113.0/24");
+        // 256 /64s of a home /56 and every /64 of a broker's /48 are one network.
+        assert_eq!(net("2001:db8:7:ff00::1").as_str(), "2001:db8:7::/48");
+        assert_eq!(net("2001:db8:7:1::1"), net("2001:db8:7:ffff:ffff::1"));
+        assert_ne!(net("2001:db8:8::1"), net("2001:db8:7::1"));
+        let exact = NetworkPrefixes {
+            ipv4: 32,
+            ipv6: 128,
+        };
+        assert_eq!(
+            ClientKey::network(ip("198.51.100.4"), exact).as_str(),
+            "198.51.100.4/32"
         );
     }
 

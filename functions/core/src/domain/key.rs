@@ -13,7 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::client::{advisory_lock_id, ClientKey};
+use super::client::{advisory_lock_id, ClientKey, KEY_CLIENT_PREFIX};
 use super::rate::RateLimit;
 
 const LIVE_PREFIX: &str = "osr_live_";
@@ -185,7 +185,7 @@ impl KeyId {
     /// (`key:5f0c…-…`). It stands where an IP client's address stands (the jobs' `client_ip`,
     /// idempotency scope); it cannot be taken for an address, which never contains `k`.
     pub fn client_name(&self) -> String {
-        format!("key:{}", self.0.hyphenated())
+        format!("{KEY_CLIENT_PREFIX}{}", self.0.hyphenated())
     }
 
     /// The key's client: its name, so that its limits, idempotency scope, duplicates and jobs

@@ -76,6 +76,27 @@ impl RateLimit {
     }
 }
 
+/// Whose limit a 429 hit: the client's own (an address, or an IPv6 /64), its network's (an
+/// anonymous client's IPv4 /24 or IPv6 /48), or its API key's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitScope {
+    Client,
+    Network,
+    Key,
+}
+
+impl LimitScope {
+    /// As a refusal's detail says it: "at most 2 active jobs per client".
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Network => "network",
+            Self::Key => "API key",
+        }
+    }
+}
+
 /// The limiter's answer, with what the `X-RateLimit-*` headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateDecision {

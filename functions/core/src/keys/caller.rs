@@ -21,14 +21,16 @@ use crate::request::check_rate_limit;
 /// The rate-limited endpoint name of key lookups that reach the database.
 pub const KEY_LOOKUP_ENDPOINT: &str = "key_lookup";
 
-/// The caller of a request from `address` with this `Authorization` header, if any.
+/// The caller of a request from `address` (in `network`) with this `Authorization` header, if
+/// any.
 pub async fn identify(
     app: &App,
     address: ClientKey,
+    network: ClientKey,
     authorization: Option<&HeaderValue>,
 ) -> Result<Caller, Rejection> {
     let Some(authorization) = authorization else {
-        return Ok(Caller::anonymous(address));
+        return Ok(Caller::anonymous(address, network));
     };
     // A header that is not visible ASCII cannot be `Bearer osr_…`: malformed, like any other.
     let authorization = authorization.to_str().unwrap_or_default();

@@ -1,7 +1,6 @@
 //! The non-HTTP functions' handlers: the scheduled outbox dispatcher and janitor (whatever the
 //! event: EventBridge's, or `{}` by hand) and the S3 event that ingests presigned skin uploads.
 
-use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use aws_lambda_events::event::s3::S3Event;
@@ -11,7 +10,6 @@ use serde_json::Value;
 
 use super::Error;
 use crate::callbacks;
-use crate::domain::client::ClientKey;
 use crate::janitor::{self, JanitorReport};
 use crate::outbox::{self, SweepReport};
 use crate::ports::callbacks::CallbackSender;
@@ -27,7 +25,8 @@ pub struct DispatchReport {
 }
 
 /// `outbox-dispatcher`: one sweep of the render events and one of the callbacks, each run even
-/// if the other fails; the events it gave up on become the `OutboxFailed` metric. A failed
+/// if the other fails; the events it gave up on become the `OutboxFailed` metric, the callbacks
+/// it delivered and gave up on `CallbacksDelivered` and `CallbacksFailed`. A failed
 /// sweep is the invocation's error (the dispatcher's errors alarm counts those). Each run also
 /// prints the render capacity in use (the dashboard's gauge); a failed read of it is only
 /// logged.
@@ -35,7 +34,7 @@ pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, 
     // One per instance: its connections are reused by the next invocations.
     static SENDER: OnceLock<Arc<dyn CallbackSender>> = OnceLock::new();
     let sender = SENDER.get_or_init(|| app.callback_sender());
-    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, &**sender));
+    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, sender));
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,
@@ -43,14 +42,14 @@ pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, 
     if report.events.failed > 0 {
         metrics::outbox_failed(report.events.failed);
     }
+    if report.callbacks.claimed > 0 {
+        metrics::callbacks(report.callbacks.dispatched, report.callbacks.failed);
+    }
     if report.events.claimed + report.callbacks.claimed > 0 {
         tracing::info!(?report, "outbox sweep");
     }
-    // The global counts of the admission's occupancy read, asked for a client that never
-    // submits (an unspecified address) and a hash no replay has.
-    let nobody = ClientKey::new(IpAddr::from([0, 0, 0, 0]), app.config.ipv6_prefix_len);
-    match app.jobs.occupancy(&nobody, &[0; 32], false, None).await {
-        Ok((occupancy, _)) => metrics::render_capacity(occupancy.queued, occupancy.rendering),
+    match app.jobs.capacity().await {
+        Ok(capacity) => metrics::render_capacity(capacity.queued, capacity.rendering),
         Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
     }
     Ok(report)

@@ -29,15 +29,19 @@ pub struct Callback {
 #[async_trait]
 pub trait CallbackStore: Send + Sync {
     /// Takes up to `limit` due pending callbacks that have attempts left and are the earliest
-    /// pending one of their job (so a job's callbacks go out in order), at most `per_client`
-    /// of one client's jobs, oldest first; leases each for `lease` and counts the attempt;
-    /// committed before it returns.
+    /// pending one of their job (so a job's callbacks go out in order): clients (keys) first,
+    /// up to `limit` of those with a due callback, in turn from where the last claim stopped,
+    /// then at most `per_client` of each one's oldest, a round at a time; leases each for
+    /// `lease` and counts the attempt; committed before it returns. Records
+    /// `max_pending_per_key`, the bound past which a client's progress-only callbacks are not
+    /// queued (`MAX_PENDING_CALLBACKS_PER_KEY`).
     async fn claim(
         &self,
         limit: i64,
         per_client: i64,
         lease: Duration,
         max_attempts: i32,
+        max_pending_per_key: i64,
     ) -> Result<Vec<Callback>, StoreError>;
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;

@@ -9,6 +9,7 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 
 use crate::domain::callback::CallbackUrl;
+use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
@@ -18,12 +19,16 @@ use crate::ports::idempotency::{Claim, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
 use crate::ports::StoreError;
 
-/// The caps admission enforces (DESIGN.md invariants 1 and 2).
+/// The caps admission enforces (DESIGN.md invariants 1 and 2, and §3's fair share).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CapacityLimits {
     pub max_queued: i64,
+    /// The queued jobs all anonymous clients together may hold; `None` for a key's job.
+    pub max_anonymous_queued: Option<i64>,
     pub max_rendering: i64,
     pub max_active_per_client: i64,
+    /// The active jobs an anonymous client's network may hold; `None` for a key's job.
+    pub max_active_per_network: Option<i64>,
 }
 
 /// Why a job cannot be admitted, in the order the checks are made.
@@ -32,8 +37,12 @@ pub enum NoRoom {
     /// The client has this replay queued or rendering already, as this job.
     Duplicate(JobId),
     QueueFull,
+    /// The anonymous clients' share of the queue is taken (`ANONYMOUS_QUEUE_SHARE`).
+    AnonymousQueueFull,
     RenderCapacity,
     TooManyActiveJobs,
+    /// The client's network has its `MAX_ACTIVE_PER_NETWORK` active jobs.
+    TooManyNetworkJobs,
 }
 
 /// How an admission came out.
@@ -59,24 +68,41 @@ pub enum Resolved {
     Abandoned,
 }
 
-/// Active job counts, globally and of one client, and the client's active job of one replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Occupancy {
+/// The global capacity counts (kept by the store in O(1), migrations/V11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capacity {
     pub queued: i64,
     pub rendering: i64,
+    /// Queued jobs of anonymous clients (every client that is not an API key).
+    pub anonymous_queued: i64,
+}
+
+/// Active job counts, globally, of one client and of its network, and the client's active job
+/// of one replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    pub capacity: Capacity,
     pub active_for_client: i64,
+    /// 0 for a key's client (no network limit applies to it).
+    pub active_for_network: i64,
     pub duplicate: Option<JobId>,
 }
 
 impl Occupancy {
-    /// The capacity checks (steps 5, 6 and 8); the duplicate is checked before the rate limit.
+    /// The capacity checks (steps 5, 6 and 8), in admission order (admit_job's too); the
+    /// duplicate is checked before the rate limit.
     pub fn check(&self, limits: &CapacityLimits) -> Result<(), NoRoom> {
-        if self.queued >= limits.max_queued {
+        let over = |count: i64, cap: Option<i64>| cap.is_some_and(|cap| count >= cap);
+        if self.capacity.queued >= limits.max_queued {
             Err(NoRoom::QueueFull)
-        } else if self.rendering >= limits.max_rendering {
+        } else if over(self.capacity.anonymous_queued, limits.max_anonymous_queued) {
+            Err(NoRoom::AnonymousQueueFull)
+        } else if self.capacity.rendering >= limits.max_rendering {
             Err(NoRoom::RenderCapacity)
         } else if self.active_for_client >= limits.max_active_per_client {
             Err(NoRoom::TooManyActiveJobs)
+        } else if over(self.active_for_network, limits.max_active_per_network) {
+            Err(NoRoom::TooManyNetworkJobs)
         } else {
             Ok(())
         }
@@ -91,6 +117,9 @@ pub struct NewJob {
     /// The address a key client's job came from (jobs.client_addr); `None` for an anonymous
     /// client, whose `client` is its address.
     pub address: Option<ClientKey>,
+    /// An anonymous client's network (jobs.client_network), its cap counted by; `None` for a
+    /// key client.
+    pub network: Option<ClientKey>,
     pub options: RenderOptions,
     pub replay_key: String,
     pub replay_sha256: [u8; 32],
@@ -189,9 +218,11 @@ impl JobRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Load {
     pub recent: Recent,
-    pub queued: i64,
+    pub capacity: Capacity,
     /// Age of the client's oldest active job, seconds.
     pub oldest_active_age_secs: Option<f64>,
+    /// Age of the oldest active job of an anonymous client's network, seconds.
+    pub oldest_network_active_age_secs: Option<f64>,
 }
 
 /// A page of one client's `GET /v1/jobs`, newest first (`created_at`, then `id`, descending).
@@ -308,18 +339,22 @@ pub trait JobStore: Send + Sync {
     /// early before anything is stored; with `claim`, the idempotency claim is tried in the same
     /// round trip (pipelined) and whether it was made comes back too.
     ///
-    /// For a sandbox client (`sandbox`), the global counts are 0 (its jobs hold no capacity)
-    /// and its active jobs are its sandbox jobs younger than `sandbox::ACTIVE_FOR`.
+    /// For a sandbox client, the global counts are 0 (its jobs hold no capacity) and its
+    /// active jobs are its sandbox jobs younger than `sandbox::ACTIVE_FOR`. An anonymous
+    /// client's network's active jobs are counted too.
     async fn occupancy(
         &self,
-        client: &ClientKey,
+        caller: &Caller,
         replay_sha256: &[u8; 32],
-        sandbox: bool,
         claim: Option<(&Claim, &[u8; 32])>,
     ) -> Result<(Occupancy, Option<bool>), StoreError>;
 
-    /// Recent throughput, the queue's length and the client's oldest active job.
-    async fn load(&self, client: &ClientKey) -> Result<Load, StoreError>;
+    /// The global counts alone, as admission reads them: one row, however long the queue.
+    async fn capacity(&self) -> Result<Capacity, StoreError>;
+
+    /// Recent throughput, the global counts and the caller's (and its network's) oldest
+    /// active job.
+    async fn load(&self, caller: &Caller) -> Result<Load, StoreError>;
 
     /// Locks, re-checks the duplicate and `limits` and inserts the job with its outbox event
     /// (completing its idempotency claim), atomically; the event comes back for the caller to
@@ -441,19 +476,48 @@ mod tests {
     #[test]
     fn occupancy_checks_in_admission_order() {
         let limits = CapacityLimits {
-            max_queued: 2,
+            max_queued: 3,
+            max_anonymous_queued: Some(2),
             max_rendering: 1,
             max_active_per_client: 1,
+            max_active_per_network: Some(2),
         };
-        let at = |queued, rendering, active_for_client| Occupancy {
-            queued,
-            rendering,
-            active_for_client,
-            duplicate: None,
+        let at = |queued, anonymous_queued, rendering, active_for_client, active_for_network| {
+            Occupancy {
+                capacity: Capacity {
+                    queued,
+                    rendering,
+                    anonymous_queued,
+                },
+                active_for_client,
+                active_for_network,
+                duplicate: None,
+            }
         };
-        assert_eq!(at(1, 0, 0).check(&limits), Ok(()));
-        assert_eq!(at(2, 1, 1).check(&limits), Err(NoRoom::QueueFull));
-        assert_eq!(at(1, 1, 1).check(&limits), Err(NoRoom::RenderCapacity));
-        assert_eq!(at(1, 0, 1).check(&limits), Err(NoRoom::TooManyActiveJobs));
+        assert_eq!(at(2, 1, 0, 0, 1).check(&limits), Ok(()));
+        assert_eq!(at(3, 2, 1, 1, 2).check(&limits), Err(NoRoom::QueueFull));
+        assert_eq!(
+            at(2, 2, 1, 1, 2).check(&limits),
+            Err(NoRoom::AnonymousQueueFull)
+        );
+        assert_eq!(
+            at(2, 1, 1, 1, 2).check(&limits),
+            Err(NoRoom::RenderCapacity)
+        );
+        assert_eq!(
+            at(2, 1, 0, 1, 2).check(&limits),
+            Err(NoRoom::TooManyActiveJobs)
+        );
+        assert_eq!(
+            at(2, 1, 0, 0, 2).check(&limits),
+            Err(NoRoom::TooManyNetworkJobs)
+        );
+        // A key's job: no share, no network cap.
+        let keyed = CapacityLimits {
+            max_anonymous_queued: None,
+            max_active_per_network: None,
+            ..limits
+        };
+        assert_eq!(at(2, 2, 0, 0, 9).check(&keyed), Ok(()));
     }
 }

@@ -45,20 +45,17 @@ impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
 }
 
 impl App {
-    /// The key this request's client is limited by (DESIGN.md §3).
-    pub fn client_key(&self, peer: IpAddr, headers: &HeaderMap) -> ClientKey {
+    /// Who this request is from: its API key's client (`Authorization: Bearer`), or the
+    /// anonymous client of its address (and of its network, DESIGN.md §3); a 401 for a key that
+    /// does not count (keys/caller.rs).
+    pub async fn caller(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Caller, Rejection> {
         let forwarded = headers
             .get(CF_CONNECTING_IP)
             .and_then(|value| value.to_str().ok());
         let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
-        ClientKey::new(ip, self.config.ipv6_prefix_len)
-    }
-
-    /// Who this request is from: its API key's client (`Authorization: Bearer`), or the
-    /// anonymous client of its address; a 401 for a key that does not count (keys/caller.rs).
-    pub async fn caller(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Caller, Rejection> {
-        let address = self.client_key(peer, headers);
-        identify(self, address, headers.get(header::AUTHORIZATION)).await
+        let address = ClientKey::new(ip, self.config.ipv6_prefix_len);
+        let network = ClientKey::network(ip, self.config.network_prefixes);
+        identify(self, address, network, headers.get(header::AUTHORIZATION)).await
     }
 }
 

@@ -74,6 +74,9 @@ impl HttpCallbacks {
                     allow_private: self.allow_private,
                 }))
                 .redirect(reqwest::redirect::Policy::none())
+                // A proxy from the environment would make the connection, to addresses this
+                // resolver never checked.
+                .no_proxy()
                 .timeout(self.timeout)
                 .connect_timeout(self.timeout)
                 .user_agent(concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")))

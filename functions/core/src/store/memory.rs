@@ -18,6 +18,8 @@ use chrono::{DateTime, Utc};
 
 use crate::app::App;
 use crate::config::Config;
+use crate::domain::caller::Caller;
+use crate::domain::rate::LimitScope;
 use crate::domain::sandbox;
 use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
 use crate::estimate::Recent;
@@ -27,8 +29,8 @@ use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
 use crate::ports::jobs::{
-    Admission, CapacityLimits, Deleted, JobPage, JobQuery, JobRecord, JobStore, Load, NewJob,
-    NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
+    Admission, Capacity, CapacityLimits, Deleted, JobPage, JobQuery, JobRecord, JobStore, Load,
+    NewJob, NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
 };
 use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
 use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
@@ -139,6 +141,7 @@ pub enum AdmitFault {
 struct MemoryJob {
     id: JobId,
     client: ClientKey,
+    network: Option<ClientKey>,
     status: JobStatus,
     progress: f32,
     replay_sha256: [u8; 32],
@@ -262,6 +265,7 @@ impl MemoryDatabase {
             tables.jobs.push(MemoryJob {
                 id: JobId::new(),
                 client,
+                network: None,
                 status,
                 progress: 0.0,
                 replay_sha256: [n as u8; 32],
@@ -288,7 +292,13 @@ impl MemoryDatabase {
         if tables.fences.contains_key(&job.id) {
             return Admission::Abandoned;
         }
-        let occupancy = occupancy_of(tables, &job.client, &job.replay_sha256, job.sandbox);
+        let occupancy = occupancy_of(
+            tables,
+            &job.client,
+            job.network.as_ref(),
+            &job.replay_sha256,
+            job.sandbox,
+        );
         if let Some(existing) = occupancy.duplicate {
             return Admission::NoRoom(NoRoom::Duplicate(existing));
         }
@@ -313,6 +323,7 @@ impl MemoryDatabase {
         tables.jobs.push(MemoryJob {
             id: job.id,
             client: job.client.clone(),
+            network: job.network.clone(),
             status,
             progress,
             replay_sha256: job.replay_sha256,
@@ -348,6 +359,7 @@ fn key_of(claim: &Claim) -> (String, &'static str, String) {
 fn occupancy_of(
     tables: &Tables,
     client: &ClientKey,
+    network: Option<&ClientKey>,
     sha256: &[u8; 32],
     sandbox: bool,
 ) -> Occupancy {
@@ -359,9 +371,9 @@ fn occupancy_of(
             .filter(|j| j.sandbox && &j.client == client && j.created_at > since)
             .collect();
         return Occupancy {
-            queued: 0,
-            rendering: 0,
+            capacity: Capacity::default(),
             active_for_client: recent.len() as i64,
+            active_for_network: 0,
             duplicate: recent
                 .iter()
                 .find(|j| &j.replay_sha256 == sha256)
@@ -374,19 +386,29 @@ fn occupancy_of(
         .filter(|j| ACTIVE.contains(&j.status))
         .collect();
     Occupancy {
-        queued: active
-            .iter()
-            .filter(|j| j.status == JobStatus::Queued)
-            .count() as i64,
-        rendering: active
-            .iter()
-            .filter(|j| j.status != JobStatus::Queued)
-            .count() as i64,
+        capacity: capacity_of(tables),
         active_for_client: active.iter().filter(|j| &j.client == client).count() as i64,
+        active_for_network: active
+            .iter()
+            .filter(|j| network.is_some() && j.network.as_ref() == network)
+            .count() as i64,
         duplicate: active
             .iter()
             .find(|j| &j.client == client && &j.replay_sha256 == sha256)
             .map(|j| j.id),
+    }
+}
+
+/// The global counts, as V11's `job_counts` keeps them.
+fn capacity_of(tables: &Tables) -> Capacity {
+    let count = |counted: &dyn Fn(&MemoryJob) -> bool| {
+        tables.jobs.iter().filter(|j| counted(j)).count() as i64
+    };
+    let queued = |j: &MemoryJob| j.status == JobStatus::Queued;
+    Capacity {
+        queued: count(&queued),
+        rendering: count(&|j| matches!(j.status, JobStatus::Downloading | JobStatus::Rendering)),
+        anonymous_queued: count(&|j| queued(j) && j.client.scope() == LimitScope::Client),
     }
 }
 
@@ -459,39 +481,53 @@ fn completed_within_hour(tables: &Tables) -> i64 {
 impl JobStore for MemoryDatabase {
     async fn occupancy(
         &self,
-        client: &ClientKey,
+        caller: &Caller,
         replay_sha256: &[u8; 32],
-        sandbox: bool,
         claim: Option<(&Claim, &[u8; 32])>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         self.calls.record("jobs.occupancy");
         let mut tables = lock(&self.tables);
         let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
-        Ok((
-            occupancy_of(&tables, client, replay_sha256, sandbox),
-            claimed,
-        ))
+        let occupancy = occupancy_of(
+            &tables,
+            &caller.client,
+            caller.network.as_ref(),
+            replay_sha256,
+            caller.is_sandbox(),
+        );
+        Ok((occupancy, claimed))
     }
 
-    async fn load(&self, client: &ClientKey) -> Result<Load, StoreError> {
+    async fn capacity(&self) -> Result<Capacity, StoreError> {
+        self.calls.record("jobs.capacity");
+        Ok(capacity_of(&lock(&self.tables)))
+    }
+
+    async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
         self.calls.record("jobs.load");
         let tables = lock(&self.tables);
         let now = Utc::now();
-        let oldest = tables
-            .jobs
-            .iter()
-            .filter(|j| &j.client == client && ACTIVE.contains(&j.status))
-            .map(|j| (now - j.created_at).num_milliseconds() as f64 / 1000.0)
-            .fold(None, |oldest: Option<f64>, age| {
-                Some(oldest.map_or(age, |o| o.max(age)))
-            });
+        let oldest = |counted: &dyn Fn(&MemoryJob) -> bool| {
+            tables
+                .jobs
+                .iter()
+                .filter(|j| counted(j) && ACTIVE.contains(&j.status))
+                .map(|j| (now - j.created_at).num_milliseconds() as f64 / 1000.0)
+                .fold(None, |oldest: Option<f64>, age| {
+                    Some(oldest.map_or(age, |o| o.max(age)))
+                })
+        };
         Ok(Load {
             recent: Recent {
                 completed: completed_within_hour(&tables),
                 median_turnaround_secs: None,
             },
-            queued: occupancy_of(&tables, client, &[0; 32], false).queued,
-            oldest_active_age_secs: oldest,
+            capacity: capacity_of(&tables),
+            oldest_active_age_secs: oldest(&|j| j.client == caller.client),
+            oldest_network_active_age_secs: caller
+                .network
+                .as_ref()
+                .and_then(|network| oldest(&|j| j.network.as_ref() == Some(network))),
         })
     }
 
@@ -1481,13 +1517,15 @@ impl MemoryCallbacks {
 
 #[async_trait]
 impl CallbackStore for MemoryCallbacks {
-    /// Every callback counts as one client's here: `per_client` caps a claim too.
+    /// Every callback counts as one client's here: `per_client` caps a claim too. Nothing is
+    /// queued here but what a test pushes, so `max_pending_per_key` bounds nothing.
     async fn claim(
         &self,
         limit: i64,
         per_client: i64,
         lease: Duration,
         max_attempts: i32,
+        _max_pending_per_key: i64,
     ) -> Result<Vec<Callback>, StoreError> {
         let limit = limit.min(per_client);
         let mut queued = lock(&self.queued);

@@ -1,4 +1,4 @@
-//! `job_callbacks` (migrations/V10): the in-order claim; the marks are the outbox's.
+//! `job_callbacks` (migrations/V10, V12): the fair, in-order claim; the marks are the outbox's.
 
 use std::time::Duration;
 
@@ -26,39 +26,85 @@ impl PgCallbackStore {
 
 const CALLBACKS: LeasedTable = leased_table!("job_callbacks");
 
-/// As the outbox's claim, but only the earliest pending callback of each job is due: a later
+/// As the outbox's claim, but fair per client (key) and in order per job. Clients are chosen
+/// first: a walk over the clients with pending callbacks (migrations/V12's index, one probe per
+/// client, at most 1000 per claim) starts after the client where the last claim stopped
+/// (`callback_dispatch`) and wraps around; the first `$1` of them with a due callback are
+/// this claim's. Each gives at most `$4` of its oldest due callbacks, and they are merged a
+/// round at a time (every client's first, then every client's second, …) up to `$1`: a client
+/// with thousands due takes no more of a claim than one with a single callback, and a newly due
+/// client waits for at most one claim. Only a job's earliest pending callback is due: a later
 /// one waits while an earlier one is being sent or retried, so a job's callbacks arrive in
 /// order. (A second sweeper skips the rows this one locks, and sees a leased one still pending,
-/// so it cannot take the next of the same job either.) At most `$4` of one client (key) are
-/// taken, from the oldest 1000 due (a bound on the claim's work): a key with many slow
-/// receivers cannot fill a claim. The rows are locked in a query of their own, which re-checks that each is still due
-/// (a concurrent claim may have leased it since the first read). The key's signing secret
-/// comes along, none once it is revoked.
+/// so it cannot take the next of the same job either.) The rows are locked in a query of their
+/// own, which re-checks that each is still due (a concurrent claim may have leased it since).
+/// The rotation moves to the last client served, or, if fewer than `$1` had any due, to the
+/// last one walked; the dispatcher's bound on a key's undelivered callbacks is recorded beside
+/// it (`$5`, for V12's trigger). The key's signing secret comes along, none once it is revoked.
 const CLAIM_SQL: &str = "\
-WITH heads AS (
-    SELECT c.id, c.available_at, j.client_ip
-      FROM job_callbacks c
-      JOIN jobs j ON j.id = c.job_id
-     WHERE c.status = 'pending' AND c.available_at <= now() AND c.attempts < $3
-       AND NOT EXISTS (SELECT FROM job_callbacks e
-                        WHERE e.job_id = c.job_id AND e.sequence < c.sequence
-                          AND e.status = 'pending')
-     ORDER BY c.available_at, c.id
-     LIMIT 1000
-), fair AS (
-    SELECT id FROM (
-        SELECT id, available_at,
-               row_number() OVER (PARTITION BY client_ip ORDER BY available_at, id) AS nth
-          FROM heads
-    ) ranked
-     WHERE nth <= $4
-     ORDER BY available_at, id
+WITH RECURSIVE rotation AS (
+    SELECT last_client FROM callback_dispatch
+), walk (client, wrapped, step) AS (
+    SELECT last_client, false, 0 FROM rotation
+  UNION ALL
+    SELECT n.client, n.wrapped, w.step + 1
+      FROM walk w
+     CROSS JOIN LATERAL (
+        SELECT (SELECT c.client FROM job_callbacks c
+                 WHERE c.status = 'pending' AND c.client > w.client
+                 ORDER BY c.client LIMIT 1) AS after
+        OFFSET 0
+     ) a
+     CROSS JOIN LATERAL (
+        SELECT CASE WHEN a.after IS NOT NULL THEN a.after
+                    WHEN NOT w.wrapped THEN
+                        (SELECT c.client FROM job_callbacks c
+                          WHERE c.status = 'pending' ORDER BY c.client LIMIT 1)
+               END AS client,
+               w.wrapped OR a.after IS NULL AS wrapped
+        OFFSET 0
+     ) n
+     WHERE n.client IS NOT NULL
+       AND NOT (n.wrapped AND n.client > (SELECT last_client FROM rotation))
+       AND w.step < 1000
+), chosen AS (
+    SELECT w.client, w.step FROM walk w
+     CROSS JOIN LATERAL (SELECT FROM job_callbacks c
+                          WHERE c.client = w.client AND c.status = 'pending'
+                            AND c.available_at <= now() AND c.attempts < $3
+                          LIMIT 1) AS due_one
+     WHERE w.step > 0
+     ORDER BY w.step
      LIMIT $1
+), heads AS (
+    SELECT h.id, k.step,
+           row_number() OVER (PARTITION BY k.client ORDER BY h.available_at, h.id) AS round
+      FROM chosen k
+     CROSS JOIN LATERAL (
+        SELECT c.id, c.available_at FROM job_callbacks c
+         WHERE c.client = k.client AND c.status = 'pending'
+           AND c.available_at <= now() AND c.attempts < $3
+           AND NOT EXISTS (SELECT FROM job_callbacks e
+                            WHERE e.job_id = c.job_id AND e.sequence < c.sequence
+                              AND e.status = 'pending')
+         ORDER BY c.available_at, c.id
+         LIMIT $4
+     ) h
+), fair AS (
+    SELECT id FROM heads ORDER BY round, step LIMIT $1
 ), due AS (
     SELECT c.id FROM job_callbacks c
      WHERE c.id IN (SELECT id FROM fair)
        AND c.status = 'pending' AND c.available_at <= now() AND c.attempts < $3
        FOR UPDATE OF c SKIP LOCKED
+), rotated AS (
+    UPDATE callback_dispatch
+       SET last_client = coalesce(CASE
+               WHEN (SELECT count(*) FROM chosen) >= $1
+               THEN (SELECT client FROM chosen ORDER BY step DESC LIMIT 1)
+               ELSE (SELECT client FROM walk ORDER BY step DESC LIMIT 1)
+           END, last_client),
+           max_pending_per_key = $5
 )
 UPDATE job_callbacks c
    SET available_at = now() + $2 * interval '1 millisecond',
@@ -76,6 +122,7 @@ impl CallbackStore for PgCallbackStore {
         per_client: i64,
         lease: Duration,
         max_attempts: i32,
+        max_pending_per_key: i64,
     ) -> Result<Vec<Callback>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let rows = conn
@@ -86,6 +133,7 @@ impl CallbackStore for PgCallbackStore {
                     (&millis(lease), Type::INT8),
                     (&max_attempts, Type::INT4),
                     (&per_client, Type::INT8),
+                    (&max_pending_per_key, Type::INT8),
                 ],
             )
             .await?;

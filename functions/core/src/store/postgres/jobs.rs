@@ -1,7 +1,10 @@
-//! The `jobs` table (migrations/V1, V2, V4, V5, V6, V9, V10): admission in one `admit_job`
-//! statement, its resolution, the reads, the workers' transitions and the janitor's.
+//! The `jobs` table (migrations/V1, V2, V4, V5, V6, V9, V10, V11): admission in one `admit_job`
+//! statement, its resolution, the reads, the workers' transitions and the janitor's. The global
+//! counts are read from `job_counts`, which V11's triggers keep in step with every change of a
+//! job, so no admission counts the queue.
 
 use super::idempotency;
+use crate::domain::caller::Caller;
 use crate::domain::client::advisory_lock_id;
 use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
@@ -9,6 +12,7 @@ use crate::domain::sandbox;
 use crate::estimate::{self, Recent};
 use crate::ports::idempotency::Claim;
 use crate::ports::jobs::Admission;
+use crate::ports::jobs::Capacity;
 use crate::ports::jobs::CapacityLimits;
 use crate::ports::jobs::Deleted;
 use crate::ports::jobs::JobPage;
@@ -52,32 +56,49 @@ fn global_capacity_lock() -> i64 {
     advisory_lock_id("osurender:global-capacity")
 }
 
-/// Reads only active jobs (at most `MAX_QUEUED` + `MAX_RENDERING` rows, indexed).
+/// The global counts (one row), then the client's and its network's (`$3`, NULL for a key's
+/// client) active jobs: each at most its cap of rows, by an index on the active jobs.
 const OCCUPANCY_SQL: &str = "\
-SELECT count(*) FILTER (WHERE status = 'queued'),
-       count(*) FILTER (WHERE status IN ('downloading', 'rendering')),
-       count(*) FILTER (WHERE client_ip = $1),
-       (array_agg(id) FILTER (WHERE client_ip = $1 AND replay_sha256 = $2))[1]
-  FROM jobs
- WHERE status IN ('queued', 'downloading', 'rendering')";
+SELECT c.queued, c.rendering, c.anonymous_queued,
+       (SELECT count(*) FROM jobs
+         WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
+       (SELECT id FROM jobs
+         WHERE client_ip = $1 AND replay_sha256 = $2
+           AND status IN ('queued', 'downloading', 'rendering')
+         LIMIT 1),
+       (SELECT count(*) FROM jobs
+         WHERE client_network = $3 AND client_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering'))
+  FROM job_counts c";
 
 /// A sandbox client's occupancy: no global counts, and its sandbox jobs younger than `$3` ms
 /// (migrations/V10's index).
 const SANDBOX_OCCUPANCY_SQL: &str = "\
-SELECT 0::bigint, 0::bigint, count(*), (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1]
+SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
+       (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1], 0::bigint
   FROM jobs
  WHERE client_ip = $1 AND sandbox AND created_at > now() - $3 * interval '1 millisecond'";
 
-/// Completions of the last hour come from the partial index on completed jobs' `updated_at`;
-/// sandbox jobs, stored completed, are no renders.
+const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
+
+/// Completions of the last hour come from the partial index on real renders' `updated_at`
+/// (migrations/V11: sandbox jobs, stored completed, are not in it); the oldest active job of
+/// the client (`$1`) and of its network (`$3`) from the active jobs' indexes.
 const LOAD_SQL: &str = "\
-SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'),
+SELECT c.queued, c.rendering, c.anonymous_queued,
        (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
          WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
-       count(*),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - created_at)::float8)
-  FROM jobs
- WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second' AND NOT sandbox";
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE client_network = $3 AND client_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')),
+       r.completed, r.median
+  FROM job_counts c,
+       (SELECT count(*) AS completed,
+               percentile_cont(0.5) WITHIN GROUP
+                   (ORDER BY extract(epoch FROM updated_at - created_at)::float8) AS median
+          FROM jobs
+         WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'
+           AND NOT sandbox) r";
 
 const ADMIT_SQL: &str = "SELECT verdict, event_id, existing_job FROM admit_job($1::jsonb)";
 
@@ -232,6 +253,15 @@ DELETE FROM admission_fences
                    WHERE created_at < now() - interval '1 day'
                    ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
 
+/// The first three columns of the occupancy, capacity and load reads.
+fn capacity_of(row: &Row) -> Capacity {
+    Capacity {
+        queued: row.get(0),
+        rendering: row.get(1),
+        anonymous_queued: row.get(2),
+    }
+}
+
 fn status_of(text: &str) -> Result<JobStatus, StoreError> {
     text.parse().map_err(StoreError::unknown)
 }
@@ -263,20 +293,21 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
 impl JobStore for PgJobStore {
     async fn occupancy(
         &self,
-        client: &ClientKey,
+        caller: &Caller,
         replay_sha256: &[u8; 32],
-        sandbox: bool,
         claim: Option<(&Claim, &[u8; 32])>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         let hash = replay_sha256.as_slice();
         let active_ms = millis(sandbox::ACTIVE_FOR);
-        let client = client.as_str();
+        let client = caller.client.as_str();
+        let network = caller.network.as_ref().map(ClientKey::as_str);
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
             vec![(&client, Type::TEXT), (&hash, Type::BYTEA)];
-        let sql = if sandbox {
+        let sql = if caller.is_sandbox() {
             params.push((&active_ms, Type::INT8));
             SANDBOX_OCCUPANCY_SQL
         } else {
+            params.push((&network, Type::TEXT));
             OCCUPANCY_SQL
         };
         let conn = db::checkout(&self.pool).await?;
@@ -295,31 +326,45 @@ impl JobStore for PgJobStore {
             .next()
             .ok_or_else(|| StoreError::new("occupancy returned no row"))?;
         let occupancy = Occupancy {
-            queued: row.get(0),
-            rendering: row.get(1),
-            active_for_client: row.get(2),
-            duplicate: row.get::<_, Option<uuid::Uuid>>(3).map(JobId::from),
+            capacity: capacity_of(&row),
+            active_for_client: row.get(3),
+            duplicate: row.get::<_, Option<uuid::Uuid>>(4).map(JobId::from),
+            active_for_network: row.get(5),
         };
         Ok((occupancy, claimed))
     }
 
-    async fn load(&self, client: &ClientKey) -> Result<Load, StoreError> {
-        let window = estimate::WINDOW_SECS;
+    async fn capacity(&self) -> Result<Capacity, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(
-                LOAD_SQL,
-                &[(&client.as_str(), Type::TEXT), (&window, Type::FLOAT8)],
-            )
+            .query_typed(CAPACITY_SQL, &[])
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::new("job_counts has no row"))?;
+        Ok(capacity_of(&row))
+    }
+
+    async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
+        let window = estimate::WINDOW_SECS;
+        let network = caller.network.as_ref().map(ClientKey::as_str);
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&caller.client.as_str(), Type::TEXT),
+            (&window, Type::FLOAT8),
+            (&network, Type::TEXT),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(LOAD_SQL, &params)
             .await?
             .pop()
             .ok_or_else(|| StoreError::new("load returned no row"))?;
         Ok(Load {
-            queued: row.get(0),
-            oldest_active_age_secs: row.get(1),
+            capacity: capacity_of(&row),
+            oldest_active_age_secs: row.get(3),
+            oldest_network_active_age_secs: row.get(4),
             recent: Recent {
-                completed: row.get(2),
-                median_turnaround_secs: row.get(3),
+                completed: row.get(5),
+                median_turnaround_secs: row.get(6),
             },
         })
     }
@@ -330,6 +375,7 @@ impl JobStore for PgJobStore {
             "id": job.id,
             "client_ip": job.client.as_str(),
             "client_addr": job.address.as_ref().map(ClientKey::as_str),
+            "client_network": job.network.as_ref().map(ClientKey::as_str),
             "client_lock": job.client.lock_id(),
             "global_lock": global_capacity_lock(),
             "skin": job.options.skin.as_str(),
@@ -337,8 +383,10 @@ impl JobStore for PgJobStore {
             "replay_key": job.replay_key,
             "replay_sha256": hex::encode(job.replay_sha256),
             "max_queued": limits.max_queued,
+            "max_anonymous_queued": limits.max_anonymous_queued,
             "max_rendering": limits.max_rendering,
             "max_active_per_client": limits.max_active_per_client,
+            "max_active_per_network": limits.max_active_per_network,
             "lock_timeout_ms": self.lock_timeout_ms,
             "event_payload": job.event_payload(),
             "event_lease_ms": self.event_lease_ms,
@@ -373,8 +421,10 @@ impl JobStore for PgJobStore {
                 Admission::NoRoom(NoRoom::Duplicate(existing.into()))
             }
             "queue_full" => Admission::NoRoom(NoRoom::QueueFull),
+            "anonymous_queue_full" => Admission::NoRoom(NoRoom::AnonymousQueueFull),
             "render_capacity" => Admission::NoRoom(NoRoom::RenderCapacity),
             "too_many_active_jobs" => Admission::NoRoom(NoRoom::TooManyActiveJobs),
+            "too_many_network_jobs" => Admission::NoRoom(NoRoom::TooManyNetworkJobs),
             "claim_lost" => Admission::ClaimLost,
             "abandoned" => Admission::Abandoned,
             other => return Err(StoreError::unknown(format!("admit_job answered `{other}`"))),

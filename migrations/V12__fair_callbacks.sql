@@ -1,0 +1,82 @@
+-- Issue 19: callbacks shared fairly between keys when keys are cheap (DESIGN.md §9).
+--
+-- A claim used to take the oldest due callbacks and only then cap each key's share, so one key
+-- with a large backlog filled every claim. Now it picks keys first: each callback carries its
+-- job's client, an index orders the pending ones by client, and a claim walks the clients
+-- with due callbacks from where the last claim stopped (callback_dispatch), taking a few of
+-- each (store/postgres/callbacks.rs). A client's undelivered callbacks are bounded: past the
+-- bound, progress-only updates are coalesced into the next status change.
+
+ALTER TABLE job_callbacks ADD COLUMN client text;
+UPDATE job_callbacks c SET client = j.client_ip FROM jobs j WHERE j.id = c.job_id;
+ALTER TABLE job_callbacks ALTER COLUMN client SET NOT NULL;
+
+-- Any insert that does not name the client (admit_job's, an earlier release's trigger) gets
+-- the job's: admission's code and function stay as they are.
+CREATE FUNCTION job_callback_client() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER job_callbacks_client
+    BEFORE INSERT ON job_callbacks
+    FOR EACH ROW
+    WHEN (NEW.client IS NULL)
+    EXECUTE FUNCTION job_callback_client();
+
+-- The claim's walk over clients (a skip scan: one probe per client), each client's due
+-- callbacks oldest first, and the count of a client's undelivered callbacks.
+CREATE INDEX job_callbacks_pending_by_client
+    ON job_callbacks (client, available_at, id) WHERE status = 'pending';
+
+-- The in-order check (a job's earlier pending callback), without a look at delivered ones.
+CREATE INDEX job_callbacks_pending_by_job
+    ON job_callbacks (job_id, sequence) WHERE status = 'pending';
+
+-- The claim's signing secrets: a claimed callback's key, by the client name its job records
+-- (`key:<id>`), without a scan of every key (keys are cheap to make).
+CREATE INDEX api_keys_by_client ON api_keys (('key:' || id::text));
+
+-- The dispatcher's state, one row: where the last claim's walk over clients stopped (the next
+-- one starts after it), and the bound on a client's undelivered callbacks, as each claim
+-- records it from the dispatcher's MAX_PENDING_CALLBACKS_PER_KEY (the trigger below reads it).
+CREATE TABLE callback_dispatch (
+    only_row            boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    last_client         text NOT NULL DEFAULT '',
+    max_pending_per_key bigint NOT NULL DEFAULT 1000 CHECK (max_pending_per_key > 0)
+);
+INSERT INTO callback_dispatch DEFAULT VALUES;
+
+-- V10's trigger, and a bound on each client's undelivered callbacks: at
+-- callback_dispatch.max_pending_per_key, a progress update in the same status is not queued.
+-- The next status change is, with the job's progress as of then, so nothing but intermediate
+-- progress is lost, and a job's sequence has no gap. (The bound lives in the database rather
+-- than in each statement that changes a job: those are many, and an earlier release's too.)
+CREATE OR REPLACE FUNCTION queue_job_callback() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
+BEGIN
+    IF NEW.status = OLD.status
+       AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.status = OLD.status
+       AND (SELECT count(*) FROM (SELECT FROM job_callbacks
+                                   WHERE client = NEW.client_ip AND status = 'pending'
+                                   LIMIT v_cap) AS undelivered) >= v_cap THEN
+        RETURN NEW;
+    END IF;
+    NEW.callback_seq := OLD.callback_seq + 1;
+    NEW.callback_at := now();
+    INSERT INTO job_callbacks (job_id, sequence, url, body, client)
+    VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
+            job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
+                              NEW.error, now()),
+            NEW.client_ip);
+    RETURN NEW;
+END
+$$;
