@@ -23,6 +23,9 @@ SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction", 
 # skin-ingest inflates up to 256 MiB per upload: at most this many run at once, so a flood of
 # uploads (or of events) waits in S3's async-invoke queue instead of multiplying the work.
 MAX_INGEST_CONCURRENCY = 10
+# Requests per second one instance of an API function serves (a 100 ms request): the most its
+# routes' gateway throttles may add up to per reserved instance.
+RPS_PER_INSTANCE = 10
 
 failures = []
 
@@ -110,15 +113,80 @@ def main(template_path, samconfig_path):
         or "BucketName" not in bucket["Properties"],
         "Bucket: a fixed name needs DeletionPolicy RetainExceptOnCreate (or Delete)",
     )
-    cors = bucket["Properties"].get("CorsConfiguration", {}).get("CorsRules", [])
+    # Browser pages: the API's preflights and answers, and the bucket, from one origin, and only
+    # when one is named: CORS is off by default, and "*" is refused in prod (issue 19).
+    origin = params.get("BrowserOrigin", {})
+    check(origin.get("Default") == "", "BrowserOrigin defaults to empty (CORS off)")
+    for value in ["", "*"]:  # "*" is refused in prod by a rule, not by the pattern
+        check(re.fullmatch(origin.get("AllowedPattern", ""), value) is not None,
+              f"BrowserOrigin allows {value!r}")
     check(
-        any("POST" in rule.get("AllowedMethods", []) for rule in cors),
-        "Bucket: a CORS rule must allow the browsers' presigned POST",
+        any(
+            rule.get("RuleCondition") == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
+            and {"Fn::Not": [{"Fn::Equals": [{"Ref": "BrowserOrigin"}, "*"]}]}
+            in [a.get("Assert") for a in rule.get("Assertions", [])]
+            for rule in template.get("Rules", {}).values()
+        ),
+        "Rules: BrowserOrigin * refused when Stage is prod",
     )
-
-    # Browser pages: the API's preflights and answers, and the bucket, from one origin.
-    check("AllowOrigin" in resources["Api"]["Properties"].get("Cors", {}), "Api: Cors for browsers")
+    cors = bucket["Properties"].get("CorsConfiguration", {}).get("Fn::If", [None, {}, None])
+    check(
+        cors[0] == "HasBrowserOrigin"
+        and any("POST" in rule.get("AllowedMethods", []) for rule in cors[1].get("CorsRules", []))
+        and cors[2] == {"Ref": "AWS::NoValue"},
+        "Bucket: a CORS rule allowing the browsers' presigned POST, only with a BrowserOrigin",
+    )
+    allow_origin = resources["Api"]["Properties"].get("Cors", {}).get("AllowOrigin", {})
+    check(
+        isinstance(allow_origin, dict) and allow_origin.get("Fn::If", [None])[0] == "HasBrowserOrigin",
+        "Api: Cors AllowOrigin from BrowserOrigin, only with one",
+    )
     check(ref(globals_env.get("CORS_ALLOW_ORIGIN")) == "BrowserOrigin", "Globals: CORS_ALLOW_ORIGIN")
+
+    # A throttle on every route, within the reserved concurrency of the function behind it: one
+    # route's flood is refused at the gateway and spends no other route's share (issue 19).
+    throttles = {
+        (s.get("ResourcePath"), s.get("HttpMethod")): s
+        for s in resources["Api"]["Properties"].get("MethodSettings", [])
+    }
+    stage_default = throttles.get(("/*", "*"), {})
+    stage_rate = int(default_of(template, stage_default.get("ThrottlingRateLimit")) or 0)
+    stage_burst = int(default_of(template, stage_default.get("ThrottlingBurstLimit")) or 0)
+    check(stage_rate > 0 and stage_burst > 0, "Api: a stage-wide throttle (/*, *)")
+    routed = 0
+    for name, fn in functions.items():
+        props = fn["Properties"]
+        routes = [
+            e["Properties"] for e in props.get("Events", {}).values() if e.get("Type") == "Api"
+        ]
+        if not routes:
+            continue
+        reserved = int(default_of(template, props.get("ReservedConcurrentExecutions")) or 0)
+        rates, bursts = 0, 0
+        for route in routes:
+            path = "/" + route["Path"].replace("/", "~1")  # MethodSettings escape "/" as ~1
+            method = route["Method"].upper()
+            setting = throttles.get((path, method))
+            check(setting is not None, f"Api: no throttle (MethodSettings) for {method} {route['Path']}")
+            if setting is None:
+                continue
+            routed += 1
+            rate = setting.get("ThrottlingRateLimit")
+            burst = setting.get("ThrottlingBurstLimit")
+            check(isinstance(rate, (int, float)) and isinstance(burst, int) and rate > 0 and burst > 0,
+                  f"Api: {method} {route['Path']}: a literal rate and burst above 0")
+            if not (isinstance(rate, (int, float)) and isinstance(burst, int)):
+                continue
+            check(rate <= stage_rate and burst <= stage_burst,
+                  f"Api: {method} {route['Path']}: throttle above the stage-wide one")
+            rates += rate
+            bursts += burst
+        check(bursts <= reserved,
+              f"{name}: its routes' bursts add up to {bursts}, above its {reserved} reserved instances")
+        check(rates <= reserved * RPS_PER_INSTANCE,
+              f"{name}: its routes' rates add up to {rates}/s, above {RPS_PER_INSTANCE}/s "
+              f"for each of its {reserved} reserved instances")
+    check(routed + 1 == len(throttles), "Api: a throttle for a route no function serves")
 
     # skin-ingest: a failure destination, timeouts that fit the largest upload, streaming memory.
     ingest = functions["SkinIngestFunction"]["Properties"]

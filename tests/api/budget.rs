@@ -345,3 +345,37 @@ async fn a_limiter_outage_touches_nothing_else() {
     assert_eq!(aws.http_requests(), 0);
     assert!(aws.connections >= 1, "the SDK tried");
 }
+
+/// Issue 19: health checks cost the dependencies one probe per `HEALTH_CHECK_INTERVAL` per
+/// instance, however many arrive at once: one Postgres round trip and one call to each AWS
+/// service for 50 requests (well within the interval, so all share the first probe).
+#[tokio::test]
+async fn fifty_health_checks_at_once_cost_one_probe() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[
+        ("OUTBOX_SWEEP_INTERVAL", "0"),
+        ("JANITOR_INTERVAL", "0"),
+        ("SKIN_INGEST_INTERVAL", "0"),
+        ("HEALTH_CHECK_INTERVAL", "5"),
+    ])
+    .await;
+    proxies.reset();
+    let answers = futures_util::future::join_all((0..50).map(|_| async {
+        let response = app.http.get(app.url("/health")).send().await.unwrap();
+        response.status()
+    }))
+    .await;
+    assert!(
+        answers.iter().all(|status| *status == StatusCode::OK),
+        "{answers:?}"
+    );
+    let (pg, aws) = measure("50 health checks", &proxies);
+    assert!(pg.pg_round_trips <= 1, "{pg:?}");
+    for op in [
+        "DynamoDB.DescribeTable",
+        "S3.HeadObject",
+        "SQS.GetQueueAttributes",
+    ] {
+        assert_eq!(aws.op(op), 1, "{op}: {:?}", aws.http);
+    }
+    assert!(aws.http.values().all(|calls| *calls == 1), "{:?}", aws.http);
+}

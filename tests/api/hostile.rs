@@ -355,11 +355,13 @@ async fn every_answer_is_marked_no_store() {
             .header("CF-Connecting-IP", ip)
             .send()
     };
+    let job = format!("/v1/jobs/{}", uuid::Uuid::new_v4());
     let mut answers = vec![
         ("bad job id", get("/v1/jobs/not-a-uuid").await.unwrap()),
         ("unknown route", get("/nowhere").await.unwrap()),
-        ("read", get("/v1/jobs").await.unwrap()),
-        ("read over its limit", get("/v1/jobs").await.unwrap()),
+        ("listing without a key", get("/v1/jobs").await.unwrap()),
+        ("read", get(&job).await.unwrap()),
+        ("read over its limit", get(&job).await.unwrap()),
         ("health", get("/health").await.unwrap()),
     ];
     let wrong_method = app.http.put(app.url("/v1/render")).send().await.unwrap();
@@ -368,7 +370,7 @@ async fn every_answer_is_marked_no_store() {
     let bad_replay = render_form(b"not a replay".to_vec(), "play.osr", &[]);
     answers.push(("invalid replay", app.render(ip, bad_replay).await));
     let statuses: Vec<u16> = answers.iter().map(|(_, a)| a.status().as_u16()).collect();
-    assert_eq!(statuses, [400, 404, 200, 429, 200, 405, 202, 415]);
+    assert_eq!(statuses, [400, 404, 401, 404, 429, 200, 405, 202, 415]);
     for (what, answer) in answers {
         assert_eq!(
             answer.headers().get("cache-control").map(|v| v.as_bytes()),

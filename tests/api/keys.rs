@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
 use osurender_core::domain::key::{ApiKey, KeyKind};
 use reqwest::StatusCode;
 
@@ -109,10 +110,7 @@ async fn a_key_that_does_not_count_is_a_401_that_spends_and_writes_nothing() {
     let app = TestApp::spawn(&[]).await;
     let revoked = app.create_key("60/hour", 20).await;
     app.revoke_key(&revoked).await;
-    let unknown = format!(
-        "Bearer {}",
-        ApiKey::generate(KeyKind::Live).unwrap().expose()
-    );
+    let unknown = made_up_key();
     let malformed = [
         "Bearer nope".to_owned(),
         "Basic dXNlcjpwYXNz".to_owned(),
@@ -151,7 +149,8 @@ async fn a_key_that_does_not_count_is_a_401_that_spends_and_writes_nothing() {
         Some(4),
         "no render quota spent"
     );
-    let read = app.get_as("203.0.113.30", "/v1/jobs").await;
+    let job = format!("/v1/jobs/{}", uuid::Uuid::new_v4());
+    let read = app.get_as("203.0.113.30", &job).await;
     assert_eq!(
         header(&read, "x-ratelimit-remaining"),
         Some(119),
@@ -159,38 +158,62 @@ async fn a_key_that_does_not_count_is_a_401_that_spends_and_writes_nothing() {
     );
 }
 
-#[tokio::test]
-async fn key_lookups_that_reach_the_database_are_limited_per_address() {
-    let app = TestApp::spawn(&[("RATE_LIMIT_KEY_LOOKUP", "3/hour")]).await;
-    let key = app.create_key("60/hour", 20).await;
-    for _ in 0..3 {
-        let made_up = format!(
-            "Bearer {}",
-            ApiKey::generate(KeyKind::Live).unwrap().expose()
-        );
-        let response = app
-            .render_with("203.0.113.40", &made_up, valid_form())
-            .await;
-        problem(response, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
-    }
-    let made_up = format!(
+fn made_up_key() -> String {
+    format!(
         "Bearer {}",
         ApiKey::generate(KeyKind::Live).unwrap().expose()
+    )
+}
+
+/// Issue 19: a burst of made-up keys from one address costs at most `RATE_LIMIT_KEY_LOOKUP`
+/// reads (the rest are 429 before any read), and never holds back a real key from that address.
+#[tokio::test]
+async fn made_up_keys_are_limited_per_address_and_never_hold_back_a_real_key() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[]).await; // RATE_LIMIT_KEY_LOOKUP: 30/minute
+    let key = app.create_key("60/hour", 20).await;
+    proxies.reset();
+    let burst = join_all((0..35).map(|_| async {
+        let junk = made_up_key();
+        app.render_with("203.0.113.40", &junk, valid_form())
+            .await
+            .status()
+    }))
+    .await;
+    let count = |status| burst.iter().filter(|s| **s == status).count();
+    assert_eq!(count(StatusCode::UNAUTHORIZED), 30, "{burst:?}");
+    assert_eq!(count(StatusCode::TOO_MANY_REQUESTS), 5, "{burst:?}");
+    let statements = proxies.postgres.counts().pg_statements;
+    let reads = |table_read: &str| statements.iter().filter(|s| s.contains(table_read)).count();
+    assert_eq!(
+        reads("FROM api_keys WHERE key_hash"),
+        30,
+        "one read per 401"
+    );
+    assert_eq!(
+        reads("FROM api_keys WHERE revoked_at IS NULL"),
+        1,
+        "one list load"
     );
     let flood = app
-        .render_with("203.0.113.40", &made_up, valid_form())
+        .render_with("203.0.113.40", &made_up_key(), valid_form())
         .await;
     problem(flood, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
-    // The same address's real key is not in the cache yet: held back too; from elsewhere it
-    // works, and once cached it needs no lookup (and no lookup quota) at all.
-    let held = app
-        .render_with("203.0.113.40", &key.bearer, valid_form())
-        .await;
-    problem(held, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
-    app.submit_with("198.51.100.40", &key.bearer, valid_form())
-        .await;
+
+    // The real key is not cached yet, and its address's lookups are spent: it is read anyway,
+    // spending nothing, and the junk stays held back.
     app.submit_with("203.0.113.40", &key.bearer, valid_form())
         .await;
+    let read = app.get_with("203.0.113.40", &key.bearer, "/v1/jobs").await;
+    assert_eq!(read.status(), StatusCode::OK);
+    let flood = app
+        .render_with("203.0.113.40", &made_up_key(), valid_form())
+        .await;
+    problem(flood, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // Another address's made-up key is its own address's business.
+    let elsewhere = app
+        .render_with("198.51.100.40", &made_up_key(), valid_form())
+        .await;
+    problem(elsewhere, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
 }
 
 #[tokio::test]
@@ -229,10 +252,10 @@ async fn a_key_lists_its_own_jobs_not_its_addresss() {
     let mut expected = vec![keyed, elsewhere];
     expected.sort();
     assert_eq!(listed, expected);
-    assert_eq!(
-        item_ids(&app.list_as("203.0.113.60", "").await),
-        vec![anonymous]
-    );
+    // The address's own job is not the key's; without a key it is followed by its id alone.
+    let address = app.get_as("203.0.113.60", "/v1/jobs").await;
+    problem(address, StatusCode::UNAUTHORIZED, "api_key_required").await;
+    assert_eq!(app.job(&anonymous).await["status"], "queued");
 }
 
 #[tokio::test]
@@ -331,10 +354,7 @@ async fn a_failed_key_lookup_is_a_503_not_a_401() {
 async fn the_skin_routes_take_the_key_as_the_client_too() {
     let app = TestApp::spawn(&[]).await;
     let key = app.create_key("60/minute", 20).await;
-    let unknown = format!(
-        "Bearer {}",
-        ApiKey::generate(KeyKind::Live).unwrap().expose()
-    );
+    let unknown = made_up_key();
     let upload = |path: &'static str, authorization: String, marker: &str| {
         let form = upload_form(skin(marker), &format!("{marker}.osk"), None);
         let request = app
@@ -403,10 +423,7 @@ async fn the_global_caps_hold_for_key_clients_too() {
 #[tokio::test]
 async fn a_bad_key_is_refused_before_the_form_is_looked_at() {
     let app = TestApp::spawn(&[]).await;
-    let unknown = format!(
-        "Bearer {}",
-        ApiKey::generate(KeyKind::Live).unwrap().expose()
-    );
+    let unknown = made_up_key();
     let no_file = reqwest::multipart::Form::new().text("skin", "Default");
     for form in [
         render_form(b"not a replay".to_vec(), "play.osr", &[]),

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp, WEBHOOK_SECRET};
-use crate::support::jobs::{fresh_nonce, item_ids, now, signed_body};
+use crate::support::jobs::{fresh_nonce, item_ids, now, signed_body, READER};
 use crate::support::queue::{counts, exactly_once};
 use crate::support::replays::valid_form;
 
@@ -664,17 +664,19 @@ async fn two_dispatchers_at_once_send_each_event_once() {
 async fn job_reads_filter_and_never_show_the_client() {
     let app = TestApp::spawn(&[ROOMY]).await;
     let ips: Vec<String> = (0..5).map(|i| format!("198.51.100.{}", 60 + i)).collect();
-    let mut jobs = Vec::new();
+    let (mut keys, mut jobs) = (Vec::new(), Vec::new());
     for ip in &ips {
-        jobs.push(app.submit(ip).await);
+        let key = app.create_key("60/hour", 20).await;
+        jobs.push(app.submit_with(ip, &key.bearer, valid_form()).await);
+        keys.push(key);
     }
     for job in &jobs[..2] {
         app.report_ok(job, json!({ "status": "rendering", "progress": 12 }))
             .await;
     }
 
-    for (ip, job) in ips.iter().zip(&jobs) {
-        let response = app.get_as(ip, "/v1/jobs").await;
+    for ((ip, key), job) in ips.iter().zip(&keys).zip(&jobs) {
+        let response = app.get_with(ip, &key.bearer, "/v1/jobs").await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["cache-control"], "no-store");
         assert_eq!(header(&response, "x-ratelimit-limit"), Some(120));
@@ -687,13 +689,17 @@ async fn job_reads_filter_and_never_show_the_client() {
             );
         }
         assert!(!text.contains("client"), "{text}");
+        assert!(
+            !text.contains(&key.client()),
+            "the key's client leaked: {text}"
+        );
         let page: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(page["limit"], 20);
         assert_eq!(item_ids(&page), [job.as_str()], "only the caller's own job");
         assert_eq!(page["items"][0]["config"]["skin"], "Default");
     }
 
-    let page = app.list_as(&ips[1], "?status=rendering").await;
+    let page = app.list_as(&keys[1], "?status=rendering").await;
     assert_eq!(item_ids(&page), [jobs[1].clone()]);
     assert!(page["items"]
         .as_array()
@@ -701,7 +707,7 @@ async fn job_reads_filter_and_never_show_the_client() {
         .iter()
         .all(|job| job["status"] == "rendering" && job["progress"] == 12.0));
     assert_eq!(
-        item_ids(&app.list_as(&ips[2], "?status=rendering").await).len(),
+        item_ids(&app.list_as(&keys[2], "?status=rendering").await).len(),
         0
     );
 
@@ -750,23 +756,24 @@ async fn job_reads_filter_and_never_show_the_client() {
 #[tokio::test]
 async fn reads_have_their_own_rate_limit() {
     let app = TestApp::spawn(&[("RATE_LIMIT_READ", "3/hour")]).await;
+    let key = app.create_key("60/hour", 20).await;
     for remaining in (0..3).rev() {
-        let response = app.get("/v1/jobs").await;
+        let response = app.get_with(READER, &key.bearer, "/v1/jobs").await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(header(&response, "x-ratelimit-remaining"), Some(remaining));
     }
-    let limited = app.get(&format!("/v1/jobs/{}", uuid::Uuid::new_v4())).await;
+    let job = format!("/v1/jobs/{}", uuid::Uuid::new_v4());
+    let limited = app.get_with(READER, &key.bearer, &job).await;
     assert!(header(&limited, "retry-after").is_some());
     assert_eq!(header(&limited, "x-ratelimit-limit"), Some(3));
     problem(limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
     // Submitting counts separately.
-    let render = app.render("198.51.100.200", valid_form()).await;
-    assert_eq!(render.status(), StatusCode::ACCEPTED);
+    app.submit_with(READER, &key.bearer, valid_form()).await;
 }
 
 #[tokio::test]
 async fn health_reports_each_dependency() {
-    let app = TestApp::spawn(&[]).await;
+    let app = TestApp::spawn(&[("HEALTH_CHECK_INTERVAL", "2")]).await;
     let response = app.http.get(app.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
@@ -779,6 +786,9 @@ async fn health_reports_each_dependency() {
     );
 
     app.delete_queue().await;
+    let cached = app.http.get(app.url("/health")).send().await.unwrap();
+    assert_eq!(cached.status(), StatusCode::OK, "the last probe's answer");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let response = app.http.get(app.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(header(&response, "retry-after"), Some(5));

@@ -1,10 +1,9 @@
-//! `GET /v1/jobs` is the caller's own jobs, a cursor page at a time, read by index however many
-//! jobs others have; `GET /v1/jobs/{id}` is a capability; and the janitor deletes what has
-//! ended past `JOB_RETENTION`, in bounded batches, never an active job.
+//! `GET /v1/jobs` is a key's own jobs (without a key, a 401), a cursor page at a time, read by
+//! index however many jobs others have; `GET /v1/jobs/{id}` is a capability; and the janitor
+//! deletes what has ended past `JOB_RETENTION`, in bounded batches, never an active job.
 
 use std::collections::HashSet;
 
-use osurender_core::domain::client::ClientKey;
 use osurender_core::domain::JobStatus;
 use osurender_core::janitor;
 use osurender_core::ports::jobs::{JobQuery, PageCursor};
@@ -13,7 +12,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp};
-use crate::support::jobs::item_ids;
+use crate::support::jobs::{item_ids, READER};
+use crate::support::keys::TestKey;
 use crate::support::replays::{fixture, render_form, valid_form};
 
 const ROOMY: &[(&str, &str)] = &[
@@ -21,6 +21,11 @@ const ROOMY: &[(&str, &str)] = &[
     ("RATE_LIMIT_READ", "100000/hour"),
     ("MAX_ACTIVE_JOBS_PER_IP", "1000"),
 ];
+
+/// A key with room for everything a listing test submits.
+async fn key(app: &TestApp) -> TestKey {
+    app.create_key("1000/hour", 1000).await
+}
 
 impl TestApp {
     /// Inserts `count` jobs of `client_ip` in `status`, the n-th created (and last updated)
@@ -63,12 +68,12 @@ impl TestApp {
             .collect()
     }
 
-    /// `client_ip`'s whole listing, `limit` at a time, following each page's `next`.
-    async fn follow_pages(&self, client_ip: &str, first: &str) -> (Vec<String>, Vec<usize>) {
+    /// `key`'s whole listing, `limit` at a time, following each page's `next`.
+    async fn follow_pages(&self, key: &TestKey, first: &str) -> (Vec<String>, Vec<usize>) {
         let (mut ids, mut sizes) = (Vec::new(), Vec::new());
         let mut path = first.to_owned();
         loop {
-            let response = self.get_as(client_ip, &path).await;
+            let response = self.get_with(READER, &key.bearer, &path).await;
             assert_eq!(response.status(), StatusCode::OK, "{path}");
             let page: Value = response.json().await.unwrap();
             assert!(page.get("total").is_none() && page.get("offset").is_none());
@@ -90,14 +95,14 @@ impl TestApp {
         }
     }
 
-    /// The ids of `client_ip`'s jobs in listing order, as the database has them.
-    async fn listing_order(&self, client_ip: &str, status: Option<&str>) -> Vec<String> {
+    /// The ids of `client`'s jobs in listing order, as the database has them.
+    async fn listing_order(&self, client: &str, status: Option<&str>) -> Vec<String> {
         self.db
             .query(
                 "SELECT id::text FROM jobs WHERE client_ip = $1
                     AND ($2::text IS NULL OR status::text = $2)
                   ORDER BY created_at DESC, id DESC",
-                &[&client_ip, &status],
+                &[&client, &status],
             )
             .await
             .unwrap()
@@ -110,17 +115,26 @@ impl TestApp {
 #[tokio::test]
 async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
     let app = TestApp::spawn(ROOMY).await;
-    let (alice, bob, carol) = ("198.51.100.71", "198.51.100.72", "198.51.100.73");
-    let done = app.submit(alice).await;
+    let (alice, bob, carol) = (key(&app).await, key(&app).await, key(&app).await);
+    let (alices_address, carols_address) = ("198.51.100.71", "198.51.100.73");
+    let done = app
+        .submit_with(alices_address, &alice.bearer, valid_form())
+        .await;
     let response = app
-        .render(alice, render_form(fixture("valid_1.osr"), "b.osr", &[]))
+        .render_with(
+            alices_address,
+            &alice.bearer,
+            render_form(fixture("valid_1.osr"), "b.osr", &[]),
+        )
         .await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let queued = response.json::<Value>().await.unwrap()["job_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let bobs = app.submit(bob).await;
+    let bobs = app
+        .submit_with("198.51.100.72", &bob.bearer, valid_form())
+        .await;
     app.report_ok(&done, json!({ "status": "rendering" })).await;
     app.report_ok(
         &done,
@@ -128,11 +142,21 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
     )
     .await;
 
-    let page = app.list_as(alice, "").await;
+    let page = app.list_as(&alice, "").await;
     assert_eq!(item_ids(&page), [queued.clone(), done.clone()]);
     assert!(page.get("next").is_none());
-    assert_eq!(item_ids(&app.list_as(bob, "").await), [bobs.as_str()]);
-    assert!(item_ids(&app.list_as(carol, "").await).is_empty());
+    assert_eq!(item_ids(&app.list_as(&bob, "").await), [bobs.as_str()]);
+    assert!(item_ids(&app.list_as(&carol, "").await).is_empty());
+
+    // An address lists no one's jobs, not even those sent from it (issue 19): 401, no quota.
+    let anonymous = app.get_as(alices_address, "/v1/jobs").await;
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+    assert!(anonymous.headers().get("x-ratelimit-limit").is_none());
+    let body = problem(anonymous, StatusCode::UNAUTHORIZED, "api_key_required").await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("job_id"),
+        "{body}"
+    );
 
     // The list carries no artifact links, not even for the caller's own completed job.
     let listed = &page["items"][1];
@@ -145,30 +169,32 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
     // Filters narrow the caller's own jobs, never widen them.
     for status in ["queued", "completed", "failed"] {
         let query = format!("?status={status}");
-        let mine: HashSet<String> = item_ids(&app.list_as(bob, &query).await)
+        let mine: HashSet<String> = item_ids(&app.list_as(&bob, &query).await)
             .into_iter()
             .collect();
         assert!(
             mine.is_subset(&HashSet::from([bobs.clone()])),
             "{status}: {mine:?}"
         );
-        assert!(item_ids(&app.list_as(carol, &query).await).is_empty());
+        assert!(item_ids(&app.list_as(&carol, &query).await).is_empty());
     }
     assert_eq!(
-        item_ids(&app.list_as(alice, "?status=completed").await),
+        item_ids(&app.list_as(&alice, "?status=completed").await),
         [done.as_str()]
     );
     // Another client's cursor is only a place in time: it pages through the caller's own jobs.
-    let first = app.list_as(alice, "?limit=1").await;
+    let first = app.list_as(&alice, "?limit=1").await;
     let cursor = first["next_cursor"].as_str().unwrap();
-    for (client, own) in [(bob, vec![bobs.clone()]), (carol, vec![])] {
+    for (client, own) in [(&bob, vec![bobs.clone()]), (&carol, vec![])] {
         let page = app.list_as(client, &format!("?cursor={cursor}")).await;
         let listed: HashSet<String> = item_ids(&page).into_iter().collect();
         assert!(listed.is_subset(&own.into_iter().collect()), "{listed:?}");
     }
 
     // Whoever holds the id reads the job, links included.
-    let response = app.get_as(carol, &format!("/v1/jobs/{done}")).await;
+    let response = app
+        .get_as(carols_address, &format!("/v1/jobs/{done}"))
+        .await;
     assert_eq!(response.status(), StatusCode::OK);
     let job: Value = response.json().await.unwrap();
     assert!(job["artifacts"]["video_url"].as_str().is_some(), "{job}");
@@ -177,14 +203,15 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
 #[tokio::test]
 async fn pages_follow_next_to_the_end_newest_first() {
     let app = TestApp::spawn(ROOMY).await;
-    let me = "198.51.100.80";
-    app.insert_jobs(me, 1, 6, "completed", 0.0, 60.0).await;
-    app.insert_jobs(me, 1, 4, "failed", 30.0, 60.0).await;
+    let me = key(&app).await;
+    let mine = &me.client();
+    app.insert_jobs(mine, 1, 6, "completed", 0.0, 60.0).await;
+    app.insert_jobs(mine, 1, 4, "failed", 30.0, 60.0).await;
     // Two of one instant: the id breaks the tie, so no page repeats or skips either.
-    app.insert_jobs(me, 1, 2, "failed", 1000.0, 0.0).await;
+    app.insert_jobs(mine, 1, 2, "failed", 1000.0, 0.0).await;
     app.insert_jobs("198.51.100.81", 1, 50, "completed", 0.0, 7.0)
         .await;
-    let all = app.listing_order(me, None).await;
+    let all = app.listing_order(mine, None).await;
     assert_eq!(all.len(), 12);
 
     for (limit, sizes) in [
@@ -194,7 +221,7 @@ async fn pages_follow_next_to_the_end_newest_first() {
         (100, vec![12]),
     ] {
         let (ids, pages) = app
-            .follow_pages(me, &format!("/v1/jobs?limit={limit}"))
+            .follow_pages(&me, &format!("/v1/jobs?limit={limit}"))
             .await;
         assert_eq!(ids, all, "limit {limit}");
         assert_eq!(
@@ -202,12 +229,14 @@ async fn pages_follow_next_to_the_end_newest_first() {
             "limit {limit}: `next` only while there is more"
         );
     }
-    let failed = app.listing_order(me, Some("failed")).await;
+    let failed = app.listing_order(mine, Some("failed")).await;
     assert_eq!(failed.len(), 6);
-    let (ids, pages) = app.follow_pages(me, "/v1/jobs?status=failed&limit=4").await;
+    let (ids, pages) = app
+        .follow_pages(&me, "/v1/jobs?status=failed&limit=4")
+        .await;
     assert_eq!((ids, pages), (failed, vec![4, 2]));
 
-    let page = app.list_as(me, "?limit=1").await;
+    let page = app.list_as(&me, "?limit=1").await;
     assert_eq!(item_ids(&page), all[..1]);
     let cursor = page["next_cursor"].as_str().unwrap().to_owned();
     let decoded = PageCursor::decode(&cursor).unwrap();
@@ -217,7 +246,7 @@ async fn pages_follow_next_to_the_end_newest_first() {
         ..decoded
     };
     let page = app
-        .list_as(me, &format!("?cursor={}", past_the_end.encode()))
+        .list_as(&me, &format!("?cursor={}", past_the_end.encode()))
         .await;
     assert!(item_ids(&page).is_empty() && page.get("next").is_none());
 
@@ -233,7 +262,9 @@ async fn pages_follow_next_to_the_end_newest_first() {
         "%00",
         "not%20a%20cursor",
     ] {
-        let response = app.get_as(me, &format!("/v1/jobs?cursor={bad}")).await;
+        let response = app
+            .get_with(READER, &me.bearer, &format!("/v1/jobs?cursor={bad}"))
+            .await;
         assert_eq!(
             header(&response, "x-ratelimit-remaining"),
             None,
@@ -246,7 +277,7 @@ async fn pages_follow_next_to_the_end_newest_first() {
         );
     }
     let body = problem(
-        app.get_as(me, "/v1/jobs?offset=10").await,
+        app.get_with(READER, &me.bearer, "/v1/jobs?offset=10").await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_field",
     )
@@ -263,19 +294,23 @@ async fn pages_follow_next_to_the_end_newest_first() {
 #[tokio::test]
 async fn listing_reads_by_index_with_a_large_table() {
     let app = TestApp::spawn(ROOMY).await;
-    let me = "198.51.100.90";
+    let me = key(&app).await;
     app.insert_jobs("10.9.8", 3000, 270_050, "completed", 0.0, 8.0)
         .await;
     app.insert_jobs("10.9.7", 3000, 29_900, "failed", 4.0, 8.0)
         .await;
     app.insert_jobs("10.9.6", 50, 50, "queued", 2.0, 1.0).await;
-    app.insert_jobs(me, 1, 20, "completed", 1.0, 100.0).await;
-    app.insert_jobs(me, 1, 5, "failed", 3.0, 100.0).await;
-    let mine = app.submit(me).await;
+    app.insert_jobs(&me.client(), 1, 20, "completed", 1.0, 100.0)
+        .await;
+    app.insert_jobs(&me.client(), 1, 5, "failed", 3.0, 100.0)
+        .await;
+    let mine = app
+        .submit_with("198.51.100.90", &me.bearer, valid_form())
+        .await;
     app.db.batch_execute("ANALYZE jobs").await.unwrap();
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 300_026);
 
-    let client = ClientKey::new(me.parse().unwrap(), 64);
+    let client = me.id.client();
     let cursor = PageCursor {
         created_at: chrono::Utc::now() - chrono::Duration::minutes(10),
         id: uuid::Uuid::max().into(),
@@ -316,8 +351,8 @@ async fn listing_reads_by_index_with_a_large_table() {
         assert_eq!(listing["Index Name"], index, "{label}: {plan:#}");
     }
 
-    let (ids, _) = app.follow_pages(me, "/v1/jobs?limit=10").await;
-    assert_eq!(ids, app.listing_order(me, None).await);
+    let (ids, _) = app.follow_pages(&me, "/v1/jobs?limit=10").await;
+    assert_eq!(ids, app.listing_order(&me.client(), None).await);
     assert_eq!((ids.len(), &ids[0]), (26, &mine));
 }
 

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::health::HealthCheck;
 use crate::keys::lookup::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::callbacks::{CallbackAddresses, CallbackStore};
-use crate::ports::health::Dependency;
 use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::jobs::JobStore;
 use crate::ports::limiter::RateLimiter;
@@ -38,8 +38,8 @@ pub struct App {
     pub keys: Arc<KeyLookup>,
     /// Presigned links to the render workers' artifacts.
     pub artifacts: Arc<dyn ArtifactLinks>,
-    /// What `GET /health` checks.
-    pub dependencies: Arc<[Arc<dyn Dependency>]>,
+    /// What `GET /health` checks, and its last answer.
+    pub health: Arc<HealthCheck>,
     /// Where the secrets `CF_ORIGIN_SECRET_ARN` and `WEBHOOK_SECRET_ARN` name are read from.
     pub secrets: Arc<dyn SecretStore>,
     /// What every request's `X-Origin-Secret` must be, when the origin is closed to all but

@@ -66,6 +66,10 @@ pub struct Config {
     /// known ones, at most this often: a rotation is learned without a redeploy, and a flood of
     /// wrong values costs one read per interval.
     pub secret_refresh_interval: Duration,
+    /// `GET /health` probes the dependencies at most this often per instance (one probe at a
+    /// time) and answers from the last probe meanwhile: a flood of health checks costs the
+    /// dependencies nothing.
+    pub health_check_interval: Duration,
     /// Bucket of uploaded skins (`skins/{name}.osk`, `incoming/…`); the replay bucket by default.
     pub skin_bucket: String,
     /// Direct skin uploads up to this size; larger ones go through a presigned POST.
@@ -288,6 +292,9 @@ impl Config {
             origin_secret: SecretSource::from_lookup(&lookup, "CF_ORIGIN_SECRET")?,
             secret_refresh_interval: env
                 .parse::<Seconds>("SECRET_REFRESH_INTERVAL", Seconds(30))?
+                .into(),
+            health_check_interval: env
+                .parse::<Seconds>("HEALTH_CHECK_INTERVAL", Seconds(10))?
                 .into(),
             skin_bucket: lookup("SKIN_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             max_skin_bytes: env.parse("MAX_SKIN_BYTES", 4 * 1024 * 1024)?,
@@ -664,6 +671,7 @@ mod tests {
         assert_eq!(c.origin_secret, None);
         assert_eq!(c.webhook_secret, None);
         assert_eq!(c.secret_refresh_interval, Duration::from_secs(30));
+        assert_eq!(c.health_check_interval, Duration::from_secs(10));
         let long = "a-secret-of-enough-bytes";
         let c = config(&[
             ("CF_ORIGIN_SECRET", long),

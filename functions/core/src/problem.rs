@@ -59,6 +59,9 @@ pub enum Rejection {
     /// `Authorization` is not `Bearer` and a well-formed key, or names no key that counts
     /// (unknown, revoked): the detail says which.
     InvalidApiKey(String),
+    /// A request without `Authorization` where only a key may ask: the job listing (issue 19:
+    /// an address is not an identity, so it lists no one's jobs).
+    ApiKeyRequired,
     NonceReused,
     /// A genuine report, signed for another job than the URL's: a replay attempt.
     WrongJob,
@@ -103,7 +106,8 @@ impl Rejection {
             Self::InvalidSignature
             | Self::StaleTimestamp
             | Self::NonceReused
-            | Self::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
+            | Self::InvalidApiKey(_)
+            | Self::ApiKeyRequired => StatusCode::UNAUTHORIZED,
             Self::OriginForbidden => StatusCode::FORBIDDEN,
             Self::WrongJob => StatusCode::FORBIDDEN,
             Self::IllegalTransition(_) => StatusCode::CONFLICT,
@@ -146,6 +150,7 @@ impl Rejection {
             Self::StaleTimestamp => "stale_timestamp",
             Self::NonceReused => "nonce_reused",
             Self::InvalidApiKey(_) => "invalid_api_key",
+            Self::ApiKeyRequired => "api_key_required",
             Self::WrongJob => "wrong_job",
             Self::IllegalTransition(_) => "illegal_transition",
             Self::StorageFailed => "storage_failed",
@@ -184,6 +189,7 @@ impl Rejection {
             Self::StaleTimestamp => "Stale timestamp",
             Self::NonceReused => "Nonce reused",
             Self::InvalidApiKey(_) => "Invalid API key",
+            Self::ApiKeyRequired => "API key required",
             Self::WrongJob => "Report for another job",
             Self::IllegalTransition(_) => "Illegal status transition",
             Self::StorageFailed => "Storage failed",
@@ -220,6 +226,11 @@ impl Rejection {
             }
             Self::StaleTimestamp => "the timestamp is too far from the server's clock".into(),
             Self::NonceReused => "this nonce was already used; sign each report afresh".into(),
+            Self::ApiKeyRequired => {
+                "listing jobs needs `Authorization: Bearer <key>`; without a key, follow each \
+                 job by the job_id its 202 gave"
+                    .into()
+            }
             Self::WrongJob => {
                 "the signed report names another job (`job_id`); it applies only to that job".into()
             }
@@ -353,6 +364,8 @@ impl IntoResponse for Rejection {
             // RFC 9110 wants a challenge on every 401: the scheme the refused credential was for.
             let challenge = match &self {
                 Self::InvalidApiKey(_) => "Bearer error=\"invalid_token\"",
+                // No credential was sent: the bare scheme (RFC 6750 §3).
+                Self::ApiKeyRequired => "Bearer",
                 _ => "HMAC-SHA256 header=\"X-Signature\"",
             };
             headers.insert(

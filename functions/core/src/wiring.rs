@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::aws;
 use crate::config::Config;
+use crate::health::HealthCheck;
 use crate::keys::KeyLookup;
 use crate::ports::callbacks::CallbackSender;
 use crate::ports::skins::CLAIM_STALE_AFTER;
@@ -88,7 +89,10 @@ impl App {
             RotatingSecret::new(source, secrets.clone(), config.secret_refresh_interval)
         });
         Self {
-            dependencies: Arc::new([postgres, limiter.clone(), replays.clone(), queue.clone()]),
+            health: Arc::new(HealthCheck::new(
+                vec![postgres, limiter.clone(), replays.clone(), queue.clone()],
+                config.health_check_interval,
+            )),
             artifacts: Arc::new(S3ArtifactLinks::new(
                 clients.s3.clone(),
                 &config.artifact_bucket,

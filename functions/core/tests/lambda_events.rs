@@ -270,7 +270,7 @@ async fn every_listed_route_is_served() {
 
 /// CORS_ALLOW_ORIGIN (template.yaml's BrowserOrigin) puts the CORS headers on every answer,
 /// refusals included, so a browser page can read the status, the problem and the rate limit;
-/// without it, none.
+/// without it, or empty (the template's default: CORS off), none.
 #[tokio::test]
 async fn answers_carry_the_configured_cors_origin() {
     let vars = [("CORS_ALLOW_ORIGIN", "https://osurender.example")];
@@ -290,15 +290,20 @@ async fn answers_carry_the_configured_cors_origin() {
         assert!(exposed.contains(name), "{exposed}");
     }
 
-    let router = lambda::router(
-        routes::jobs::routes(),
-        app(&[], Arc::new(RecordingLimiter::default())),
-    );
-    let (response, _) = serve(router, &event(GET_JOB_EVENT)).await;
-    assert!(response
-        .headers()
-        .get("access-control-allow-origin")
-        .is_none());
+    for vars in [&[][..], &[("CORS_ALLOW_ORIGIN", "")]] {
+        let router = lambda::router(
+            routes::jobs::routes(),
+            app(vars, Arc::new(RecordingLimiter::default())),
+        );
+        let (response, _) = serve(router, &event(GET_JOB_EVENT)).await;
+        assert!(
+            response
+                .headers()
+                .get("access-control-allow-origin")
+                .is_none(),
+            "{vars:?}"
+        );
+    }
 }
 
 /// With an origin secret, an event without `X-Origin-Secret` is refused before the limiter is

@@ -8,6 +8,7 @@ use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::support::app::{accepted_job, TestApp, WEBHOOK_SECRET};
+use crate::support::keys::TestKey;
 use crate::support::replays::valid_form;
 
 /// Epoch seconds, as a report's `timestamp`.
@@ -73,9 +74,11 @@ impl TestApp {
             .unwrap()
     }
 
-    /// `client_ip`'s `GET /v1/jobs{query}` page, which must be a 200.
-    pub async fn list_as(&self, client_ip: &str, query: &str) -> Value {
-        let response = self.get_as(client_ip, &format!("/v1/jobs{query}")).await;
+    /// `key`'s `GET /v1/jobs{query}` page (a listing needs a key), which must be a 200.
+    pub async fn list_as(&self, key: &TestKey, query: &str) -> Value {
+        let response = self
+            .get_with(READER, &key.bearer, &format!("/v1/jobs{query}"))
+            .await;
         assert_eq!(response.status(), StatusCode::OK, "{query}");
         response.json().await.unwrap()
     }

@@ -44,6 +44,11 @@ impl Caller {
         self.key.map_or(default, |(_, limits)| limits.render)
     }
 
+    /// A client without a key.
+    pub fn is_anonymous(&self) -> bool {
+        self.key.is_none()
+    }
+
     /// A sandbox key's client: its jobs are simulated (domain/sandbox.rs).
     pub fn is_sandbox(&self) -> bool {
         matches!(self.key, Some((KeyKind::Sandbox, _)))

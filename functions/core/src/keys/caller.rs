@@ -3,10 +3,11 @@
 //! for a malformed, unknown or revoked key. Resolved before anything else about the request,
 //! so a refused key spends no quota and writes nothing.
 //!
-//! Only a key the instance's cache cannot answer for costs a database read, and that read is
-//! first counted against the address's `RATE_LIMIT_KEY_LOOKUP`: a flood of made-up keys is
-//! held to that many reads per address. A failed lookup is a 503, never a 401: an unknown
-//! answer is not a no.
+//! Only a key the instance's cache cannot answer for costs a database read. A key on the
+//! instance's list of live keys (keys/lookup.rs) is read at once; any other read is first
+//! counted against the address's `RATE_LIMIT_KEY_LOOKUP`: a flood of made-up keys is held to
+//! that many reads per address, and never holds back the address's real keys. A failed lookup
+//! is a 503, never a 401: an unknown answer is not a no.
 
 use axum::http::HeaderValue;
 

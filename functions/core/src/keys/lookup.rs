@@ -8,12 +8,18 @@
 //! found to be no key; when a side is full of live entries, new answers are served but not
 //! kept. The unknown side makes a client that repeats a wrong key cost one read per TTL; a
 //! flood of *different* random keys would cost one indexed point read each (there is nothing
-//! to remember about a key never seen), and cannot grow memory past the bound. Such a flood is
-//! held back by the caller's `before_read` gate (keys/caller.rs: the per-address
-//! `RATE_LIMIT_KEY_LOOKUP`), which runs only when the cache cannot answer. Failed lookups are
-//! never kept: the next request asks again.
+//! to remember about a key never seen), and cannot grow memory past the bound.
+//!
+//! Such a flood is held back by the caller's `before_read` gate (keys/caller.rs: the
+//! per-address `RATE_LIMIT_KEY_LOOKUP`), and only a flood is: the instance keeps the hashes of
+//! every key not revoked (reloaded at most every `LIVE_KEYS_REFRESH`, one load at a time), and
+//! a key on that list is read without the gate. So a real key is never refused for its
+//! address's junk, unless it is younger than the list; what spends the gate is a hash no key
+//! had at the last load (unknown, revoked or brand new), spent before its read, so a burst of
+//! them costs at most the limit in reads however they race. Failed lookups are never kept:
+//! the next request asks again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -21,13 +27,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::domain::key::{ApiKey, KeyHash, MalformedKey};
-use crate::ports::keys::{KeyRecord, KeyStore};
+use crate::ports::keys::{KeyRecord, KeyStore, MAX_LIVE_HASHES};
 use crate::ports::StoreError;
 use crate::problem::Rejection;
+
 /// Keys found, kept per instance: far more than one instance serves within a cache TTL (`API_KEY_CACHE_TTL`).
 pub const MAX_KNOWN: usize = 10_000;
 /// Hashes of no key, kept per instance.
 pub const MAX_UNKNOWN: usize = 1_000;
+/// How old the instance's list of live keys may be when a lookup consults it: one listing of
+/// the table per this long per instance at most, whatever the traffic.
+pub const LIVE_KEYS_REFRESH: Duration = Duration::from_secs(10);
 
 /// Why a request's key is refused.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +63,15 @@ pub struct KeyLookup {
     ttl: Duration,
     known: Mutex<HashMap<KeyHash, (KeyRecord, Instant)>>,
     unknown: Mutex<HashMap<KeyHash, Instant>>,
+    /// An async lock: the lookups that find the list stale wait for one reload, not one each.
+    live: tokio::sync::Mutex<LiveKeys>,
+}
+
+/// The hashes of the keys not revoked, as of `loaded_at`.
+#[derive(Default)]
+struct LiveKeys {
+    loaded_at: Option<Instant>,
+    hashes: HashSet<KeyHash>,
 }
 
 impl KeyLookup {
@@ -63,11 +82,13 @@ impl KeyLookup {
             ttl,
             known: Mutex::default(),
             unknown: Mutex::default(),
+            live: tokio::sync::Mutex::default(),
         }
     }
 
     /// The key record of an `Authorization` header's value, if it names a key that counts.
-    /// `before_read` runs (and may refuse) only when the cache cannot answer, before the read.
+    /// `before_read` runs (and may refuse) only when the cache cannot answer and the key is not
+    /// on the list of live keys, before the read.
     pub async fn authenticate(
         &self,
         authorization: &str,
@@ -77,7 +98,9 @@ impl KeyLookup {
         let found = match self.cached(&key) {
             Some(found) => found,
             None => {
-                before_read.await.map_err(KeyRefusal::Held)?;
+                if !self.is_live(&key.hash()).await {
+                    before_read.await.map_err(KeyRefusal::Held)?;
+                }
                 self.find(&key).await.map_err(KeyRefusal::Unavailable)?
             }
         };
@@ -124,6 +147,24 @@ impl KeyLookup {
             None => keep(&self.unknown, hash, until, MAX_UNKNOWN, |until| *until),
         }
         Ok(found)
+    }
+
+    /// Whether `hash` was a key not revoked at the list's last load, reloading a list older than
+    /// `LIVE_KEYS_REFRESH` first. A failed load keeps the old list until the next refresh: the
+    /// keys it misses only go through the gate meanwhile.
+    async fn is_live(&self, hash: &KeyHash) -> bool {
+        let mut live = self.live.lock().await;
+        let stale = live
+            .loaded_at
+            .is_none_or(|loaded_at| loaded_at.elapsed() >= LIVE_KEYS_REFRESH);
+        if stale {
+            match self.store.live_hashes(MAX_LIVE_HASHES).await {
+                Ok(hashes) => live.hashes = hashes.into_iter().collect(),
+                Err(error) => tracing::warn!(%error, "listing the live API keys failed"),
+            }
+            live.loaded_at = Some(Instant::now());
+        }
+        live.hashes.contains(hash)
     }
 }
 

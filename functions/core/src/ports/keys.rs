@@ -56,6 +56,9 @@ pub enum Revocation {
 
 /// The most keys one `list` returns.
 pub const MAX_LIST: usize = 1_000;
+/// The most hashes one `live_hashes` returns: what an instance's list of existing keys holds
+/// at most (32 bytes each, about 5 MB with the set around them).
+pub const MAX_LIVE_HASHES: usize = 100_000;
 
 #[async_trait]
 pub trait KeyStore: Send + Sync {
@@ -66,4 +69,6 @@ pub trait KeyStore: Send + Sync {
     async fn revoke(&self, id: KeyId) -> Result<Revocation, StoreError>;
     /// The key whose hash is `hash`, revoked or not; `None` when no key has it.
     async fn find_by_hash(&self, hash: &KeyHash) -> Result<Option<KeyRecord>, StoreError>;
+    /// The hashes of the keys not revoked, at most `limit` (≤ `MAX_LIVE_HASHES`), in no order.
+    async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError>;
 }

@@ -1,5 +1,6 @@
-//! `GET /health`: whether this function can reach what it depends on. The body names each
-//! dependency with `ok` or `unavailable`; a 503 says when to look again.
+//! `GET /health`: whether this function can reach what it depends on, as its last probe found
+//! (at most `HEALTH_CHECK_INTERVAL` old, health.rs). The body names each dependency with `ok` or
+//! `unavailable`; a 503 says when to look again.
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -8,15 +9,14 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use crate::app::App;
-use crate::health;
 use crate::problem::RETRY_UNAVAILABLE_SECS;
 
 pub async fn handler(State(app): State<App>) -> Response {
-    let results = health::probe(&app).await;
+    let results = app.health.checks().await;
     let healthy = results.iter().all(|(_, ok)| *ok);
     let checks: Map<String, Value> = results
-        .into_iter()
-        .map(|(name, ok)| {
+        .iter()
+        .map(|&(name, ok)| {
             (
                 name.to_owned(),
                 json!(if ok { "ok" } else { "unavailable" }),

@@ -2,9 +2,9 @@
 //!
 //! A job's id is a capability: whoever holds it (the submitter got it in the 202) may read the
 //! job, artifact links included, and a random UUID cannot be guessed. The list is the caller's
-//! own jobs only (its client key, as admission counts it: the API key's with a key, the
-//! address's without), by cursor pages, without artifact links: those are only handed out one
-//! job at a time.
+//! own jobs only (its API key's client, as admission counts it), by cursor pages, without
+//! artifact links: those are only handed out one job at a time. Without a key the list is a 401
+//! `api_key_required` (issue 19): an address is no identity to list jobs by.
 //!
 //! Reads are rate-limited per client (the key, with one) under their own generous limit
 //! (`RATE_LIMIT_READ`, endpoint `jobs`), after the request itself has been checked, so a
@@ -160,6 +160,9 @@ async fn list_jobs(
         Err(rejection) => return rejection.into_response(),
     };
     let caller = match app.caller(peer, &headers).await {
+        // An address is shared (NAT, carrier, office) and borrowed (any page a browser
+        // visits): it lists no one's jobs. Refused before any quota is spent.
+        Ok(caller) if caller.is_anonymous() => return Rejection::ApiKeyRequired.into_response(),
         Ok(caller) => caller,
         Err(rejection) => return rejection.into_response(),
     };

@@ -23,6 +23,7 @@ use crate::domain::rate::LimitScope;
 use crate::domain::sandbox;
 use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
 use crate::estimate::Recent;
+use crate::health::HealthCheck;
 use crate::keys::KeyLookup;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
@@ -71,6 +72,7 @@ impl Memory {
             calls,
         };
         let key_cache_ttl = config.key_cache_ttl;
+        let health_check_interval = config.health_check_interval;
         let origin_secret = config.origin_secret.as_ref().map(|source| {
             RotatingSecret::new(
                 source,
@@ -94,7 +96,10 @@ impl Memory {
             idempotency: memory.database.clone(),
             keys: Arc::new(KeyLookup::new(memory.keys.clone(), key_cache_ttl)),
             artifacts: memory.objects.clone(),
-            dependencies: Arc::new([memory.database.clone() as Arc<dyn Dependency>]),
+            health: Arc::new(HealthCheck::new(
+                vec![memory.database.clone() as Arc<dyn Dependency>],
+                health_check_interval,
+            )),
         };
         (app, memory)
     }
@@ -1312,7 +1317,9 @@ impl EventPublisher for MemoryQueue {
 // ---------------------------------------------------------------- API keys (issue 13)
 
 use crate::domain::key::{KeyHash, KeyId};
-use crate::ports::keys::{KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST};
+use crate::ports::keys::{
+    KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
+};
 
 /// The `api_keys` table: keys by hash, as `PgKeyStore` keeps them. Counts its lookups (what
 /// the lookup cache saves) and can be told to fail.
@@ -1320,6 +1327,7 @@ use crate::ports::keys::{KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MA
 pub struct MemoryKeys {
     rows: Mutex<Vec<(KeyHash, KeyRecord)>>,
     lookups: std::sync::atomic::AtomicUsize,
+    live_lists: std::sync::atomic::AtomicUsize,
     down: AtomicBool,
 }
 
@@ -1327,6 +1335,11 @@ impl MemoryKeys {
     /// How many `find_by_hash` calls reached the table.
     pub fn lookups(&self) -> usize {
         self.lookups.load(Ordering::SeqCst)
+    }
+
+    /// How many `live_hashes` calls reached the table.
+    pub fn live_lists(&self) -> usize {
+        self.live_lists.load(Ordering::SeqCst)
     }
 
     /// Every call fails until told otherwise.
@@ -1405,6 +1418,17 @@ impl KeyStore for MemoryKeys {
             .iter()
             .find(|(stored, _)| stored == hash)
             .map(|(_, row)| row.clone()))
+    }
+
+    async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
+        self.live_lists.fetch_add(1, Ordering::SeqCst);
+        self.up()?;
+        Ok(lock(&self.rows)
+            .iter()
+            .filter(|(_, row)| !row.is_revoked())
+            .map(|(hash, _)| *hash)
+            .take(limit.min(MAX_LIVE_HASHES))
+            .collect())
     }
 }
 

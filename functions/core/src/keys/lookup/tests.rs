@@ -77,23 +77,84 @@ async fn unknown_keys_are_remembered_for_the_ttl_and_malformed_ones_never_read()
     assert_eq!(store.lookups(), 2, "malformed keys cost no read");
 }
 
+/// A gate that always refuses, as an address's spent `RATE_LIMIT_KEY_LOOKUP` does.
+async fn spent() -> Result<(), Rejection> {
+    Err(Rejection::LimiterUnavailable)
+}
+
 #[tokio::test(start_paused = true)]
-async fn the_gate_runs_only_when_the_store_is_read() {
+async fn the_gate_runs_only_for_a_read_of_a_key_not_on_the_live_list() {
     let (store, lookup, key) = setup().await;
-    let held = lookup
-        .authenticate(&bearer(&key), async { Err(Rejection::LimiterUnavailable) })
-        .await;
+    let stranger = ApiKey::generate(KeyKind::Live).unwrap();
+    let held = lookup.authenticate(&bearer(&stranger), spent()).await;
     assert!(matches!(
         held,
         Err(KeyRefusal::Held(Rejection::LimiterUnavailable))
     ));
     assert_eq!(store.lookups(), 0, "held back before the read");
-    assert!(authenticate(&lookup, &bearer(&key)).await.is_ok());
-    let cached = lookup
-        .authenticate(&bearer(&key), async { Err(Rejection::LimiterUnavailable) })
-        .await;
+
+    let live = lookup.authenticate(&bearer(&key), spent()).await;
+    assert!(live.is_ok(), "a live key is read past a spent gate");
+    assert_eq!(store.lookups(), 1);
+    let cached = lookup.authenticate(&bearer(&key), spent()).await;
     assert!(cached.is_ok(), "a cached answer needs no gate");
     assert_eq!(store.lookups(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_live_list_is_loaded_once_per_refresh_however_many_look_at_once() {
+    let (store, lookup, _) = setup().await;
+    let lookup = Arc::new(lookup);
+    let strangers = (0..50).map(|_| {
+        let lookup = lookup.clone();
+        let stranger = bearer(&ApiKey::generate(KeyKind::Live).unwrap());
+        tokio::spawn(async move { authenticate(&lookup, &stranger).await })
+    });
+    for refused in futures_util::future::join_all(strangers).await {
+        assert!(matches!(refused.unwrap(), Err(KeyRefusal::Unknown)));
+    }
+    assert_eq!(store.live_lists(), 1, "one load for 50 lookups at once");
+    assert_eq!(store.lookups(), 50);
+
+    // A key made after the load is not on the list until the next one: the gate applies.
+    let young = create(
+        store.as_ref(),
+        KeyName::parse("young").unwrap(),
+        KeyKind::Live,
+        KeyLimits::default(),
+    )
+    .await
+    .unwrap()
+    .key;
+    tokio::time::advance(LIVE_KEYS_REFRESH - Duration::from_millis(1)).await;
+    assert!(matches!(
+        lookup.authenticate(&bearer(&young), spent()).await,
+        Err(KeyRefusal::Held(_))
+    ));
+    assert_eq!(store.live_lists(), 1);
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(lookup.authenticate(&bearer(&young), spent()).await.is_ok());
+    assert_eq!(
+        store.live_lists(),
+        2,
+        "reloaded once the list was as old as the refresh"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_load_of_the_live_list_sends_every_key_through_the_gate() {
+    let (store, lookup, key) = setup().await;
+    store.set_down(true);
+    assert!(matches!(
+        lookup.authenticate(&bearer(&key), spent()).await,
+        Err(KeyRefusal::Held(_))
+    ));
+    store.set_down(false);
+    assert!(
+        authenticate(&lookup, &bearer(&key)).await.is_ok(),
+        "the gate lets it read"
+    );
+    assert_eq!(store.live_lists(), 1, "not asked again before the refresh");
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,7 +8,9 @@ use tokio_postgres::Row;
 
 use crate::domain::key::{KeyHash, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
 use crate::domain::RateLimit;
-use crate::ports::keys::{KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST};
+use crate::ports::keys::{
+    KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
+};
 use crate::ports::StoreError;
 use crate::store::postgres::{self as db};
 
@@ -134,6 +136,16 @@ impl KeyStore for PgKeyStore {
             signing_secret: SigningSecret::parse(&secret)
                 .ok_or_else(|| corrupt("signing_secret"))?,
         }))
+    }
+
+    async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
+        let limit = i64::try_from(limit.min(MAX_LIVE_HASHES)).unwrap_or(0);
+        let sql = "SELECT key_hash FROM api_keys WHERE revoked_at IS NULL LIMIT $1";
+        self.query(sql, &[(&limit, Type::INT8)])
+            .await?
+            .iter()
+            .map(|row| KeyHash::from_bytes(row.get(0)).ok_or_else(|| corrupt("key_hash")))
+            .collect()
     }
 }
 
