@@ -162,8 +162,13 @@ impl Function {
         }
     }
 
-    /// Hands `event` to the function and waits for its answer on the `ResponseURL`.
+    /// Hands an event of `kind` to the function and waits for its answer on the `ResponseURL`.
     async fn answer(&self, kind: &str, tag: &str) -> Value {
+        self.answer_with(kind, tag, |_| {}).await
+    }
+
+    /// `answer`, with the event changed by `edit` before it is sent.
+    async fn answer_with(&self, kind: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> Value {
         let mut event: Value = serde_json::from_str(CREATE_EVENT).unwrap();
         event["RequestType"] = kind.into();
         event["RequestId"] = format!("{tag}-{kind}").into();
@@ -172,6 +177,7 @@ impl Function {
             event["PhysicalResourceId"] = "osurender-migrations".into();
             event["OldResourceProperties"] = json!({ "MigrateVersion": "2" });
         }
+        edit(&mut event);
         let before = self.shared.answers.lock().unwrap().len();
         let started = Instant::now();
         self.shared.events.lock().unwrap().push_back(event);
@@ -526,6 +532,39 @@ async fn an_unreachable_database_fails_and_the_function_lives_on() {
     );
     let deleted = function.answer("Delete", "unreachable").await;
     assert_eq!(status(&deleted), "SUCCESS", "{deleted}");
+}
+
+/// CloudFormation rolling back a failed deploy sends an Update whose `MigrateVersion` is older
+/// than the one it replaces: answered SUCCESS without touching the database (here unreachable,
+/// as when the database is what failed), while a forward Update to it is FAILED.
+#[tokio::test]
+async fn a_rollback_update_succeeds_without_the_database() {
+    let url = format!("postgres://postgres@127.0.0.1:{}/osurender", closed_port());
+    let function = Function::start("rollback", &[("DATABASE_URL", &url)]).await;
+    let rollback = |event: &mut Value| {
+        event["ResourceProperties"]["MigrateVersion"] = "9".into();
+        event["OldResourceProperties"]["MigrateVersion"] = "10".into();
+    };
+    let rolled_back = function.answer_with("Update", "rollback", rollback).await;
+    assert_eq!(status(&rolled_back), "SUCCESS", "{rolled_back}");
+    assert!(
+        reason(&rolled_back).contains("rollback (MigrateVersion 10 to 9)"),
+        "{}",
+        reason(&rolled_back)
+    );
+    assert_eq!(rolled_back["Data"]["Applied"], "");
+    let forward = function
+        .answer_with("Update", "forward", |event| {
+            event["ResourceProperties"]["MigrateVersion"] = "10".into();
+            event["OldResourceProperties"]["MigrateVersion"] = "9".into();
+        })
+        .await;
+    assert_eq!(status(&forward), "FAILED", "{forward}");
+    assert!(
+        reason(&forward).contains("connecting"),
+        "{}",
+        reason(&forward)
+    );
 }
 
 #[tokio::test]

@@ -7,7 +7,9 @@
 //! the runtime loop starts before anything that can fail, configuration, secret and database
 //! are read per event inside a task bounded in time (whose panic, where panics unwind, is an
 //! answer too), every failure is a `FAILED` answer with a short reason, and Delete is answered
-//! at once without touching either (the schema outlives the stack).
+//! at once without touching either (the schema outlives the stack). So is the Update of a
+//! rollback (`MigrateVersion` going back): the database may be what failed, and the newer
+//! schema runs the older code.
 
 use std::time::Duration;
 
@@ -58,7 +60,7 @@ pub async fn migrate(event: Value) -> Result<Value, Error> {
         };
     };
     let answer = match request.request_type.as_str() {
-        "Delete" => Ok(Outcome::Applied(Vec::new())),
+        _ if request.untouched().is_some() => Ok(Outcome::Applied(Vec::new())),
         "Create" | "Update" => run().await,
         other => Err(format!("unknown RequestType `{other}`")),
     };
@@ -107,19 +109,55 @@ pub struct CustomResourceRequest {
     pub stack_id: String,
     pub request_id: String,
     pub logical_resource_id: String,
+    /// `ResourceProperties.MigrateVersion` and `OldResourceProperties.MigrateVersion` (an
+    /// Update's), when present.
+    pub migrate_version: Option<String>,
+    pub old_migrate_version: Option<String>,
 }
 
 impl CustomResourceRequest {
     /// `None` unless `event` has a string `RequestType` and `ResponseURL`.
     pub fn from_event(event: &Value) -> Option<Self> {
         let text = |name: &str| event.get(name).and_then(Value::as_str).map(str::to_owned);
+        // CloudFormation passes properties as strings; a hand-made event may use a number.
+        let version = |properties: &str| match event.get(properties)?.get("MigrateVersion")? {
+            Value::String(text) => Some(text.clone()),
+            Value::Number(number) => Some(number.to_string()),
+            _ => None,
+        };
         Some(Self {
             request_type: text("RequestType")?,
             response_url: text("ResponseURL")?,
             stack_id: text("StackId").unwrap_or_default(),
             request_id: text("RequestId").unwrap_or_default(),
             logical_resource_id: text("LogicalResourceId").unwrap_or_default(),
+            migrate_version: version("ResourceProperties"),
+            old_migrate_version: version("OldResourceProperties"),
         })
+    }
+
+    /// Why this event is answered without reading configuration, secret or database: a
+    /// Delete (the schema outlives the stack), or an Update whose `MigrateVersion` is older
+    /// than the one it replaces — CloudFormation rolling back, after the newer code's deploy
+    /// failed (perhaps on the database itself). `MigrateVersion` is the function's published
+    /// version, a number that grows with each code change, so it is compared as one; a value
+    /// that is not a number is no rollback (the run then finds any newer schema and keeps it).
+    pub fn untouched(&self) -> Option<String> {
+        let number = |version: &Option<String>| version.as_deref()?.trim().parse::<u64>().ok();
+        match self.request_type.as_str() {
+            "Delete" => Some("the schema is kept".into()),
+            "Update" => match (
+                number(&self.migrate_version),
+                number(&self.old_migrate_version),
+            ) {
+                (Some(new), Some(old)) if new < old => Some(format!(
+                    "a rollback (MigrateVersion {old} to {new}): the schema is kept as it is, \
+                     nothing applied"
+                )),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }
 
@@ -128,12 +166,10 @@ pub fn custom_resource_response(
     request: &CustomResourceRequest,
     answer: &Result<Outcome, String>,
 ) -> Value {
-    let (status, reason, applied) = match answer {
-        Ok(_) if request.request_type == "Delete" => {
-            ("SUCCESS", "the schema is kept".to_owned(), &[][..])
-        }
-        Ok(outcome) => ("SUCCESS", outcome.summary(), outcome.applied()),
-        Err(reason) => ("FAILED", reason.clone(), &[][..]),
+    let (status, reason, applied) = match (answer, request.untouched()) {
+        (Ok(_), Some(why)) => ("SUCCESS", why, &[][..]),
+        (Ok(outcome), None) => ("SUCCESS", outcome.summary(), outcome.applied()),
+        (Err(reason), _) => ("FAILED", reason.clone(), &[][..]),
     };
     json!({
         "Status": status,
@@ -227,6 +263,42 @@ mod tests {
         assert_eq!(response["Status"], "SUCCESS");
         assert_eq!(response["Data"]["Applied"], "");
         assert!(response["Reason"].as_str().unwrap().contains("V5__later"));
+    }
+
+    fn update(new: Value, old: Value) -> CustomResourceRequest {
+        let mut event: Value =
+            serde_json::from_str(include_str!("../../tests/events/cfn_create.json")).unwrap();
+        event["RequestType"] = "Update".into();
+        event["ResourceProperties"]["MigrateVersion"] = new;
+        event["OldResourceProperties"] = json!({ "MigrateVersion": old });
+        CustomResourceRequest::from_event(&event).unwrap()
+    }
+
+    #[test]
+    fn an_update_to_an_older_version_is_a_rollback_left_untouched() {
+        for (new, old) in [(json!("3"), json!("12")), (json!(9), json!("10"))] {
+            let request = update(new.clone(), old.clone());
+            let why = request.untouched().expect("a rollback");
+            assert!(why.contains("rollback"), "{why}");
+            let response = custom_resource_response(&request, &Ok(Outcome::Applied(vec![])));
+            assert_eq!(response["Status"], "SUCCESS");
+            assert_eq!(response["Reason"], why.as_str());
+            assert_eq!(response["Data"]["Applied"], "");
+        }
+        // Numerically: "10" after "9" is forward, as are the same version and odd values.
+        for (new, old) in [
+            (json!("10"), json!("9")),
+            (json!("4"), json!("4")),
+            (json!("$LATEST"), json!("7")),
+            (json!("3"), Value::Null),
+        ] {
+            let request = update(new.clone(), old.clone());
+            assert_eq!(request.untouched(), None, "{new} after {old}");
+        }
+        // Only an Update rolls back: a Create with the same properties runs.
+        let mut create = update(json!("3"), json!("12"));
+        create.request_type = "Create".into();
+        assert_eq!(create.untouched(), None);
     }
 
     #[test]
