@@ -53,7 +53,7 @@ async fn fresh_database(test: &str, migrated: bool) -> String {
         .unwrap();
     let url = database_url(&name);
     if migrated {
-        migrations::connect_and_apply(db::parse_url(&url).unwrap(), &plain(), TIMEOUT)
+        migrations::connect_and_apply(db::parse_url(&url).unwrap(), &plain(), TIMEOUT, TIMEOUT)
             .await
             .expect("migrations");
     } else {

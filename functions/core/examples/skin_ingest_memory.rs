@@ -50,7 +50,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         DbSslMode::Disable,
     )?;
     let tls = Tls::from_config(&config)?;
-    migrations::connect_and_apply(database_url.parse()?, &tls, config.db_timeout).await?;
+    migrations::connect_and_apply(
+        database_url.parse()?,
+        &tls,
+        config.db_timeout,
+        config.migrate_lock_timeout,
+    )
+    .await?;
     let clients = Clients::new(&config).await?;
     if let Err(error) = clients.s3.create_bucket().bucket(BUCKET).send().await {
         let exists = error

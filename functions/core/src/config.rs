@@ -22,6 +22,12 @@ pub struct Config {
     /// `DB_SSLROOTCERT`: a PEM file of CAs trusted besides the compiled-in AWS ones
     /// (verify-full only).
     pub db_sslrootcert: Option<PathBuf>,
+    /// Postgres' `lock_timeout` for the migrations (`MIGRATE_LOCK_TIMEOUT`): a migration waiting
+    /// behind a long transaction fails instead of holding the deploy (and the table) forever.
+    pub migrate_lock_timeout: Duration,
+    /// `migrate` gives a run up after this (`MIGRATE_DEADLINE`), and earlier if the invocation
+    /// would otherwise end before CloudFormation is answered.
+    pub migrate_deadline: Duration,
     /// Every request is answered within this (deadline.rs); on Lambda also before the
     /// invocation's own deadline, less a margin.
     pub request_deadline: Duration,
@@ -412,6 +418,24 @@ impl Config {
             &split_sslmode(&database_url).1,
             default_sslmode,
         )?;
+        let migrate_lock_timeout: Duration = env
+            .parse::<Seconds>("MIGRATE_LOCK_TIMEOUT", Seconds(10))?
+            .into();
+        let migrate_deadline: Duration = env
+            .parse::<Seconds>("MIGRATE_DEADLINE", Seconds(40))?
+            .into();
+        for (name, value) in [
+            ("MIGRATE_LOCK_TIMEOUT", migrate_lock_timeout),
+            ("MIGRATE_DEADLINE", migrate_deadline),
+        ] {
+            // Zero is Postgres' "wait forever" for lock_timeout, and no time at all for a run.
+            if value.is_zero() {
+                return Err(ConfigError {
+                    name,
+                    reason: "must be at least 1s".into(),
+                });
+            }
+        }
         let db_sslrootcert = lookup("DB_SSLROOTCERT")
             .filter(|path| !path.is_empty())
             .map(PathBuf::from);
@@ -428,6 +452,8 @@ impl Config {
             db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
             db_sslmode,
             db_sslrootcert,
+            migrate_lock_timeout,
+            migrate_deadline,
             request_deadline: Duration::from_millis(env.parse("REQUEST_DEADLINE_MS", 10_000)?),
             listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
             rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
@@ -896,6 +922,22 @@ mod tests {
         let (rest, _) = split_sslmode("host=h sslmode=verify-full password='a b\\'c'");
         let pg: tokio_postgres::Config = rest.parse().unwrap();
         assert_eq!(pg.get_password(), Some(&b"a b'c"[..]));
+    }
+
+    #[test]
+    fn migration_bounds() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.migrate_lock_timeout, Duration::from_secs(10));
+        assert_eq!(c.migrate_deadline, Duration::from_secs(40));
+        let c = config(&[("MIGRATE_LOCK_TIMEOUT", "2"), ("MIGRATE_DEADLINE", "2m")]).unwrap();
+        assert_eq!(c.migrate_lock_timeout, Duration::from_secs(2));
+        assert_eq!(c.migrate_deadline, Duration::from_secs(120));
+        for name in ["MIGRATE_LOCK_TIMEOUT", "MIGRATE_DEADLINE"] {
+            for bad in ["0", "0s", "soon"] {
+                let error = config(&[(name, bad)]).unwrap_err().to_string();
+                assert!(error.starts_with(&format!("{name}: ")), "{bad}: {error}");
+            }
+        }
     }
 
     #[test]
