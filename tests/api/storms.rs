@@ -341,6 +341,7 @@ impl ChildServer {
             ])
             .env(CHILD_SERVER, "1")
             .env("DATABASE_URL", &app.database_url)
+            .env("DB_SSLMODE", "disable")
             .env("REPLAY_BUCKET", &app.bucket)
             .env("RATE_LIMIT_TABLE", &app.table)
             .env("RENDER_QUEUE_NAME", &app.queue)

@@ -4,12 +4,15 @@
 //! HTTP; with an untrusted CA or another name for the server, and `disable`, the database is
 //! not used: the dev server refuses to start, and an instance serving anyway answers 503
 //! `database_unavailable` (health: postgres unavailable) within its bound, never a 500 or a
-//! hang. `require` connects whatever the certificate.
+//! hang. `require` connects whatever the certificate. `sslmode=require` in `DATABASE_URL`
+//! alone (no `DB_SSLMODE`) is honoured: over TLS here, and refused, not sent in the clear, by
+//! the plain local server.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use osurender_core::config::DbSslMode;
+use osurender_core::config::{ConfigError, DbSslMode};
 use osurender_core::lifecycle::Verifier;
 use osurender_core::{http, App, Clients, Config};
 use reqwest::StatusCode;
@@ -61,6 +64,17 @@ fn variant(app: &TestApp, mode: DbSslMode, root: Option<String>, host: &str) -> 
     config.db_sslrootcert = root.map(Into::into);
     config.database_url = app.database_url.replace(CERTIFIED_HOST, host);
     config
+}
+
+/// `app`'s configuration, but its database settings read from `DATABASE_URL` = `url` alone,
+/// as a function's start reads them (no `DB_SSLMODE`, no `DB_SSLROOTCERT`).
+fn from_url_alone(app: &TestApp, url: &str) -> Result<Config, ConfigError> {
+    let read = Config::from_lookup(|name| (name == "DATABASE_URL").then(|| url.to_owned()))?;
+    let mut config = app.config.clone();
+    config.database_url = read.database_url;
+    config.db_sslmode = read.db_sslmode;
+    config.db_sslrootcert = read.db_sslrootcert;
+    Ok(config)
 }
 
 async fn bounded(request: reqwest::RequestBuilder) -> reqwest::Response {
@@ -195,4 +209,119 @@ async fn require_connects_without_verifying_the_certificate() {
     )
     .await;
     assert_eq!(render.status(), StatusCode::ACCEPTED);
+}
+
+/// Once `DB_SSLMODE`'s default overrode it: `sslmode=require` in the URL alone meant plain
+/// text. Now it is TLS, and (at an address the certificate does not name) unverified, as
+/// libpq's `require`; `verify-full`, the default, would refuse this address.
+#[tokio::test]
+async fn sslmode_require_in_the_url_alone_is_honoured() {
+    let server = TlsServer::local();
+    let (app, job) = verified_app(&server).await;
+    let url = format!(
+        "{}?sslmode=require",
+        app.database_url.replace(CERTIFIED_HOST, "127.0.0.1")
+    );
+    let config = from_url_alone(&app, &url).unwrap();
+    assert_eq!(config.db_sslmode, DbSslMode::Require);
+    let addr = serve_instance(&config).await;
+    let read = bounded(
+        reqwest::Client::new()
+            .get(format!("http://{addr}/v1/jobs/{job}"))
+            .header("CF-Connecting-IP", "203.0.113.63"),
+    )
+    .await;
+    assert_eq!(read.status(), StatusCode::OK);
+    // The server takes no other, but see it: every session of the role is over TLS.
+    let sessions: Vec<bool> = app
+        .db
+        .query(
+            "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+             WHERE a.usename = 'osurender_app' AND a.datname = current_database()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(!sessions.is_empty());
+    assert!(sessions.iter().all(|ssl| *ssl), "{sessions:?}");
+
+    // The URL's mode and DB_SSLMODE disagreeing: no start, both named.
+    let vars = [("DATABASE_URL", url.as_str()), ("DB_SSLMODE", "disable")];
+    let error = Config::from_lookup(|name| {
+        vars.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_string())
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("DB_SSLMODE") && error.contains("DATABASE_URL"),
+        "{error}"
+    );
+    assert!(
+        error.contains("disable") && error.contains("require"),
+        "{error}"
+    );
+}
+
+/// A server that takes plain text only (it answers TLS requests `N`, as PostgreSQL with
+/// `ssl = off`): with `sslmode=require` in the URL nothing is sent to it in the clear — not
+/// the startup message, which names the user — and the database is not used.
+#[tokio::test]
+async fn sslmode_require_in_the_url_does_not_fall_back_to_plain_text() {
+    let app = TestApp::spawn(&[("DB_TIMEOUT_MS", DB_TIMEOUT)]).await;
+    let job = app.submit("203.0.113.64").await;
+    let (plain_only, sent_in_clear) = plain_text_only_server().await;
+    let url = format!("postgres://postgres@{plain_only}/osurender?sslmode=require");
+    let config = from_url_alone(&app, &url).unwrap();
+    assert_eq!(config.db_sslmode, DbSslMode::Require);
+    database_unused(&job, config, "server does not support TLS").await;
+    // A client falling back would send its startup right after the `N`: let it arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let clear = sent_in_clear.lock().unwrap().clone();
+    assert!(clear.is_empty(), "sent in the clear: {clear:?}");
+}
+
+/// PostgreSQL's `SSLRequest`: length 8, code 80877103.
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
+
+/// A listener that refuses TLS to every connection and keeps whatever a client then sends
+/// (or sends first, without asking for TLS): what went over the wire in the clear.
+async fn plain_text_only_server() -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sent: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let kept = sent.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut first = [0u8; 8];
+                if stream.read_exact(&mut first).await.is_err() {
+                    return;
+                }
+                let mut clear = Vec::new();
+                if first == SSL_REQUEST {
+                    if stream.write_all(b"N").await.is_err() {
+                        return;
+                    }
+                } else {
+                    clear.extend_from_slice(&first);
+                }
+                let mut rest = [0u8; 1024];
+                let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut rest));
+                if let Ok(Ok(n)) = read.await {
+                    clear.extend_from_slice(&rest[..n]);
+                }
+                if !clear.is_empty() {
+                    kept.lock().unwrap().push(clear);
+                }
+            });
+        }
+    });
+    (addr, sent)
 }

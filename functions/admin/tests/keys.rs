@@ -53,7 +53,7 @@ async fn fresh_database(test: &str, migrated: bool) -> String {
         .unwrap();
     let url = database_url(&name);
     if migrated {
-        migrations::connect_and_apply(db::parse_url(&url).unwrap(), &plain(), TIMEOUT)
+        migrations::connect_and_apply(db::parse_url(&url).unwrap(), &plain(), TIMEOUT, TIMEOUT)
             .await
             .expect("migrations");
     } else {
@@ -70,6 +70,7 @@ fn admin(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_osurender-admin"))
         .args(args)
         .env("DATABASE_URL", url)
+        .env("DB_SSLMODE", "disable")
         .env("DB_TIMEOUT_MS", "3000")
         .env_remove("AWS_LAMBDA_RUNTIME_API")
         .env_remove("DB_SECRET_ARN")
@@ -91,7 +92,7 @@ fn sha256(text: &str) -> Vec<u8> {
     Sha256::digest(text.as_bytes()).to_vec()
 }
 
-/// The local server is plain (DB_SSLMODE's default).
+/// The local server is plain (the tests' DB_SSLMODE).
 fn plain() -> Tls {
     Tls::new(DbSslMode::Disable, None).unwrap()
 }
@@ -315,6 +316,30 @@ async fn bad_arguments_exit_2_before_any_database_access() {
     );
 }
 
+/// `sslmode=require` in `DATABASE_URL` with `DB_SSLMODE=disable` once meant plain text: the
+/// startup and a new key's secret sent in the clear. Now nothing starts, and both are named.
+#[tokio::test]
+async fn a_tls_mode_in_the_url_is_never_overridden_by_a_weaker_one() {
+    let url = fresh_database("sslmode", true).await;
+    let output = admin(
+        &format!("{url}?sslmode=require"),
+        &["keys", "create", "--name", "in the clear?"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    for named in ["DB_SSLMODE", "`disable`", "DATABASE_URL", "`require`"] {
+        assert!(message.contains(named), "{named}: {message}");
+    }
+    let keys: i64 = connect(&url)
+        .await
+        .query_one("SELECT count(*) FROM api_keys", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(keys, 0);
+}
+
 #[tokio::test]
 async fn a_database_without_the_keys_table_is_refused_plainly() {
     let url = fresh_database("unmigrated", false).await;
@@ -336,6 +361,7 @@ async fn the_lambda_form_runs_the_same_commands() {
     let url = fresh_database("lambda", true).await;
     // This test is the only one of this process that reads its environment.
     std::env::set_var("DATABASE_URL", &url);
+    std::env::set_var("DB_SSLMODE", "disable");
     let created = osurender_core::lambda::admin_event(
         json!({"command": ["keys", "create", "--name", "from lambda", "--sandbox"]}),
     )

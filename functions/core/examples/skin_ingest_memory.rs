@@ -15,6 +15,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use aws_sdk_s3::primitives::ByteStream;
+use osurender_core::config::DbSslMode;
 use osurender_core::skins;
 use osurender_core::skins::ingest::IngestOutcome;
 use osurender_core::store::postgres::{migrations, Tls};
@@ -36,16 +37,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("DATABASE_URL ends in /<db>")?;
     let database_url = format!("{base}/{DATABASE}");
     let max_upload = (mib + 16) * MIB;
-    let config = Config::from_lookup(|name| match name {
-        "DATABASE_URL" => Some(database_url.clone()),
-        "REPLAY_BUCKET" | "SKIN_BUCKET" => Some(BUCKET.into()),
-        "MAX_SKIN_UPLOAD_BYTES" => Some(max_upload.to_string()),
-        // As on AWS for skin-ingest (template.yaml).
-        "AWS_TIMEOUT_MS" => Some("60000".into()),
-        other => std::env::var(other).ok(),
-    })?;
+    // The local trust cluster is plain unless DB_SSLMODE or DATABASE_URL says otherwise.
+    let config = Config::from_lookup_with_sslmode(
+        |name| match name {
+            "DATABASE_URL" => Some(database_url.clone()),
+            "REPLAY_BUCKET" | "SKIN_BUCKET" => Some(BUCKET.into()),
+            "MAX_SKIN_UPLOAD_BYTES" => Some(max_upload.to_string()),
+            // As on AWS for skin-ingest (template.yaml).
+            "AWS_TIMEOUT_MS" => Some("60000".into()),
+            other => std::env::var(other).ok(),
+        },
+        DbSslMode::Disable,
+    )?;
     let tls = Tls::from_config(&config)?;
-    migrations::connect_and_apply(database_url.parse()?, &tls, config.db_timeout).await?;
+    migrations::connect_and_apply(
+        database_url.parse()?,
+        &tls,
+        config.db_timeout,
+        config.migrate_lock_timeout,
+    )
+    .await?;
     let clients = Clients::new(&config).await?;
     if let Err(error) = clients.s3.create_bucket().bucket(BUCKET).send().await {
         let exists = error

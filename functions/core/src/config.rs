@@ -16,11 +16,18 @@ pub struct Config {
     pub db_pool_size: usize,
     /// Bound on connecting and on each statement, below the function's timeout.
     pub db_timeout: Duration,
-    /// TLS to Postgres (`DB_SSLMODE`); it decides, whatever `DATABASE_URL`'s `sslmode` says.
+    /// TLS to Postgres: `DB_SSLMODE` or `DATABASE_URL`'s `sslmode` (which must agree when both
+    /// are set), else the caller's default (`resolve_sslmode`).
     pub db_sslmode: DbSslMode,
     /// `DB_SSLROOTCERT`: a PEM file of CAs trusted besides the compiled-in AWS ones
     /// (verify-full only).
     pub db_sslrootcert: Option<PathBuf>,
+    /// Postgres' `lock_timeout` for the migrations (`MIGRATE_LOCK_TIMEOUT`): a migration waiting
+    /// behind a long transaction fails instead of holding the deploy (and the table) forever.
+    pub migrate_lock_timeout: Duration,
+    /// `migrate` gives a run up after this (`MIGRATE_DEADLINE`), and earlier if the invocation
+    /// would otherwise end before CloudFormation is answered.
+    pub migrate_deadline: Duration,
     /// Every request is answered within this (deadline.rs); on Lambda also before the
     /// invocation's own deadline, less a margin.
     pub request_deadline: Duration,
@@ -113,9 +120,10 @@ pub struct Config {
     pub cors_allow_origin: Option<String>,
 }
 
-/// `DB_SSLMODE`, with libpq's meanings: `disable` sends everything in the clear; `require`
-/// encrypts but accepts any server certificate (so not proof against someone in the path);
-/// `verify-full` accepts only a certificate that chains to a trusted root and names the host.
+/// `DB_SSLMODE` (or `DATABASE_URL`'s `sslmode`), with libpq's meanings: `disable` sends
+/// everything in the clear; `require` encrypts but accepts any server certificate (so not
+/// proof against someone in the path); `verify-full` accepts only a certificate that chains to
+/// a trusted root and names the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DbSslMode {
     Disable,
@@ -126,14 +134,164 @@ pub enum DbSslMode {
 impl FromStr for DbSslMode {
     type Err = &'static str;
 
+    /// libpq's other modes are refused rather than mapped: `allow` and `prefer` would take
+    /// plain text from anyone in the path who refuses TLS, and `verify-ca` checks less than
+    /// `verify-full` but more than `require`, so either mapping would be a guess.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
             "disable" => Ok(Self::Disable),
             "require" => Ok(Self::Require),
             "verify-full" => Ok(Self::VerifyFull),
+            "allow" | "prefer" => Err("falls back to plain text without saying so, so it is \
+                                       not supported: use require or verify-full for TLS, \
+                                       disable for plain text"),
+            "verify-ca" => Err(
+                "is not supported: use verify-full (the certificate must also \
+                                name the host) or require",
+            ),
             _ => Err("expected disable, require or verify-full"),
         }
     }
+}
+
+/// TLS to Postgres when neither `DB_SSLMODE` nor `DATABASE_URL` names a mode: verified, as
+/// on AWS. The dev server and the tests choose `disable` for the local trust cluster.
+pub const DEFAULT_DB_SSLMODE: DbSslMode = DbSslMode::VerifyFull;
+
+/// The mode of `DB_SSLMODE` (`setting`) and `DATABASE_URL`'s `sslmode` values (`in_url`):
+/// whichever is set, `default` when neither is, and an error naming both when they differ
+/// (the weaker is never picked silently).
+pub fn resolve_sslmode(
+    setting: Option<&str>,
+    in_url: &[String],
+    default: DbSslMode,
+) -> Result<DbSslMode, ConfigError> {
+    let parse = |name: &'static str, raw: &str| {
+        raw.trim().parse::<DbSslMode>().map_err(|e| ConfigError {
+            name,
+            reason: format!("`{raw}` {e}"),
+        })
+    };
+    let url_mode = match in_url {
+        [] => None,
+        [first, rest @ ..] => {
+            if rest.iter().any(|other| other != first) {
+                return Err(ConfigError {
+                    name: "DATABASE_URL",
+                    reason: "names sslmode more than once, differently".into(),
+                });
+            }
+            Some((first, parse("DATABASE_URL", first)?))
+        }
+    };
+    match (setting, url_mode) {
+        (None, None) => Ok(default),
+        (None, Some((_, mode))) => Ok(mode),
+        (Some(raw), None) => parse("DB_SSLMODE", raw),
+        (Some(raw), Some((url_raw, url_mode))) => {
+            let mode = parse("DB_SSLMODE", raw)?;
+            if mode != url_mode {
+                return Err(ConfigError {
+                    name: "DB_SSLMODE",
+                    reason: format!(
+                        "`{raw}` differs from DATABASE_URL's sslmode `{url_raw}`: set one of \
+                         them, or both alike"
+                    ),
+                });
+            }
+            Ok(mode)
+        }
+    }
+}
+
+/// `conninfo` (`DATABASE_URL`) without its `sslmode` settings, and their values. Both of
+/// libpq's forms: a URL (`postgres://…?sslmode=require&…`) and `key=value` pairs. The rest is
+/// for tokio-postgres, which knows neither `verify-full` nor our reading of the modes.
+pub fn split_sslmode(conninfo: &str) -> (String, Vec<String>) {
+    let is_url = ["postgres://", "postgresql://"]
+        .iter()
+        .any(|scheme| conninfo.starts_with(scheme));
+    if is_url {
+        let Some((base, query)) = conninfo.split_once('?') else {
+            return (conninfo.to_owned(), Vec::new());
+        };
+        let (modes, kept): (Vec<&str>, Vec<&str>) = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .partition(|pair| pair.split('=').next() == Some("sslmode"));
+        let modes = modes
+            .iter()
+            .map(|pair| pair.split_once('=').map_or("", |(_, v)| v).to_owned())
+            .collect();
+        let rest = if kept.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        return (rest, modes);
+    }
+    split_key_value_sslmode(conninfo)
+}
+
+/// `key = value` pairs, a value possibly 'quoted' with `\` escapes (libpq's conninfo).
+fn split_key_value_sslmode(conninfo: &str) -> (String, Vec<String>) {
+    let chars: Vec<char> = conninfo.chars().collect();
+    let (mut kept, mut modes) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    let skip_space = |i: &mut usize| {
+        while chars.get(*i).is_some_and(|c| c.is_whitespace()) {
+            *i += 1;
+        }
+    };
+    loop {
+        skip_space(&mut i);
+        let start = i;
+        if i >= chars.len() {
+            break;
+        }
+        while chars
+            .get(i)
+            .is_some_and(|&c| c != '=' && !c.is_whitespace())
+        {
+            i += 1;
+        }
+        let key: String = chars[start..i].iter().collect();
+        skip_space(&mut i);
+        if chars.get(i) != Some(&'=') {
+            // Malformed: left whole for tokio-postgres to refuse with its own message.
+            kept.push(chars[start..].iter().collect::<String>());
+            break;
+        }
+        i += 1;
+        skip_space(&mut i);
+        let mut value = String::new();
+        let quoted = chars.get(i) == Some(&'\'');
+        if quoted {
+            i += 1;
+        }
+        while let Some(&c) = chars.get(i) {
+            if (quoted && c == '\'') || (!quoted && c.is_whitespace()) {
+                break;
+            }
+            if c == '\\' {
+                i += 1;
+            }
+            if let Some(&c) = chars.get(i) {
+                value.push(c);
+            }
+            i += 1;
+        }
+        if quoted {
+            i += 1;
+        }
+        let pair: String = chars[start..i.min(chars.len())].iter().collect();
+        if key == "sslmode" {
+            modes.push(value);
+        } else {
+            kept.push(pair);
+        }
+    }
+    (kept.join(" "), modes)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -150,7 +308,7 @@ pub struct RateLimits {
     pub key_lookup: RateLimit,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{name}: {reason}")]
 pub struct ConfigError {
     name: &'static str,
@@ -162,9 +320,23 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
+    /// As `from_env`, with `sslmode` as the TLS mode when neither `DB_SSLMODE` nor
+    /// `DATABASE_URL` names one (the dev server's `disable`).
+    pub fn from_env_with_sslmode(sslmode: DbSslMode) -> Result<Self, ConfigError> {
+        Self::from_lookup_with_sslmode(|name| std::env::var(name).ok(), sslmode)
+    }
+
     /// Reads every setting through `lookup`, so tests can configure without touching the
     /// process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::from_lookup_with_sslmode(lookup, DEFAULT_DB_SSLMODE)
+    }
+
+    /// As `from_lookup`, with `default_sslmode` when nothing names a TLS mode.
+    pub fn from_lookup_with_sslmode(
+        lookup: impl Fn(&str) -> Option<String>,
+        default_sslmode: DbSslMode,
+    ) -> Result<Self, ConfigError> {
         let env = Env(&lookup);
         let trusted_proxies = match lookup("TRUSTED_PROXY_CIDRS") {
             Some(list) => TrustedProxies::parse(&list).map_err(|e| ConfigError {
@@ -241,7 +413,33 @@ impl Config {
             });
         }
         let replay_bucket = env.string("REPLAY_BUCKET", "osurender-replays");
-        let db_sslmode = env.parse("DB_SSLMODE", DbSslMode::Disable)?;
+        // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
+        let database_url = lookup("DATABASE_URL")
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/osurender".into());
+        let db_sslmode = resolve_sslmode(
+            lookup("DB_SSLMODE").as_deref(),
+            &split_sslmode(&database_url).1,
+            default_sslmode,
+        )?;
+        let migrate_lock_timeout: Duration = env
+            .parse::<Seconds>("MIGRATE_LOCK_TIMEOUT", Seconds(10))?
+            .into();
+        let migrate_deadline: Duration = env
+            .parse::<Seconds>("MIGRATE_DEADLINE", Seconds(40))?
+            .into();
+        for (name, value) in [
+            ("MIGRATE_LOCK_TIMEOUT", migrate_lock_timeout),
+            ("MIGRATE_DEADLINE", migrate_deadline),
+        ] {
+            // Zero is Postgres' "wait forever" for lock_timeout, and no time at all for a run.
+            if value.is_zero() {
+                return Err(ConfigError {
+                    name,
+                    reason: "must be at least 1s".into(),
+                });
+            }
+        }
         let db_sslrootcert = lookup("DB_SSLROOTCERT")
             .filter(|path| !path.is_empty())
             .map(PathBuf::from);
@@ -249,18 +447,17 @@ impl Config {
             // libpq would verify the chain under `require` then; here it would do nothing.
             return Err(ConfigError {
                 name: "DB_SSLROOTCERT",
-                reason: "is only read with DB_SSLMODE=verify-full".into(),
+                reason: "is only read with verify-full".into(),
             });
         }
         Ok(Self {
-            // Empty counts as unset: `sam local` passes the template's declared-but-empty one.
-            database_url: lookup("DATABASE_URL")
-                .filter(|url| !url.is_empty())
-                .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/osurender".into()),
+            database_url,
             db_pool_size: env.parse("DB_POOL_SIZE", 2)?,
             db_timeout: Duration::from_millis(env.parse("DB_TIMEOUT_MS", 5_000)?),
             db_sslmode,
             db_sslrootcert,
+            migrate_lock_timeout,
+            migrate_deadline,
             request_deadline: Duration::from_millis(env.parse("REQUEST_DEADLINE_MS", 10_000)?),
             listen: env.parse("OSURENDER_LISTEN", SocketAddr::from(([127, 0, 0, 1], 3000)))?,
             rate_limit_table: env.string("RATE_LIMIT_TABLE", "osurender-rate-limits"),
@@ -601,7 +798,7 @@ mod tests {
     #[test]
     fn database_tls_settings() {
         let c = config(&[]).unwrap();
-        assert_eq!(c.db_sslmode, DbSslMode::Disable);
+        assert_eq!(c.db_sslmode, DbSslMode::VerifyFull);
         assert_eq!(c.db_sslrootcert, None);
         let c = config(&[
             ("DB_SSLMODE", "verify-full"),
@@ -614,7 +811,7 @@ mod tests {
             config(&[("DB_SSLMODE", "require")]).unwrap().db_sslmode,
             DbSslMode::Require
         );
-        for unknown in ["prefer", "verify-ca", "VERIFY-FULL", "on", ""] {
+        for unknown in ["prefer", "allow", "verify-ca", "VERIFY-FULL", "on", ""] {
             let error = config(&[("DB_SSLMODE", unknown)]).unwrap_err().to_string();
             assert!(error.starts_with("DB_SSLMODE: "), "{unknown}: {error}");
         }
@@ -622,6 +819,132 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.starts_with("DB_SSLROOTCERT: "), "{error}");
+        // The URL's verify-full lets DB_SSLROOTCERT be read.
+        let url = "postgres://u@db.example/osurender?sslmode=verify-full";
+        let c = config(&[("DATABASE_URL", url), ("DB_SSLROOTCERT", "/ca.pem")]).unwrap();
+        assert_eq!(c.db_sslmode, DbSslMode::VerifyFull);
+        // The dev server's default applies only when nothing names a mode.
+        let dev = |vars: &[(&str, &str)]| {
+            let vars: HashMap<&str, &str> = vars.iter().copied().collect();
+            Config::from_lookup_with_sslmode(
+                |name| vars.get(name).map(|v| v.to_string()),
+                DbSslMode::Disable,
+            )
+        };
+        assert_eq!(dev(&[]).unwrap().db_sslmode, DbSslMode::Disable);
+        let required = "postgres://u@127.0.0.1/osurender?sslmode=require";
+        assert_eq!(
+            dev(&[("DATABASE_URL", required)]).unwrap().db_sslmode,
+            DbSslMode::Require
+        );
+    }
+
+    /// Every row of the table README's `DB_SSLMODE` documents.
+    #[test]
+    fn the_tls_mode_is_never_weaker_than_asked() {
+        use DbSslMode::{Disable, Require, VerifyFull};
+        let url = |mode: &str| vec![mode.to_owned()];
+        let resolve =
+            |setting: Option<&str>, in_url: &[String]| resolve_sslmode(setting, in_url, VerifyFull);
+        // Neither: the default.
+        assert_eq!(resolve(None, &[]), Ok(VerifyFull));
+        assert_eq!(resolve_sslmode(None, &[], Disable), Ok(Disable));
+        // One of them: that one, whatever the default.
+        for (text, mode) in [
+            ("disable", Disable),
+            ("require", Require),
+            ("verify-full", VerifyFull),
+        ] {
+            assert_eq!(resolve(Some(text), &[]), Ok(mode), "DB_SSLMODE={text}");
+            assert_eq!(resolve(None, &url(text)), Ok(mode), "sslmode={text}");
+            assert_eq!(resolve_sslmode(None, &url(text), Disable), Ok(mode));
+            // Both, alike.
+            assert_eq!(resolve(Some(text), &url(text)), Ok(mode));
+        }
+        // Both, different: refused, naming both, in either direction.
+        for (setting, in_url) in [
+            ("disable", "require"),
+            ("require", "disable"),
+            ("require", "verify-full"),
+            ("verify-full", "disable"),
+        ] {
+            let error = resolve(Some(setting), &url(in_url))
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with("DB_SSLMODE: "), "{error}");
+            assert!(error.contains(setting) && error.contains(in_url), "{error}");
+            assert!(error.contains("DATABASE_URL"), "{error}");
+        }
+        // Modes that could fall back to plain text, or would be a guess: refused from either.
+        for text in ["allow", "prefer", "verify-ca", "bogus"] {
+            let error = resolve(None, &url(text)).unwrap_err().to_string();
+            assert!(error.starts_with("DATABASE_URL: "), "{error}");
+            assert!(error.contains(text), "{error}");
+            let error = resolve(Some(text), &[]).unwrap_err().to_string();
+            assert!(error.starts_with("DB_SSLMODE: "), "{error}");
+        }
+        let error = resolve(Some("require"), &url("prefer")).unwrap_err();
+        assert!(error.to_string().contains("plain text"), "{error}");
+        // A URL that says it twice must say the same.
+        assert_eq!(
+            resolve(None, &[url("require"), url("require")].concat()),
+            Ok(Require)
+        );
+        let twice = [url("require"), url("disable")].concat();
+        assert!(resolve(None, &twice).is_err());
+    }
+
+    #[test]
+    fn sslmode_is_read_from_either_form_of_the_url() {
+        let split = |url: &str| {
+            let (rest, modes) = split_sslmode(url);
+            (rest, modes.join("|"))
+        };
+        let owned = |rest: &str, modes: &str| (rest.to_owned(), modes.to_owned());
+        assert_eq!(
+            split("postgres://u@h:5432/db"),
+            owned("postgres://u@h:5432/db", "")
+        );
+        assert_eq!(
+            split("postgres://u@h/db?sslmode=require"),
+            owned("postgres://u@h/db", "require")
+        );
+        assert_eq!(
+            split("postgresql://u@h/db?connect_timeout=3&sslmode=verify-full&application_name=x"),
+            owned(
+                "postgresql://u@h/db?connect_timeout=3&application_name=x",
+                "verify-full"
+            )
+        );
+        assert_eq!(
+            split("host=h user=u sslmode=require dbname=db"),
+            owned("host=h user=u dbname=db", "require")
+        );
+        assert_eq!(
+            split("host=h sslmode = 'verify-full' password='a b\\'c'"),
+            owned("host=h password='a b\\'c'", "verify-full")
+        );
+        assert_eq!(split("host=h dbname=db"), owned("host=h dbname=db", ""));
+        // The rest is what tokio-postgres parses.
+        let (rest, _) = split_sslmode("host=h sslmode=verify-full password='a b\\'c'");
+        let pg: tokio_postgres::Config = rest.parse().unwrap();
+        assert_eq!(pg.get_password(), Some(&b"a b'c"[..]));
+    }
+
+    #[test]
+    fn migration_bounds() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.migrate_lock_timeout, Duration::from_secs(10));
+        assert_eq!(c.migrate_deadline, Duration::from_secs(40));
+        let c = config(&[("MIGRATE_LOCK_TIMEOUT", "2"), ("MIGRATE_DEADLINE", "2m")]).unwrap();
+        assert_eq!(c.migrate_lock_timeout, Duration::from_secs(2));
+        assert_eq!(c.migrate_deadline, Duration::from_secs(120));
+        for name in ["MIGRATE_LOCK_TIMEOUT", "MIGRATE_DEADLINE"] {
+            for bad in ["0", "0s", "soon"] {
+                let error = config(&[(name, bad)]).unwrap_err().to_string();
+                assert!(error.starts_with(&format!("{name}: ")), "{bad}: {error}");
+            }
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ impl Server {
 /// uploads on timers, and plays the render workers if asked to.
 pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<Server> {
     let clients = Clients::new(&config).await?;
-    let migrated = migrations::migrate(&clients.pool)
+    let migrated = migrations::migrate(&clients.pool, config.migrate_lock_timeout)
         .await
         .context("applying migrations")?;
     tracing::info!(outcome = migrated.summary(), "migrations");

@@ -4,12 +4,15 @@
 //! `--simulate-workers` (or `SIMULATE_WORKERS=1`) also plays the render workers.
 
 use anyhow::bail;
+use osurender_core::config::DbSslMode;
 use osurender_core::{telemetry, Config};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     telemetry::init();
-    let mut config = Config::from_env()?;
+    // The local trust cluster takes plain connections; a mode in DB_SSLMODE or DATABASE_URL
+    // still decides (on AWS, with neither, it is verify-full).
+    let mut config = Config::from_env_with_sslmode(DbSslMode::Disable)?;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--simulate-workers" => config.simulate_workers = true,

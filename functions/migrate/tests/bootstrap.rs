@@ -162,8 +162,13 @@ impl Function {
         }
     }
 
-    /// Hands `event` to the function and waits for its answer on the `ResponseURL`.
+    /// Hands an event of `kind` to the function and waits for its answer on the `ResponseURL`.
     async fn answer(&self, kind: &str, tag: &str) -> Value {
+        self.answer_with(kind, tag, |_| {}).await
+    }
+
+    /// `answer`, with the event changed by `edit` before it is sent.
+    async fn answer_with(&self, kind: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> Value {
         let mut event: Value = serde_json::from_str(CREATE_EVENT).unwrap();
         event["RequestType"] = kind.into();
         event["RequestId"] = format!("{tag}-{kind}").into();
@@ -172,6 +177,7 @@ impl Function {
             event["PhysicalResourceId"] = "osurender-migrations".into();
             event["OldResourceProperties"] = json!({ "MigrateVersion": "2" });
         }
+        edit(&mut event);
         let before = self.shared.answers.lock().unwrap().len();
         let started = Instant::now();
         self.shared.events.lock().unwrap().push_back(event);
@@ -526,6 +532,120 @@ async fn an_unreachable_database_fails_and_the_function_lives_on() {
     );
     let deleted = function.answer("Delete", "unreachable").await;
     assert_eq!(status(&deleted), "SUCCESS", "{deleted}");
+}
+
+/// CloudFormation rolling back a failed deploy sends an Update whose `MigrateVersion` is older
+/// than the one it replaces: answered SUCCESS without touching the database (here unreachable,
+/// as when the database is what failed), while a forward Update to it is FAILED.
+#[tokio::test]
+async fn a_rollback_update_succeeds_without_the_database() {
+    let url = format!("postgres://postgres@127.0.0.1:{}/osurender", closed_port());
+    let function = Function::start("rollback", &[("DATABASE_URL", &url)]).await;
+    let rollback = |event: &mut Value| {
+        event["ResourceProperties"]["MigrateVersion"] = "9".into();
+        event["OldResourceProperties"]["MigrateVersion"] = "10".into();
+    };
+    let rolled_back = function.answer_with("Update", "rollback", rollback).await;
+    assert_eq!(status(&rolled_back), "SUCCESS", "{rolled_back}");
+    assert!(
+        reason(&rolled_back).contains("rollback (MigrateVersion 10 to 9)"),
+        "{}",
+        reason(&rolled_back)
+    );
+    assert_eq!(rolled_back["Data"]["Applied"], "");
+    let forward = function
+        .answer_with("Update", "forward", |event| {
+            event["ResourceProperties"]["MigrateVersion"] = "10".into();
+            event["OldResourceProperties"]["MigrateVersion"] = "9".into();
+        })
+        .await;
+    assert_eq!(status(&forward), "FAILED", "{forward}");
+    assert!(
+        reason(&forward).contains("connecting"),
+        "{}",
+        reason(&forward)
+    );
+}
+
+/// A migration behind a lock another transaction holds (here V1's first statement, `CREATE
+/// TYPE job_status`, behind an uncommitted one of the same name) waits `MIGRATE_LOCK_TIMEOUT`,
+/// then FAILED says so, well before the run's deadline; nothing of the run stays, and once the
+/// other transaction has ended the next event applies everything.
+#[tokio::test]
+async fn a_migration_behind_a_held_lock_fails_within_the_lock_timeout() {
+    let database = fresh_database("locked").await;
+    create_empty(&database).await;
+    let url = database_url(&database);
+    let holder = connect(&url).await;
+    holder
+        .batch_execute("BEGIN; CREATE TYPE job_status AS ENUM ('held')")
+        .await
+        .unwrap();
+    let function = Function::start(
+        "locked",
+        &[("DATABASE_URL", &url), ("MIGRATE_LOCK_TIMEOUT", "1")],
+    )
+    .await;
+    let started = Instant::now();
+    let blocked = function.answer("Create", "locked").await;
+    let waited = started.elapsed();
+    assert_eq!(status(&blocked), "FAILED", "{blocked}");
+    for words in ["lock timeout", "MIGRATE_LOCK_TIMEOUT", "nothing applied"] {
+        assert!(reason(&blocked).contains(words), "{}", reason(&blocked));
+    }
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    let db = connect(&url).await;
+    let tables: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' \
+             AND tablename <> 'refinery_schema_history'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0);
+
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let retried = function.answer("Update", "locked").await;
+    assert_eq!(status(&retried), "SUCCESS", "{retried}");
+    assert_eq!(retried["Data"]["Applied"], shipped_migrations().join(","));
+}
+
+/// `MIGRATE_DEADLINE` bounds the whole run: here it waits for the migration lock another
+/// session holds (it would poll for 30 s) and is given up after 2 s, FAILED saying so.
+#[tokio::test]
+async fn the_run_is_given_up_at_migrate_deadline() {
+    let database = fresh_database("deadline").await;
+    create_empty(&database).await;
+    let url = database_url(&database);
+    let holder = connect(&url).await;
+    let lock = osurender_core::domain::client::advisory_lock_id("osurender:migrations");
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&lock])
+        .await
+        .unwrap();
+    let function = Function::start(
+        "deadline",
+        &[("DATABASE_URL", &url), ("MIGRATE_DEADLINE", "2")],
+    )
+    .await;
+    let started = Instant::now();
+    let given_up = function.answer("Create", "deadline").await;
+    let waited = started.elapsed();
+    assert_eq!(status(&given_up), "FAILED", "{given_up}");
+    assert!(
+        reason(&given_up).contains("no result within 2 s"),
+        "{}",
+        reason(&given_up)
+    );
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test]

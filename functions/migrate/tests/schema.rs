@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use support::{connect, database_url, shipped_migrations};
 
@@ -82,7 +83,7 @@ async fn regenerate(database: &str) -> Result<String, String> {
         .map_err(|e| format!("CREATE DATABASE {database}: {e}"))?;
     let url = database_url(database);
     let mut db = connect(&url).await;
-    osurender_core::store::postgres::migrations::apply(&mut db)
+    osurender_core::store::postgres::migrations::apply(&mut db, Duration::from_secs(10))
         .await
         .map_err(|e| format!("applying the migrations: {}", e.message()))?;
     // refinery embeds the migrations when core is compiled, and a migration file added since

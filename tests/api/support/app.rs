@@ -152,6 +152,8 @@ impl TestApp {
         let queue = format!("render-jobs-{unique}");
         let mut vars: HashMap<String, String> = [
             ("DATABASE_URL", server_database_url.as_str()),
+            // The local trust cluster is plain; the TLS tests override it.
+            ("DB_SSLMODE", "disable"),
             ("REPLAY_BUCKET", bucket.as_str()),
             ("ARTIFACT_BUCKET", artifact_bucket.as_str()),
             ("RATE_LIMIT_TABLE", table.as_str()),

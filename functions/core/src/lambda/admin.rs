@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::database::own_connection;
 use super::Error;
+use crate::config::Config;
 use crate::keys::admin::{self, AdminError, Command, USAGE};
 use crate::store::postgres::keys::PgKeyStore;
 use crate::store::postgres::{self as db};
@@ -83,7 +84,8 @@ pub async fn run_command(args: &[String]) -> Result<Value, AdminError> {
 /// A pool of one connection to the functions' database.
 async fn connect() -> Result<PgKeyStore, String> {
     // Boxed: inlined, this future nests too deep for the compiler's layout of `main`.
-    let own = Box::pin(own_connection()).await?;
+    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
+    let own = Box::pin(own_connection(&config)).await?;
     let pool =
         db::pool(own.postgres, &own.tls, 1, own.timeout).map_err(|e| e.message().to_owned())?;
     Ok(PgKeyStore::new(pool))

@@ -47,15 +47,14 @@ pub struct OwnConnection {
     pub timeout: std::time::Duration,
 }
 
-/// This environment's database settings (`Config::from_env`, the secret when there is no
-/// `DATABASE_URL`, `DB_SSLMODE`); an error says which part failed.
-pub async fn own_connection() -> Result<OwnConnection, String> {
-    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
+/// The database settings of `config` (the secret when there is no `DATABASE_URL`); an error
+/// says which part failed.
+pub async fn own_connection(config: &Config) -> Result<OwnConnection, String> {
     let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
-    let postgres = postgres_config(&config, &sdk)
+    let postgres = postgres_config(config, &sdk)
         .await
         .map_err(|e| e.message().to_owned())?;
-    let tls = Tls::from_config(&config).map_err(|e| e.message().to_owned())?;
+    let tls = Tls::from_config(config).map_err(|e| e.message().to_owned())?;
     Ok(OwnConnection {
         postgres,
         tls,

@@ -9,7 +9,10 @@
 //!   deployed again) is left as it is: the migrations are forward-only and expand-first, so the
 //!   older code runs on the newer schema;
 //! - the pending migrations run in one transaction (refinery's grouped mode): a failure leaves
-//!   the schema as it was, and the next run retries them all.
+//!   the schema as it was, and the next run retries them all;
+//! - every statement of a run waits for a table's lock at most `lock_timeout`: behind a long
+//!   transaction, a migration fails (and is retried by the next run) rather than waiting
+//!   forever while the requests queued behind its own lock wait with it.
 
 use std::time::Duration;
 
@@ -77,9 +80,9 @@ impl Outcome {
 }
 
 /// Applies the pending migrations on a connection of `pool` (the dev server's start).
-pub async fn migrate(pool: &Pool) -> Result<Outcome, StoreError> {
+pub async fn migrate(pool: &Pool, lock_timeout: Duration) -> Result<Outcome, StoreError> {
     let mut conn = pool.get().await?;
-    apply(&mut conn).await
+    apply(&mut conn, lock_timeout).await
 }
 
 /// Connects with `pg` and applies the pending migrations; when the database does not exist,
@@ -89,6 +92,7 @@ pub async fn connect_and_apply(
     pg: tokio_postgres::Config,
     tls: &db::Tls,
     timeout: Duration,
+    lock_timeout: Duration,
 ) -> Result<Outcome, StoreError> {
     let pool = db::pool(pg.clone(), tls, 1, timeout)?;
     let (mut conn, created) = match pool.get().await {
@@ -99,7 +103,7 @@ pub async fn connect_and_apply(
         }
         Err(error) => return Err(connecting(error)),
     };
-    match apply(&mut conn).await? {
+    match apply(&mut conn, lock_timeout).await? {
         Outcome::Applied(applied) if created => Ok(Outcome::CreatedAndApplied(applied)),
         outcome => Ok(outcome),
     }
@@ -150,8 +154,9 @@ async fn create_database(
     }
 }
 
-/// Applies the pending migrations under the migration lock, after checking the history table.
-pub async fn apply(client: &mut Client) -> Result<Outcome, StoreError> {
+/// Applies the pending migrations under the migration lock, after checking the history table;
+/// each statement waits for a lock at most `lock_timeout`.
+pub async fn apply(client: &mut Client, lock_timeout: Duration) -> Result<Outcome, StoreError> {
     let lock = advisory_lock_id("osurender:migrations");
     let deadline = tokio::time::Instant::now() + LOCK_WAIT;
     loop {
@@ -169,10 +174,20 @@ pub async fn apply(client: &mut Client) -> Result<Outcome, StoreError> {
         }
         tokio::time::sleep(LOCK_POLL).await;
     }
-    let outcome = apply_locked(client).await;
+    // A session setting (refinery opens the transaction), reset below: the dev server's
+    // connection goes back to its pool.
+    let outcome = match client
+        .batch_execute(&format!("SET lock_timeout = {}", lock_timeout.as_millis()))
+        .await
+    {
+        Ok(()) => apply_locked(client, lock_timeout).await,
+        Err(error) => Err(error.into()),
+    };
     // Also on failure; a connection that is gone has released the lock with its session.
     if let Err(error) = client
-        .query_one("SELECT pg_advisory_unlock($1)", &[&lock])
+        .batch_execute(&format!(
+            "RESET lock_timeout; SELECT pg_advisory_unlock({lock})"
+        ))
         .await
     {
         tracing::warn!(%error, "releasing the migration lock failed");
@@ -180,7 +195,7 @@ pub async fn apply(client: &mut Client) -> Result<Outcome, StoreError> {
     outcome
 }
 
-async fn apply_locked(client: &mut Client) -> Result<Outcome, StoreError> {
+async fn apply_locked(client: &mut Client, lock_timeout: Duration) -> Result<Outcome, StoreError> {
     let runner = embedded::migrations::runner();
     let known = runner.get_migrations();
     let mut unknown = Vec::new();
@@ -209,10 +224,17 @@ async fn apply_locked(client: &mut Client) -> Result<Outcome, StoreError> {
         .run_async(client)
         .await
         .map_err(|e| {
-            StoreError::new(format!(
-                "migration failed, nothing applied: {}",
-                db::chain(&e)
-            ))
+            let why = db::chain(&e);
+            let hint = if why.contains(SqlState::LOCK_NOT_AVAILABLE.code()) {
+                format!(
+                    " (a lock stayed held by another transaction for over {} ms, \
+                     MIGRATE_LOCK_TIMEOUT; run again once it has ended)",
+                    lock_timeout.as_millis()
+                )
+            } else {
+                String::new()
+            };
+            StoreError::new(format!("migration failed, nothing applied: {why}{hint}"))
         })?;
     Ok(Outcome::Applied(
         report

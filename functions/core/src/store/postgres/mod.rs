@@ -18,6 +18,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
+use crate::config;
 use crate::deadline;
 use crate::ports::health::Dependency;
 use crate::ports::StoreError;
@@ -64,15 +65,17 @@ pub(super) fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// `DATABASE_URL`'s connection settings.
+/// `DATABASE_URL`'s connection settings but its `sslmode`, which `Config::db_sslmode` has
+/// already read (and which tokio-postgres could not: it knows no `verify-full`).
 pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreError> {
-    tokio_postgres::Config::from_str(database_url)
+    let (settings, _) = config::split_sslmode(database_url);
+    tokio_postgres::Config::from_str(&settings)
         .map_err(|e| StoreError::new(format!("DATABASE_URL: {e}")))
 }
 
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
-/// Its connections are made as `tls` says (`DB_SSLMODE`), whatever `pg`'s `sslmode` was.
+/// Its connections are made as `tls` says (`Config::db_sslmode`), whatever `pg`'s `sslmode` was.
 pub fn pool(
     mut pg: tokio_postgres::Config,
     tls: &Tls,

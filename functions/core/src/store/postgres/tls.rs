@@ -1,4 +1,4 @@
-//! TLS to Postgres (`DB_SSLMODE`, config.rs): rustls on the AWS SDK's aws-lc-rs provider.
+//! TLS to Postgres (`DB_SSLMODE` or `DATABASE_URL`'s `sslmode`, config.rs): rustls on the AWS SDK's aws-lc-rs provider.
 //!
 //! `verify-full` trusts the AWS roots compiled in (functions/core/data/README.md: the RDS
 //! bundle for a database's own endpoint, the Amazon Trust Services roots for an RDS Proxy's)
@@ -31,7 +31,7 @@ pub struct Tls {
 }
 
 impl Tls {
-    /// The connections `DB_SSLMODE` and `DB_SSLROOTCERT` ask for.
+    /// The connections `Config::db_sslmode` and `DB_SSLROOTCERT` ask for.
     pub fn from_config(config: &Config) -> Result<Self, StoreError> {
         Self::new(config.db_sslmode, config.db_sslrootcert.as_deref())
     }
