@@ -7,9 +7,11 @@
 --    reading them costs the same with 50,000 queued jobs as with none.
 -- 3. Sandbox jobs (stored completed) leave the index the hourly throughput count scans.
 
--- The statements below change jobs' triggers and seed the counts from the rows: nothing may
--- change a job meanwhile (an older release's admissions wait for the migration's commit).
-LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
+-- The statements below change jobs' columns, indexes and triggers and seed the counts from the
+-- rows: nothing may read or change a job meanwhile. The strongest lock first, as ADD COLUMN
+-- needs it anyway: a weaker one, upgraded later, would deadlock with an older release's
+-- admission that had read jobs and then waited to insert (its request failing).
+LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE;
 
 ALTER TABLE jobs ADD COLUMN client_network text;
 
@@ -71,6 +73,10 @@ BEGIN
            SET queued = queued + d_queued,
                rendering = rendering + d_rendering,
                anonymous_queued = anonymous_queued + d_anonymous;
+        -- Without its row the caps would go unchecked: the change fails instead.
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job_counts has no row';
+        END IF;
     END IF;
     RETURN NULL;
 END
@@ -155,6 +161,9 @@ BEGIN
         PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
         SELECT * INTO v_counts FROM job_counts;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job_counts has no row';
+        END IF;
         IF v_counts.queued >= (p ->> 'max_queued')::bigint THEN
             verdict := 'queue_full';
             RETURN;

@@ -66,6 +66,9 @@ BEGIN
         PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
         SELECT * INTO v_counts FROM job_counts;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job_counts has no row';
+        END IF;
         IF v_counts.queued >= (p ->> 'max_queued')::bigint THEN
             verdict := 'queue_full';
             RETURN;
@@ -235,6 +238,10 @@ BEGIN
            SET queued = queued + d_queued,
                rendering = rendering + d_rendering,
                anonymous_queued = anonymous_queued + d_anonymous;
+        -- Without its row the caps would go unchecked: the change fails instead.
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job_counts has no row';
+        END IF;
     END IF;
     RETURN NULL;
 END

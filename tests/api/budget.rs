@@ -30,7 +30,7 @@ struct Budget {
     aws: &'static [(&'static str, u64)],
 }
 
-/// An anonymous client's render counts two windows, its own and its network's, at once.
+/// An anonymous client's render counts two windows, its own and then its network's.
 const ADMITTED: Budget = Budget {
     pg_round_trips: 3,
     aws: &[
@@ -46,12 +46,12 @@ const NOTHING: Budget = Budget {
     aws: &[],
 };
 
-/// Step 4's refusal: the limiter's calls (the client's and its network's windows), after the
-/// one read that looks for a duplicate of the replay (step 3b, which a duplicate must pass
-/// without spending quota) and takes the occupancy counts.
+/// Step 4's refusal by the client's own window: the limiter's one call (the network's window is
+/// not spent for it), after the one read that looks for a duplicate of the replay (step 3b,
+/// which a duplicate must pass without spending quota) and takes the occupancy counts.
 const RATE_LIMITED: Budget = Budget {
     pg_round_trips: 1,
-    aws: &[("DynamoDB.UpdateItem", 2)],
+    aws: &[("DynamoDB.UpdateItem", 1)],
 };
 
 /// Steps 5, 6 and 8's early refusal: that read, the limiter, and the load read the refusal's

@@ -263,7 +263,7 @@ async fn the_counts_stay_exact_through_every_path_that_changes_a_job() {
         app.report_ok(job, report).await;
         app.assert_counts_exact().await;
     }
-    // A progress report changes no count (and takes no lock on them).
+    // A progress report changes no count.
     app.report_ok(&jobs[1], json!({ "status": "rendering", "progress": 60 }))
         .await;
     // The janitor: queued jobs expired, a stalled render failed, ended jobs deleted, in

@@ -288,23 +288,24 @@ fn duplicate(caller: &Caller, existing: JobId) -> Rejection {
     Rejection::DuplicateReplay(caller.key.map(|_| existing))
 }
 
-/// Step 4: the client's window, and an anonymous client's network's (both counted at once, so
-/// the second costs no time). The answer reports the client's window; a refusal, the window that
-/// refused.
+/// Step 4: the client's window, then an anonymous client's network's. The network's is counted
+/// only for a request its client's window allowed: one address over its own limit must not
+/// spend its neighbours' renders. The answer reports the client's window; a refusal, the
+/// window that refused.
 async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDecision>, Rejection> {
     let limit = caller.render_limit(app.config.rate_limits.render);
-    let client = check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client);
-    let Some(network) = &caller.network else {
-        return client.await;
-    };
-    let limits = &app.config.rate_limits;
-    let network = check_rate_limit(app, RENDER_NETWORK_ENDPOINT, limits.render_network, network);
-    let (client, network) = tokio::join!(client, network);
-    let rate = client?;
-    network.map_err(|rejection| match rejection {
-        Rejection::RateLimited(rate, _) => Rejection::RateLimited(rate, LimitScope::Network),
-        other => other,
-    })?;
+    let rate = check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client).await?;
+    if let Some(network) = &caller.network {
+        let limits = &app.config.rate_limits;
+        check_rate_limit(app, RENDER_NETWORK_ENDPOINT, limits.render_network, network)
+            .await
+            .map_err(|rejection| match rejection {
+                Rejection::RateLimited(rate, _) => {
+                    Rejection::RateLimited(rate, LimitScope::Network)
+                }
+                other => other,
+            })?;
+    }
     Ok(rate)
 }
 

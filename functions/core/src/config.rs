@@ -375,6 +375,14 @@ impl Config {
                 reason: "must be more than 0 and at most 1".into(),
             });
         }
+        let max_queued: i64 = env.parse("MAX_QUEUED", 100)?;
+        if max_queued > 0 && (max_queued as f64 * anonymous_queue_share) < 1.0 {
+            // Rounded down, the share would be no place at all: every anonymous render a 503.
+            return Err(ConfigError {
+                name: "ANONYMOUS_QUEUE_SHARE",
+                reason: "times MAX_QUEUED is less than one place".into(),
+            });
+        }
         let job_retention: Duration = env
             .parse::<Seconds>("JOB_RETENTION", Seconds(30 * 86_400))?
             .into();
@@ -473,7 +481,7 @@ impl Config {
                 read: env.parse("RATE_LIMIT_READ", limit("120/minute"))?,
                 key_lookup: env.parse("RATE_LIMIT_KEY_LOOKUP", limit("30/minute"))?,
             },
-            max_queued: env.parse("MAX_QUEUED", 100)?,
+            max_queued,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
             max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
@@ -739,6 +747,11 @@ mod tests {
         assert_eq!(c.max_anonymous_queued(), c.max_queued);
         let c = config(&[("ANONYMOUS_QUEUE_SHARE", "0.5"), ("MAX_QUEUED", "41")]).unwrap();
         assert_eq!(c.max_anonymous_queued(), 20);
+        let too_small = config(&[("ANONYMOUS_QUEUE_SHARE", "0.009")]).unwrap_err();
+        assert!(
+            too_small.to_string().contains("less than one place"),
+            "{too_small}"
+        );
         for (name, value) in [
             ("ANONYMOUS_QUEUE_SHARE", "0"),
             ("ANONYMOUS_QUEUE_SHARE", "1.5"),
