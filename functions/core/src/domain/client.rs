@@ -1,6 +1,6 @@
 //! Who is asking: the client address behind Cloudflare, and the key that limits are counted by.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -50,13 +50,23 @@ impl TrustedProxies {
     }
 }
 
-/// IPv4-mapped IPv6 (`::ffff:1.2.3.4`) is the IPv4 client it carries.
+/// IPv4-mapped IPv6 (`::ffff:1.2.3.4`) is the IPv4 client it carries, and so is a 6to4 address
+/// (`2002:0102:0304::/48`, RFC 3056): every IPv4 address owns a whole /48 of 6to4 space, so
+/// counted as IPv6 one IPv4 /24 would be 256 networks.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
+        IpAddr::V6(v6) => {
+            let segments = v6.segments();
+            let six_to_four = (segments[0] == 0x2002).then(|| {
+                let [a, b] = segments[1].to_be_bytes();
+                let [c, d] = segments[2].to_be_bytes();
+                Ipv4Addr::new(a, b, c, d)
+            });
+            v6.to_ipv4_mapped()
+                .or(six_to_four)
+                .map(IpAddr::V4)
+                .unwrap_or(IpAddr::V6(v6))
+        }
         v4 => v4,
     }
 }
@@ -234,6 +244,13 @@ mod tests {
         assert_eq!(net("203.0.113.250"), net("203.0.113.9"));
         assert_ne!(net("203.0.114.9"), net("203.0.113.9"));
         assert_eq!(net("::ffff:203.0.113.7").as_str(), "203.0.113.0/24");
+        // 6to4: each IPv4 address's /48 is that address, client and network alike.
+        assert_eq!(net("2002:cb00:7107:1::9").as_str(), "203.0.113.0/24");
+        assert_eq!(net("2002:cb00:71fe:ffff::1"), net("203.0.113.1"));
+        assert_eq!(
+            ClientKey::new(ip("2002:cb00:7107:1::9"), 64).as_str(),
+            "203.0.113.7"
+        );
         // 256 /64s of a home /56 and every /64 of a broker's /48 are one network.
         assert_eq!(net("2001:db8:7:ff00::1").as_str(), "2001:db8:7::/48");
         assert_eq!(net("2001:db8:7:1::1"), net("2001:db8:7:ffff:ffff::1"));
