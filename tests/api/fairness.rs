@@ -173,7 +173,11 @@ async fn anonymous_clients_hold_their_share_and_keys_get_the_rest() {
     let flood: Vec<String> = (0..60).map(|i| format!("198.18.{i}.1")).collect();
     let answers = app.storm_from(&flood).await;
     assert_eq!(tally(&answers, 202, "", ""), 20, "{answers:?}");
-    assert_eq!(tally(&answers, 503, "queue_full", ""), 40);
+    // The rest are refused for want of room (on a loaded machine a few may instead wait past
+    // the pool's timeout: a 503 all the same, never an admission).
+    let refused = answers.iter().filter(|a| a.status == 503).count();
+    assert_eq!(refused, 40, "{answers:?}");
+    assert!(tally(&answers, 503, "queue_full", "") > 0);
 
     // A key's client is still admitted, up to MAX_QUEUED.
     let key = app.create_key("1000/hour", 100).await;
