@@ -1,8 +1,11 @@
 //! The lookup's cache against the in-memory key store, on a paused clock.
 
 use super::*;
-use crate::domain::key::{KeyKind, KeyLimits, KeyName};
+use chrono::{DateTime, Utc};
+
+use crate::domain::key::{KeyId, KeyKind, KeyLimits, KeyName};
 use crate::keys::create;
+use crate::ports::keys::{KeySummary, NewKey, Revocation};
 use crate::store::memory::MemoryKeys;
 
 const LOOKUP_TTL: Duration = Duration::from_secs(30);
@@ -231,4 +234,71 @@ async fn the_unknown_side_is_bounded_and_makes_room_as_entries_expire() {
     let late = ApiKey::generate(KeyKind::Live).unwrap();
     lookup.find(&late).await.unwrap();
     assert_eq!(lock(&lookup.unknown).len(), 1, "expired entries made room");
+}
+
+/// A table of `self.0` live keys, as far as the list sees it: building one of
+/// `MAX_LIVE_HASHES` keys through `create` would take minutes.
+struct LiveOnly(usize);
+
+#[async_trait::async_trait]
+impl KeyStore for LiveOnly {
+    async fn create(&self, _: &NewKey) -> Result<DateTime<Utc>, StoreError> {
+        Err(StoreError::new("only the list is stored here"))
+    }
+    async fn list(&self, _: usize) -> Result<Vec<KeySummary>, StoreError> {
+        Err(StoreError::new("only the list is stored here"))
+    }
+    async fn revoke(&self, _: KeyId) -> Result<Revocation, StoreError> {
+        Err(StoreError::new("only the list is stored here"))
+    }
+    async fn find_by_hash(&self, _: &KeyHash) -> Result<Option<KeyRecord>, StoreError> {
+        Err(StoreError::new("only the list is stored here"))
+    }
+    async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
+        let hash = |i: usize| {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            KeyHash::from_bytes(&bytes).unwrap()
+        };
+        Ok((0..self.0.min(limit)).map(hash).collect())
+    }
+}
+
+/// The warnings logged by `loads` loads of `store`'s list (each for a refused stranger).
+async fn warnings_of(store: LiveOnly, loads: u32) -> String {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let lookup = KeyLookup::new(Arc::new(store), LOOKUP_TTL);
+    for _ in 0..loads {
+        let stranger = ApiKey::generate(KeyKind::Live).unwrap();
+        let held = lookup.authenticate(&bearer(&stranger), spent()).await;
+        assert!(matches!(held, Err(KeyRefusal::Held(_))));
+        tokio::time::advance(LIVE_KEYS_REFRESH).await;
+    }
+    let logged = lock(&buffer.0).clone();
+    String::from_utf8_lossy(&logged).into_owned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_that_reaches_its_limit_is_warned_about_once_per_load() {
+    let full = warnings_of(LiveOnly(MAX_LIVE_HASHES + 1), 2).await;
+    assert_eq!(full.matches("reached its limit").count(), 2, "{full}");
+    let room = warnings_of(LiveOnly(MAX_LIVE_HASHES - 1), 2).await;
+    assert!(!room.contains("reached its limit"), "{room}");
 }
