@@ -80,3 +80,7 @@ BEGIN
     RETURN NEW;
 END
 $$;
+
+-- The instance's list of live API keys (KeyStore::live_hashes, loaded only when a key
+-- lookup's gate refuses): read from this index alone, not a scan of every key ever issued.
+CREATE INDEX api_keys_live ON api_keys (key_hash) WHERE revoked_at IS NULL;

@@ -674,6 +674,12 @@ CREATE INDEX api_keys_by_age ON public.api_keys USING btree (created_at DESC, id
 CREATE INDEX api_keys_by_client ON public.api_keys USING btree ((('key:'::text || (id)::text)));
 
 --
+-- Name: api_keys_live; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_keys_live ON public.api_keys USING btree (key_hash) WHERE (revoked_at IS NULL);
+
+--
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -216,6 +216,76 @@ async fn made_up_keys_are_limited_per_address_and_never_hold_back_a_real_key() {
     problem(elsewhere, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
 }
 
+/// The addresses of one network are cheap identities (an IPv6 /48 holds 65,536 /64s): their
+/// made-up keys are also held to `RATE_LIMIT_KEY_LOOKUP_NETWORK` together, refused as the
+/// network's, and the network's real keys still pass. Lookups under both limits never list
+/// the live keys.
+#[tokio::test]
+async fn made_up_keys_are_limited_per_network_too_and_never_hold_back_a_real_key() {
+    let overrides = [("RATE_LIMIT_KEY_LOOKUP_NETWORK", "40/minute")];
+    let (app, proxies) = TestApp::spawn_via_proxies(&overrides).await;
+    let key = app.create_key("60/hour", 20).await;
+    let other = app.create_key("60/hour", 20).await;
+    proxies.reset();
+    let read = app.get_with("192.0.2.44", &key.bearer, "/v1/jobs").await;
+    assert_eq!(read.status(), StatusCode::OK);
+    let lists = |proxies: &crate::support::app::Proxies| {
+        let statements = proxies.postgres.counts().pg_statements;
+        let list = "FROM api_keys WHERE revoked_at IS NULL";
+        statements.iter().filter(|s| s.contains(list)).count()
+    };
+    assert_eq!(lists(&proxies), 0, "an open gate lists nothing");
+
+    let app = &app;
+    let burst = join_all((0..50).map(|i| async move {
+        let address = ["203.0.113.41", "203.0.113.42"][i % 2];
+        let response = app.render_with(address, &made_up_key(), valid_form()).await;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap();
+        (
+            status,
+            body["scope"].as_str().unwrap_or_default().to_owned(),
+        )
+    }))
+    .await;
+    let count = |status, scope: &str| {
+        let matching = |(s, sc): &&(StatusCode, String)| *s == status && sc == scope;
+        burst.iter().filter(matching).count()
+    };
+    assert_eq!(count(StatusCode::UNAUTHORIZED, ""), 40, "{burst:?}");
+    assert_eq!(
+        count(StatusCode::TOO_MANY_REQUESTS, "network"),
+        10,
+        "{burst:?}"
+    );
+    let statements = proxies.postgres.counts().pg_statements;
+    let reads = statements
+        .iter()
+        .filter(|s| s.contains("FROM api_keys WHERE key_hash"))
+        .count();
+    assert_eq!(reads, 41, "one read per 401, and the real key's");
+    assert_eq!(lists(&proxies), 1, "one list load for the refusals");
+
+    // A third address of the network: its own window is untouched, the network's is spent.
+    let refused = problem(
+        app.render_with("203.0.113.43", &made_up_key(), valid_form())
+            .await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+    )
+    .await;
+    assert_eq!(refused["scope"], "network");
+    let read = app
+        .get_with("203.0.113.43", &other.bearer, "/v1/jobs")
+        .await;
+    assert_eq!(read.status(), StatusCode::OK, "a real key passes");
+    // Another network's made-up key is its own network's business.
+    let elsewhere = app
+        .render_with("198.51.100.41", &made_up_key(), valid_form())
+        .await;
+    problem(elsewhere, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+}
+
 #[tokio::test]
 async fn a_revocation_takes_effect_once_the_cache_ttl_has_passed() {
     let app = TestApp::spawn(&[("API_KEY_CACHE_TTL", "1")]).await;

@@ -306,6 +306,8 @@ pub struct RateLimits {
     /// Key lookups that reach the database (a key not in the instance's cache), per address:
     /// what holds back a flood of made-up keys.
     pub key_lookup: RateLimit,
+    /// The same per network (an IPv4 /24 or IPv6 /48), of all its addresses together.
+    pub key_lookup_network: RateLimit,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -480,6 +482,8 @@ impl Config {
                     .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
                 read: env.parse("RATE_LIMIT_READ", limit("120/minute"))?,
                 key_lookup: env.parse("RATE_LIMIT_KEY_LOOKUP", limit("30/minute"))?,
+                key_lookup_network: env
+                    .parse("RATE_LIMIT_KEY_LOOKUP_NETWORK", limit("120/minute"))?,
             },
             max_queued,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
@@ -801,6 +805,8 @@ mod tests {
             "{error}"
         );
         assert_eq!(config(&[]).unwrap().rate_limits.key_lookup.requests, 30);
+        let network = config(&[]).unwrap().rate_limits.key_lookup_network;
+        assert_eq!(network.to_string(), "120/minute");
         assert_eq!(config(&[("REPLAY_BUCKET", "r")]).unwrap().skin_bucket, "r");
         assert_eq!(
             config(&[("REPLAY_BUCKET", "r")]).unwrap().artifact_bucket,

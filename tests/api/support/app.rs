@@ -169,6 +169,7 @@ impl TestApp {
             // another cap.
             ("MAX_ACTIVE_PER_NETWORK", "1000000"),
             ("RATE_LIMIT_RENDER_NETWORK", "1000000/hour"),
+            ("RATE_LIMIT_KEY_LOOKUP_NETWORK", "1000000/hour"),
         ]
         .into_iter()
         .chain(

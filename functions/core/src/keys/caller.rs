@@ -3,23 +3,28 @@
 //! for a malformed, unknown or revoked key. Resolved before anything else about the request,
 //! so a refused key spends no quota and writes nothing.
 //!
-//! Only a key the instance's cache cannot answer for costs a database read. A key on the
-//! instance's list of live keys (keys/lookup.rs) is read at once; any other read is first
-//! counted against the address's `RATE_LIMIT_KEY_LOOKUP`: a flood of made-up keys is held to
-//! that many reads per address, and never holds back the address's real keys. A failed lookup
-//! is a 503, never a 401: an unknown answer is not a no.
+//! Only a key the instance's cache cannot answer for costs a database read, and every such
+//! read is first counted against the address's `RATE_LIMIT_KEY_LOOKUP` and its network's
+//! `RATE_LIMIT_KEY_LOOKUP_NETWORK` (an IPv4 /24 or IPv6 /48: the addresses of one network are
+//! cheap identities). A flood of made-up keys is held to that many reads per address and per
+//! network, and never holds back their real keys: a refused key on the instance's list of
+//! live keys (keys/lookup.rs) is read anyway. A failed lookup is a 503, never a 401: an
+//! unknown answer is not a no.
 
 use axum::http::HeaderValue;
 
 use crate::app::App;
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
+use crate::domain::rate::LimitScope;
 use crate::keys::lookup::KeyRefusal;
 use crate::problem::Rejection;
 use crate::request::check_rate_limit;
 
-/// The rate-limited endpoint name of key lookups that reach the database.
+/// The rate-limited endpoint name of key lookups that reach the database, per address.
 pub const KEY_LOOKUP_ENDPOINT: &str = "key_lookup";
+/// The same, per network.
+pub const KEY_LOOKUP_NETWORK_ENDPOINT: &str = "key_lookup_network";
 
 /// The caller of a request from `address` (in `network`) with this `Authorization` header, if
 /// any.
@@ -34,11 +39,25 @@ pub async fn identify(
     };
     // A header that is not visible ASCII cannot be `Bearer osr_…`: malformed, like any other.
     let authorization = authorization.to_str().unwrap_or_default();
+    // Both windows are counted at once (the second costs no time), so junk spends both; a
+    // refusal names the window that refused, the address's first.
     let before_read = async {
-        let limit = app.config.rate_limits.key_lookup;
-        check_rate_limit(app, KEY_LOOKUP_ENDPOINT, limit, &address)
-            .await
-            .map(drop)
+        let limits = &app.config.rate_limits;
+        let (address, network) = tokio::join!(
+            check_rate_limit(app, KEY_LOOKUP_ENDPOINT, limits.key_lookup, &address),
+            check_rate_limit(
+                app,
+                KEY_LOOKUP_NETWORK_ENDPOINT,
+                limits.key_lookup_network,
+                &network
+            ),
+        );
+        address?;
+        network.map_err(|rejection| match rejection {
+            Rejection::RateLimited(rate, _) => Rejection::RateLimited(rate, LimitScope::Network),
+            other => other,
+        })?;
+        Ok(())
     };
     match app.keys.authenticate(authorization, before_read).await {
         Ok(record) => {

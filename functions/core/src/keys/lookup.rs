@@ -11,12 +11,13 @@
 //! to remember about a key never seen), and cannot grow memory past the bound.
 //!
 //! Such a flood is held back by the caller's `before_read` gate (keys/caller.rs: the
-//! per-address `RATE_LIMIT_KEY_LOOKUP`), and only a flood is: the instance keeps the hashes of
-//! every key not revoked (reloaded at most every `LIVE_KEYS_REFRESH`, one load at a time), and
-//! a key on that list is read without the gate. So a real key is never refused for its
-//! address's junk, unless it is younger than the list; what spends the gate is a hash no key
-//! had at the last load (unknown, revoked or brand new), spent before its read, so a burst of
-//! them costs at most the limit in reads however they race. Failed lookups are never kept:
+//! per-address `RATE_LIMIT_KEY_LOOKUP` and per-network `RATE_LIMIT_KEY_LOOKUP_NETWORK`),
+//! spent before the read, so a burst of made-up keys costs at most about the limit in reads
+//! however they race. Only a refused gate consults the instance's list of the hashes of every
+//! key not revoked (loaded then if it is older than `LIVE_KEYS_REFRESH`, one load at a time):
+//! a key on it is read anyway, so a real key is never refused for its address's junk, unless
+//! it is younger than the list. Normal traffic, whose gate is not spent, never loads the list:
+//! a miss costs one point read, not a listing of the table. Failed lookups are never kept:
 //! the next request asks again.
 
 use std::collections::{HashMap, HashSet};
@@ -35,9 +36,12 @@ use crate::problem::Rejection;
 pub const MAX_KNOWN: usize = 10_000;
 /// Hashes of no key, kept per instance.
 pub const MAX_UNKNOWN: usize = 1_000;
-/// How old the instance's list of live keys may be when a lookup consults it: one listing of
-/// the table per this long per instance at most, whatever the traffic.
+/// How old the instance's list of live keys may be when a refused gate consults it: one
+/// listing of the table per this long per instance at most, whatever the flood.
 pub const LIVE_KEYS_REFRESH: Duration = Duration::from_secs(10);
+/// How soon a failed load of the list is tried again: the keys the list misses meanwhile are
+/// refused with their gate, so a blip should not shut them out for a whole refresh.
+pub const LIVE_KEYS_RETRY: Duration = Duration::from_secs(1);
 
 /// Why a request's key is refused.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +56,8 @@ pub enum KeyRefusal {
     /// The lookup failed: neither yes nor no.
     #[error("looking the API key up failed: {0}")]
     Unavailable(StoreError),
-    /// The gate before a database read refused it (the per-address lookup limit).
+    /// The gate before a database read refused it (the address's or network's lookup limit)
+    /// and the key was not on the list of live keys.
     #[error("the key lookup was held back: {}", .0.code())]
     Held(Rejection),
 }
@@ -67,10 +72,11 @@ pub struct KeyLookup {
     live: tokio::sync::Mutex<LiveKeys>,
 }
 
-/// The hashes of the keys not revoked, as of `loaded_at`.
+/// The hashes of the keys not revoked, as of the last successful load; reloaded from
+/// `stale_at` on (`LIVE_KEYS_REFRESH` after a load, `LIVE_KEYS_RETRY` after a failed one).
 #[derive(Default)]
 struct LiveKeys {
-    loaded_at: Option<Instant>,
+    stale_at: Option<Instant>,
     hashes: HashSet<KeyHash>,
 }
 
@@ -87,8 +93,8 @@ impl KeyLookup {
     }
 
     /// The key record of an `Authorization` header's value, if it names a key that counts.
-    /// `before_read` runs (and may refuse) only when the cache cannot answer and the key is not
-    /// on the list of live keys, before the read.
+    /// `before_read` runs only when the cache cannot answer, before the read; only when it
+    /// refuses is the key looked for on the list of live keys, and read anyway if there.
     pub async fn authenticate(
         &self,
         authorization: &str,
@@ -98,8 +104,10 @@ impl KeyLookup {
         let found = match self.cached(&key) {
             Some(found) => found,
             None => {
-                if !self.is_live(&key.hash()).await {
-                    before_read.await.map_err(KeyRefusal::Held)?;
+                if let Err(refused) = before_read.await {
+                    if !self.is_live(&key.hash()).await {
+                        return Err(KeyRefusal::Held(refused));
+                    }
                 }
                 self.find(&key).await.map_err(KeyRefusal::Unavailable)?
             }
@@ -149,20 +157,32 @@ impl KeyLookup {
         Ok(found)
     }
 
-    /// Whether `hash` was a key not revoked at the list's last load, reloading a list older than
-    /// `LIVE_KEYS_REFRESH` first. A failed load keeps the old list until the next refresh: the
-    /// keys it misses only go through the gate meanwhile.
+    /// Whether `hash` was a key not revoked at the list's last load, reloading a stale list
+    /// first. A failed load keeps the old list for `LIVE_KEYS_RETRY`: the keys it misses are
+    /// refused with their gate meanwhile.
     async fn is_live(&self, hash: &KeyHash) -> bool {
         let mut live = self.live.lock().await;
-        let stale = live
-            .loaded_at
-            .is_none_or(|loaded_at| loaded_at.elapsed() >= LIVE_KEYS_REFRESH);
-        if stale {
+        let now = Instant::now();
+        if live.stale_at.is_none_or(|stale_at| now >= stale_at) {
             match self.store.live_hashes(MAX_LIVE_HASHES).await {
-                Ok(hashes) => live.hashes = hashes.into_iter().collect(),
-                Err(error) => tracing::warn!(%error, "listing the live API keys failed"),
+                Ok(hashes) => {
+                    if hashes.len() >= MAX_LIVE_HASHES {
+                        // The keys left out are refused with their gate like unknown ones:
+                        // whoever operates this many keys should raise the bound.
+                        tracing::warn!(
+                            limit = MAX_LIVE_HASHES,
+                            "the list of live API keys reached its limit; the keys beyond it \
+                             are refused when their address's or network's lookups are spent"
+                        );
+                    }
+                    live.hashes = hashes.into_iter().collect();
+                    live.stale_at = Some(now + LIVE_KEYS_REFRESH);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "listing the live API keys failed");
+                    live.stale_at = Some(now + LIVE_KEYS_RETRY);
+                }
             }
-            live.loaded_at = Some(Instant::now());
         }
         live.hashes.contains(hash)
     }

@@ -57,7 +57,8 @@ pub enum Revocation {
 /// The most keys one `list` returns.
 pub const MAX_LIST: usize = 1_000;
 /// The most hashes one `live_hashes` returns: what an instance's list of existing keys holds
-/// at most (32 bytes each, about 5 MB with the set around them).
+/// at most (32 bytes each, about 5 MB with the set around them). Past it the list is an
+/// arbitrary subset, and the lookup logs a warning at each load that reaches it.
 pub const MAX_LIVE_HASHES: usize = 100_000;
 
 #[async_trait]

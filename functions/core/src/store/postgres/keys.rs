@@ -140,6 +140,7 @@ impl KeyStore for PgKeyStore {
 
     async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
         let limit = i64::try_from(limit.min(MAX_LIVE_HASHES)).unwrap_or(0);
+        // An index-only scan of `api_keys_live` (V12), not a scan of every key ever issued.
         let sql = "SELECT key_hash FROM api_keys WHERE revoked_at IS NULL LIMIT $1";
         self.query(sql, &[(&limit, Type::INT8)])
             .await?
