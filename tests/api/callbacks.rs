@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use osurender_core::callbacks::CLAIM_PER_KEY;
 use osurender_core::domain::key::KeyKind;
+use osurender_core::ports::outbox::Retry;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -674,4 +675,104 @@ async fn a_keys_backlog_does_not_delay_another_keys_first_callback() {
         latency < SWEEP_INTERVAL + Duration::from_secs(2),
         "{latency:?} behind {backlog_sends} sends"
     );
+}
+
+#[tokio::test]
+async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
+    let app = TestApp::spawn(&[]).await;
+    let url = "https://93.184.216.34/hook";
+    // 20 keys, each with 200 jobs of 5 callbacks whose first is backing off; then a key with
+    // one callback, walked after them.
+    let blocked: Vec<String> = (1..=20)
+        .map(|n| format!("key:00000000-0000-4000-8000-{n:012}"))
+        .collect();
+    for client in &blocked {
+        seed_backlog(&app, client, 200, 5, url).await;
+    }
+    let other = "key:00000000-0000-4000-8000-999999999999";
+    seed_backlog(&app, other, 1, 1, url).await;
+    let heads: Vec<i64> = app
+        .db
+        .query(
+            "SELECT id FROM job_callbacks WHERE sequence = 1 AND client <> $1",
+            &[&other],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let core = app.instance().await;
+    let retries: Vec<Retry> = heads
+        .iter()
+        .map(|&id| Retry {
+            id,
+            delay: Duration::from_secs(600),
+            error: "HTTP 503".to_owned(),
+        })
+        .collect();
+    assert_eq!(core.callbacks.mark_retry(&retries, 10).await.unwrap(), 0);
+
+    // The later callbacks wait with their job's first: none of the 20 keys is due, so the
+    // first claim finds the other key's callback instead of 20 keys with nothing to give.
+    let claimed = core
+        .callbacks
+        .claim(20, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
+        .await
+        .unwrap();
+    let other_job: String = app
+        .db
+        .query_one(
+            "SELECT job_id::text FROM job_callbacks WHERE client = $1",
+            &[&other],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let claimed_jobs: Vec<String> = claimed.iter().map(|c| c.job_id.to_string()).collect();
+    assert_eq!(claimed_jobs, [other_job]);
+
+    // Once a job's first callback is delivered, the next is due at once.
+    let job: String = app
+        .db
+        .query_one(
+            "SELECT job_id::text FROM job_callbacks WHERE id = $1",
+            &[&heads[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    core.callbacks.mark_dispatched(&heads[..1]).await.unwrap();
+    let claimed = core
+        .callbacks
+        .claim(20, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
+        .await
+        .unwrap();
+    let next: Vec<(String, i32)> = claimed
+        .iter()
+        .map(|c| (c.job_id.to_string(), c.sequence))
+        .collect();
+    assert_eq!(next, [(job.clone(), 2)]);
+
+    // A callback queued while its job's first backs off waits for it too (V12's trigger).
+    let waiting = heads[1];
+    app.db
+        .execute(
+            "INSERT INTO job_callbacks (job_id, sequence, url, body)
+             SELECT job_id, 6, url, body FROM job_callbacks WHERE id = $1",
+            &[&waiting],
+        )
+        .await
+        .unwrap();
+    let due: i64 = app
+        .db
+        .query_one(
+            "SELECT count(*) FROM job_callbacks c JOIN job_callbacks h ON h.job_id = c.job_id
+              WHERE h.id = $1 AND c.sequence = 6 AND c.available_at >= h.available_at",
+            &[&waiting],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(due, 1);
 }

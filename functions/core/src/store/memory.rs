@@ -1485,8 +1485,36 @@ pub struct MemoryCallbacks {
 }
 
 impl MemoryCallbacks {
+    /// As V12's insert trigger: not due before the job's pending callbacks' available_at.
     pub fn push(&self, callback: Callback) {
-        lock(&self.queued).push((callback, EventStatus::Pending, Utc::now()));
+        let mut queued = lock(&self.queued);
+        let at = queued
+            .iter()
+            .filter(|(c, status, _)| c.job_id == callback.job_id && *status == EventStatus::Pending)
+            .map(|(_, _, at)| *at)
+            .fold(Utc::now(), DateTime::max);
+        queued.push((callback, EventStatus::Pending, at));
+    }
+
+    /// As store/postgres/callbacks.rs' marks: the job's pending callbacks after `sequence` are
+    /// moved to `to` if they are before it (a retry), or, if they are at exactly `from` (they
+    /// waited for its lease), made due at `to`.
+    fn move_later(
+        queued: &mut [(Callback, EventStatus, DateTime<Utc>)],
+        (job, sequence): (JobId, i32),
+        from: Option<DateTime<Utc>>,
+        to: DateTime<Utc>,
+    ) {
+        for (c, status, due) in queued.iter_mut() {
+            if c.job_id != job || c.sequence <= sequence || *status != EventStatus::Pending {
+                continue;
+            }
+            match from {
+                None => *due = (*due).max(to),
+                Some(from) if *due == from && from > to => *due = to,
+                Some(_) => {}
+            }
+        }
     }
 
     /// What was sent, in order: the URL, the body and the signature.
@@ -1557,28 +1585,43 @@ impl CallbackStore for MemoryCallbacks {
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
-        for (c, status, _) in lock(&self.queued).iter_mut() {
+        let mut queued = lock(&self.queued);
+        let mut sent = Vec::new();
+        for (c, status, at) in queued.iter_mut() {
             if ids.contains(&c.id) && *status == EventStatus::Pending {
                 *status = EventStatus::Dispatched;
+                sent.push(((c.job_id, c.sequence), *at));
             }
+        }
+        for (callback, at) in sent {
+            Self::move_later(&mut queued, callback, Some(at), Utc::now());
         }
         Ok(())
     }
 
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
+        let mut queued = lock(&self.queued);
         let mut failed = 0;
-        for (c, status, at) in lock(&self.queued).iter_mut() {
+        let mut moved = Vec::new();
+        for (c, status, at) in queued.iter_mut() {
             let Some(retry) = retries.iter().find(|r| r.id == c.id) else {
                 continue;
             };
             if *status != EventStatus::Pending {
                 continue;
             }
+            let leased_until = *at;
             *at = Utc::now() + retry.delay;
             if c.attempts >= max_attempts {
                 *status = EventStatus::Failed;
                 failed += 1;
+                moved.push(((c.job_id, c.sequence), Some(leased_until), Utc::now()));
+            } else {
+                moved.push(((c.job_id, c.sequence), None, *at));
             }
+        }
+        for (callback, from, to) in moved {
+            Self::move_later(&mut queued, callback, from, to);
         }
         Ok(failed)
     }
