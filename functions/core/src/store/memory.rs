@@ -1482,6 +1482,7 @@ pub struct MemoryCallbacks {
     queued: Mutex<Vec<(Callback, EventStatus, DateTime<Utc>)>>,
     sent: Mutex<Vec<(String, Vec<u8>, String)>>,
     down: AtomicBool,
+    failing_marks: Mutex<Vec<i64>>,
 }
 
 impl MemoryCallbacks {
@@ -1528,6 +1529,19 @@ impl MemoryCallbacks {
             .iter()
             .map(|(c, status, _)| (c.id, format!("{status:?}")))
             .collect()
+    }
+
+    /// Marking callback `id` (delivered or to retry) fails, as a database that does not answer.
+    pub fn fail_mark_of(&self, id: i64) {
+        lock(&self.failing_marks).push(id);
+    }
+
+    fn check_mark(&self, ids: impl IntoIterator<Item = i64>) -> Result<(), StoreError> {
+        let failing = lock(&self.failing_marks);
+        match ids.into_iter().find(|id| failing.contains(id)) {
+            Some(id) => Err(StoreError::new(format!("marking callback {id} failed"))),
+            None => Ok(()),
+        }
     }
 
     /// Every receiver fails to answer.
@@ -1585,6 +1599,7 @@ impl CallbackStore for MemoryCallbacks {
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
+        self.check_mark(ids.iter().copied())?;
         let mut queued = lock(&self.queued);
         let mut sent = Vec::new();
         for (c, status, at) in queued.iter_mut() {
@@ -1600,6 +1615,7 @@ impl CallbackStore for MemoryCallbacks {
     }
 
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
+        self.check_mark(retries.iter().map(|r| r.id))?;
         let mut queued = lock(&self.queued);
         let mut failed = 0;
         let mut moved = Vec::new();
