@@ -17,7 +17,7 @@ use crate::app::App;
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::outbox::{backoff, SweepReport};
-use crate::ports::callbacks::{Callback, CallbackSender};
+use crate::ports::callbacks::{Callback, CallbackSender, SendError};
 use crate::ports::outbox::Retry;
 use crate::ports::StoreError;
 use crate::problem::Rejection;
@@ -67,12 +67,22 @@ pub fn parse_callback(
 
 /// The callback host's addresses are all public: looked up after the client's rate limit, as
 /// it waits on the network. What the resolver answered stays in the log: told to the client, it
-/// would let anyone probe which internal names resolve, and to what.
+/// would let anyone probe which internal names resolve, and to what. A lookup that failed or
+/// timed out is not a refusal: 503 with `Retry-After`, as the answer may be yes.
 pub async fn check_callback_host(app: &App, url: &CallbackUrl) -> Result<(), Rejection> {
-    app.callback_addresses.check(url).await.map_err(|error| {
-        tracing::info!(%error, "callback_url refused");
-        invalid_callback(&"the host is not allowed")
-    })
+    app.callback_addresses
+        .check(url)
+        .await
+        .map_err(|error| match error {
+            SendError::LookupFailed(_) => {
+                tracing::warn!(%error, "callback_url host lookup failed");
+                Rejection::CallbackHostUnavailable
+            }
+            _ => {
+                tracing::info!(%error, "callback_url refused");
+                invalid_callback(&"the host is not allowed")
+            }
+        })
 }
 
 fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
@@ -301,6 +311,23 @@ mod tests {
             .unwrap();
         assert_eq!(accepted.as_str(), "https://bot.example/hook");
         assert_eq!(check_callback_host(&app, &accepted).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_host_lookup_that_fails_is_unavailable_not_refused() {
+        let (app, memory) = app();
+        let url = CallbackUrl::parse("https://bot.example/hook", false).unwrap();
+        memory.callbacks.set_lookups_failing(true);
+        let unknown = check_callback_host(&app, &url).await.unwrap_err();
+        assert_eq!(unknown, Rejection::CallbackHostUnavailable);
+        assert_eq!(
+            unknown.status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(unknown.code(), "callback_host_unavailable");
+        assert!(unknown.retry_after().is_some());
+        memory.callbacks.set_lookups_failing(false);
+        assert_eq!(check_callback_host(&app, &url).await, Ok(()));
     }
 
     /// The memory sender, but a send to a URL with `slow` in it takes `SLOW`.

@@ -1483,6 +1483,7 @@ pub struct MemoryCallbacks {
     sent: Mutex<Vec<(String, Vec<u8>, String)>>,
     down: AtomicBool,
     failing_marks: Mutex<Vec<i64>>,
+    lookups_fail: AtomicBool,
 }
 
 impl MemoryCallbacks {
@@ -1542,6 +1543,11 @@ impl MemoryCallbacks {
             Some(id) => Err(StoreError::new(format!("marking callback {id} failed"))),
             None => Ok(()),
         }
+    }
+
+    /// Every host name's lookup fails (the resolver does not answer).
+    pub fn set_lookups_failing(&self, failing: bool) {
+        self.lookups_fail.store(failing, Ordering::SeqCst);
     }
 
     /// Every receiver fails to answer.
@@ -1663,6 +1669,9 @@ impl CallbackAddresses for MemoryCallbacks {
                 host: url.host_and_port().0,
                 address,
             }),
+            None if self.lookups_fail.load(Ordering::SeqCst) => {
+                Err(SendError::LookupFailed(url.host_and_port().0))
+            }
             _ => Ok(()),
         }
     }
