@@ -776,3 +776,63 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
         .get(0);
     assert_eq!(due, 1);
 }
+
+#[tokio::test]
+async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_backoff() {
+    // V1 to V11 as a database before this release has them, with one job's callbacks: one
+    // delivered, one backing off, one queued behind it.
+    let name = format!("osurender_t_{}", uuid::Uuid::new_v4().simple());
+    let url = crate::support::app::create_database(&name).await;
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let migration = |version: u32| {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with(&format!("V{version}__")))
+            })
+            .map(|path| std::fs::read_to_string(path).unwrap())
+            .unwrap()
+    };
+    for version in 1..=11 {
+        db.batch_execute(&migration(version)).await.unwrap();
+    }
+    db.batch_execute(
+        "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, callback_url)
+         VALUES ('00000000-0000-4000-8000-000000000001', 'rendering', 'key:k', 'default', '{}',
+                 'replays/x.osr', 'https://93.184.216.34/hook');
+         INSERT INTO job_callbacks (job_id, sequence, url, body, status, available_at)
+         VALUES ('00000000-0000-4000-8000-000000000001', 1, 'u', '{}', 'dispatched', now()),
+                ('00000000-0000-4000-8000-000000000001', 2, 'u', '{}', 'pending',
+                 now() + interval '10 minutes'),
+                ('00000000-0000-4000-8000-000000000001', 3, 'u', '{}', 'pending', now());",
+    )
+    .await
+    .unwrap();
+    db.batch_execute(&migration(12)).await.unwrap();
+    let rows = db
+        .query(
+            "SELECT sequence, client, available_at > now() FROM job_callbacks ORDER BY sequence",
+            &[],
+        )
+        .await
+        .unwrap();
+    let seen: Vec<(i32, Option<String>, bool)> = rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, None, false),
+            (2, Some("key:k".to_owned()), true),
+            (3, Some("key:k".to_owned()), true),
+        ]
+    );
+}
