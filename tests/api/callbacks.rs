@@ -836,3 +836,54 @@ async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_b
         ]
     );
 }
+
+#[tokio::test]
+async fn a_callback_queued_during_a_send_goes_out_next_however_that_send_ends() {
+    let app = TestApp::spawn(&[]).await;
+    let client = "key:00000000-0000-4000-8000-000000000001";
+    seed_backlog(&app, client, 1, 1, "https://93.184.216.34/hook").await;
+    let core = app.instance().await;
+    let claim = || async {
+        core.callbacks
+            .claim(10, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.sequence)
+            .collect::<Vec<i32>>()
+    };
+    let queue_next = |sequence: i32| {
+        let db = &app.db;
+        async move {
+            db.execute(
+                "INSERT INTO job_callbacks (job_id, sequence, url, body)
+                 SELECT job_id, $1, url, body FROM job_callbacks WHERE sequence = 1",
+                &[&sequence],
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let head: i64 = app
+        .db
+        .query_one("SELECT id FROM job_callbacks WHERE sequence = 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Queued while the first is in flight (leased for 60 s): it waits for that send.
+    assert_eq!(claim().await, [1]);
+    queue_next(2).await;
+    assert_eq!(claim().await, Vec::<i32>::new());
+    // The send fails, to be retried sooner than its lease would have ended: the second waits
+    // for the retry, not the old lease.
+    let retry = Retry {
+        id: head,
+        delay: Duration::ZERO,
+        error: "HTTP 503".to_owned(),
+    };
+    assert_eq!(core.callbacks.mark_retry(&[retry], 10).await.unwrap(), 0);
+    assert_eq!(claim().await, [1]);
+    // Delivered: the second is due at once.
+    core.callbacks.mark_dispatched(&[head]).await.unwrap();
+    assert_eq!(claim().await, [2]);
+}

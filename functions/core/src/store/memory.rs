@@ -1498,23 +1498,24 @@ impl MemoryCallbacks {
         queued.push((callback, EventStatus::Pending, at));
     }
 
-    /// As store/postgres/callbacks.rs' marks: the job's pending callbacks after `sequence` are
-    /// moved to `to` if they are before it (a retry), or, if they are at exactly `from` (they
-    /// waited for its lease), made due at `to`.
+    /// As store/postgres/callbacks.rs' marks: the job's pending callbacks after `sequence` that
+    /// are at exactly `from` (they waited for its lease) are moved to `to`; if `push` (a retry),
+    /// the others before `to` are too.
     fn move_later(
         queued: &mut [(Callback, EventStatus, DateTime<Utc>)],
         (job, sequence): (JobId, i32),
-        from: Option<DateTime<Utc>>,
+        from: DateTime<Utc>,
         to: DateTime<Utc>,
+        push: bool,
     ) {
         for (c, status, due) in queued.iter_mut() {
             if c.job_id != job || c.sequence <= sequence || *status != EventStatus::Pending {
                 continue;
             }
-            match from {
-                None => *due = (*due).max(to),
-                Some(from) if *due == from && from > to => *due = to,
-                Some(_) => {}
+            if *due == from {
+                *due = to;
+            } else if push {
+                *due = (*due).max(to);
             }
         }
     }
@@ -1614,8 +1615,9 @@ impl CallbackStore for MemoryCallbacks {
                 sent.push(((c.job_id, c.sequence), *at));
             }
         }
-        for (callback, at) in sent {
-            Self::move_later(&mut queued, callback, Some(at), Utc::now());
+        let now = Utc::now();
+        for (callback, at) in sent.into_iter().filter(|&(_, at)| at > now) {
+            Self::move_later(&mut queued, callback, at, now, false);
         }
         Ok(())
     }
@@ -1637,13 +1639,13 @@ impl CallbackStore for MemoryCallbacks {
             if c.attempts >= max_attempts {
                 *status = EventStatus::Failed;
                 failed += 1;
-                moved.push(((c.job_id, c.sequence), Some(leased_until), Utc::now()));
+                moved.push(((c.job_id, c.sequence), leased_until, Utc::now(), false));
             } else {
-                moved.push(((c.job_id, c.sequence), None, *at));
+                moved.push(((c.job_id, c.sequence), leased_until, *at, true));
             }
         }
-        for (callback, from, to) in moved {
-            Self::move_later(&mut queued, callback, from, to);
+        for (callback, from, to, push) in moved {
+            Self::move_later(&mut queued, callback, from, to, push);
         }
         Ok(failed)
     }

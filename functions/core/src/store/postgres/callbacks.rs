@@ -48,8 +48,9 @@ UPDATE job_callbacks l
 /// The outbox's mark, and the job's later pending callbacks moved with it: while it backs off,
 /// they are not due either, so a due callback is its job's earliest pending one (or waits
 /// behind one in flight), and the claim neither reads nor gives a place to a client whose due
-/// rows all wait behind a retry. Once it has failed for good, those that waited for its lease
-/// (as in DISPATCHED_SQL) are due now. (`old` is MATERIALIZED: inlined, it was probed once per
+/// rows all wait behind a retry. Those that waited for exactly its lease (V12's insert trigger)
+/// wait for the retry instead, even if it comes sooner; once it has failed for good, they are
+/// due now (as in DISPATCHED_SQL). (`old` is MATERIALIZED: inlined, it was probed once per
 /// later row, 20 s for a 4,000-callback mark.)
 const RETRY_SQL: &str = "\
 WITH old AS MATERIALIZED (
@@ -64,9 +65,10 @@ WITH old AS MATERIALIZED (
     RETURNING e.id, e.job_id, e.sequence, e.status, e.available_at
 ), later AS (
     UPDATE job_callbacks l
-       SET available_at = CASE WHEN r.status = 'pending'
-                               THEN greatest(l.available_at, r.available_at)
-                               ELSE now() END
+       SET available_at = CASE WHEN l.available_at = old.available_at
+                               THEN CASE WHEN r.status = 'pending'
+                                         THEN r.available_at ELSE now() END
+                               ELSE greatest(l.available_at, r.available_at) END
       FROM retried r
       JOIN old ON old.id = r.id
      WHERE l.job_id = r.job_id AND l.sequence > r.sequence AND l.status = 'pending'
