@@ -7,16 +7,37 @@
 -- each (store/postgres/callbacks.rs). A client's undelivered callbacks are bounded: past the
 -- bound, progress-only updates are coalesced into the next status change.
 
+-- Only pending callbacks are read by client (the claim, the bound below), so only they are
+-- backfilled: the delivered and failed ones kept for 30 days keep NULL, and the migration
+-- rewrites no history under its locks.
 ALTER TABLE job_callbacks ADD COLUMN client text;
-UPDATE job_callbacks c SET client = j.client_ip FROM jobs j WHERE j.id = c.job_id;
-ALTER TABLE job_callbacks ALTER COLUMN client SET NOT NULL;
+UPDATE job_callbacks c SET client = j.client_ip
+  FROM jobs j
+ WHERE j.id = c.job_id AND c.status = 'pending';
 
--- Any insert that does not name the client (admit_job's, an earlier release's trigger) gets
--- the job's: admission's code and function stay as they are.
+-- A due callback is its job's earliest pending one (store/postgres/callbacks.rs moves a job's
+-- later callbacks with a retry): the ones already queued behind a backing-off callback wait
+-- for it too.
+UPDATE job_callbacks c SET available_at = e.available_at
+  FROM (SELECT DISTINCT ON (job_id) job_id, sequence, available_at
+          FROM job_callbacks WHERE status = 'pending'
+         ORDER BY job_id, sequence) e
+ WHERE c.job_id = e.job_id AND c.sequence > e.sequence AND c.status = 'pending'
+   AND c.available_at < e.available_at;
+
+-- Every insert gets the job's client if it names none (admit_job's, an earlier release's
+-- trigger: admission's code and function stay as they are), and waits for the job's pending
+-- callbacks (a retry's backoff, a lease; the marks make it due once they end), so it is not
+-- due while an earlier one is not sent.
 CREATE FUNCTION job_callback_client() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    IF NEW.client IS NULL THEN
+        SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    END IF;
+    NEW.available_at := greatest(NEW.available_at,
+                                 (SELECT max(available_at) FROM job_callbacks
+                                   WHERE job_id = NEW.job_id AND status = 'pending'));
     RETURN NEW;
 END
 $$;
@@ -24,7 +45,6 @@ $$;
 CREATE TRIGGER job_callbacks_client
     BEFORE INSERT ON job_callbacks
     FOR EACH ROW
-    WHEN (NEW.client IS NULL)
     EXECUTE FUNCTION job_callback_client();
 
 -- The claim's walk over clients (a skip scan: one probe per client), each client's due

@@ -274,7 +274,12 @@ CREATE FUNCTION public.job_callback_client() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    IF NEW.client IS NULL THEN
+        SELECT client_ip INTO NEW.client FROM jobs WHERE id = NEW.job_id;
+    END IF;
+    NEW.available_at := greatest(NEW.available_at,
+                                 (SELECT max(available_at) FROM job_callbacks
+                                   WHERE job_id = NEW.job_id AND status = 'pending'));
     RETURN NEW;
 END
 $$;
@@ -421,7 +426,7 @@ CREATE TABLE public.job_callbacks (
     last_error text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     dispatched_at timestamp with time zone,
-    client text NOT NULL,
+    client text,
     CONSTRAINT job_callbacks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'dispatched'::text, 'failed'::text])))
 );
 
@@ -803,7 +808,7 @@ CREATE INDEX webhook_nonces_by_expiry ON public.webhook_nonces USING btree (expi
 -- Name: job_callbacks job_callbacks_client; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER job_callbacks_client BEFORE INSERT ON public.job_callbacks FOR EACH ROW WHEN ((new.client IS NULL)) EXECUTE FUNCTION public.job_callback_client();
+CREATE TRIGGER job_callbacks_client BEFORE INSERT ON public.job_callbacks FOR EACH ROW EXECUTE FUNCTION public.job_callback_client();
 
 --
 -- Name: jobs jobs_count_deletes; Type: TRIGGER; Schema: public; Owner: -

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use osurender_core::callbacks::CLAIM_PER_KEY;
 use osurender_core::domain::key::KeyKind;
+use osurender_core::ports::outbox::Retry;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -674,4 +675,215 @@ async fn a_keys_backlog_does_not_delay_another_keys_first_callback() {
         latency < SWEEP_INTERVAL + Duration::from_secs(2),
         "{latency:?} behind {backlog_sends} sends"
     );
+}
+
+#[tokio::test]
+async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
+    let app = TestApp::spawn(&[]).await;
+    let url = "https://93.184.216.34/hook";
+    // 20 keys, each with 200 jobs of 5 callbacks whose first is backing off; then a key with
+    // one callback, walked after them.
+    let blocked: Vec<String> = (1..=20)
+        .map(|n| format!("key:00000000-0000-4000-8000-{n:012}"))
+        .collect();
+    for client in &blocked {
+        seed_backlog(&app, client, 200, 5, url).await;
+    }
+    let other = "key:00000000-0000-4000-8000-999999999999";
+    seed_backlog(&app, other, 1, 1, url).await;
+    let heads: Vec<i64> = app
+        .db
+        .query(
+            "SELECT id FROM job_callbacks WHERE sequence = 1 AND client <> $1",
+            &[&other],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let core = app.instance().await;
+    let retries: Vec<Retry> = heads
+        .iter()
+        .map(|&id| Retry {
+            id,
+            delay: Duration::from_secs(600),
+            error: "HTTP 503".to_owned(),
+        })
+        .collect();
+    assert_eq!(core.callbacks.mark_retry(&retries, 10).await.unwrap(), 0);
+
+    // The later callbacks wait with their job's first: none of the 20 keys is due, so the
+    // first claim finds the other key's callback instead of 20 keys with nothing to give.
+    let claimed = core
+        .callbacks
+        .claim(20, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
+        .await
+        .unwrap();
+    let other_job: String = app
+        .db
+        .query_one(
+            "SELECT job_id::text FROM job_callbacks WHERE client = $1",
+            &[&other],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let claimed_jobs: Vec<String> = claimed.iter().map(|c| c.job_id.to_string()).collect();
+    assert_eq!(claimed_jobs, [other_job]);
+
+    // Once a job's first callback is delivered, the next is due at once.
+    let job: String = app
+        .db
+        .query_one(
+            "SELECT job_id::text FROM job_callbacks WHERE id = $1",
+            &[&heads[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    core.callbacks.mark_dispatched(&heads[..1]).await.unwrap();
+    let claimed = core
+        .callbacks
+        .claim(20, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
+        .await
+        .unwrap();
+    let next: Vec<(String, i32)> = claimed
+        .iter()
+        .map(|c| (c.job_id.to_string(), c.sequence))
+        .collect();
+    assert_eq!(next, [(job.clone(), 2)]);
+
+    // A callback queued while its job's first backs off waits for it too (V12's trigger).
+    let waiting = heads[1];
+    app.db
+        .execute(
+            "INSERT INTO job_callbacks (job_id, sequence, url, body)
+             SELECT job_id, 6, url, body FROM job_callbacks WHERE id = $1",
+            &[&waiting],
+        )
+        .await
+        .unwrap();
+    let due: i64 = app
+        .db
+        .query_one(
+            "SELECT count(*) FROM job_callbacks c JOIN job_callbacks h ON h.job_id = c.job_id
+              WHERE h.id = $1 AND c.sequence = 6 AND c.available_at >= h.available_at",
+            &[&waiting],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(due, 1);
+}
+
+#[tokio::test]
+async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_backoff() {
+    // V1 to V11 as a database before this release has them, with one job's callbacks: one
+    // delivered, one backing off, one queued behind it.
+    let name = format!("osurender_t_{}", uuid::Uuid::new_v4().simple());
+    let url = crate::support::app::create_database(&name).await;
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let migration = |version: u32| {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with(&format!("V{version}__")))
+            })
+            .map(|path| std::fs::read_to_string(path).unwrap())
+            .unwrap()
+    };
+    for version in 1..=11 {
+        db.batch_execute(&migration(version)).await.unwrap();
+    }
+    db.batch_execute(
+        "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, callback_url)
+         VALUES ('00000000-0000-4000-8000-000000000001', 'rendering', 'key:k', 'default', '{}',
+                 'replays/x.osr', 'https://93.184.216.34/hook');
+         INSERT INTO job_callbacks (job_id, sequence, url, body, status, available_at)
+         VALUES ('00000000-0000-4000-8000-000000000001', 1, 'u', '{}', 'dispatched', now()),
+                ('00000000-0000-4000-8000-000000000001', 2, 'u', '{}', 'pending',
+                 now() + interval '10 minutes'),
+                ('00000000-0000-4000-8000-000000000001', 3, 'u', '{}', 'pending', now());",
+    )
+    .await
+    .unwrap();
+    db.batch_execute(&migration(12)).await.unwrap();
+    let rows = db
+        .query(
+            "SELECT sequence, client, available_at > now() FROM job_callbacks ORDER BY sequence",
+            &[],
+        )
+        .await
+        .unwrap();
+    let seen: Vec<(i32, Option<String>, bool)> = rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, None, false),
+            (2, Some("key:k".to_owned()), true),
+            (3, Some("key:k".to_owned()), true),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_callback_queued_during_a_send_goes_out_next_however_that_send_ends() {
+    let app = TestApp::spawn(&[]).await;
+    let client = "key:00000000-0000-4000-8000-000000000001";
+    seed_backlog(&app, client, 1, 1, "https://93.184.216.34/hook").await;
+    let core = app.instance().await;
+    let claim = || async {
+        core.callbacks
+            .claim(10, CLAIM_PER_KEY, Duration::from_secs(60), 10, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.sequence)
+            .collect::<Vec<i32>>()
+    };
+    let queue_next = |sequence: i32| {
+        let db = &app.db;
+        async move {
+            db.execute(
+                "INSERT INTO job_callbacks (job_id, sequence, url, body)
+                 SELECT job_id, $1, url, body FROM job_callbacks WHERE sequence = 1",
+                &[&sequence],
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let head: i64 = app
+        .db
+        .query_one("SELECT id FROM job_callbacks WHERE sequence = 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Queued while the first is in flight (leased for 60 s): it waits for that send.
+    assert_eq!(claim().await, [1]);
+    queue_next(2).await;
+    assert_eq!(claim().await, Vec::<i32>::new());
+    // The send fails, to be retried sooner than its lease would have ended: the second waits
+    // for the retry, not the old lease.
+    let retry = Retry {
+        id: head,
+        delay: Duration::ZERO,
+        error: "HTTP 503".to_owned(),
+    };
+    assert_eq!(core.callbacks.mark_retry(&[retry], 10).await.unwrap(), 0);
+    assert_eq!(claim().await, [1]);
+    // Delivered: the second is due at once.
+    core.callbacks.mark_dispatched(&[head]).await.unwrap();
+    assert_eq!(claim().await, [2]);
 }

@@ -17,7 +17,7 @@ use crate::app::App;
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::outbox::{backoff, SweepReport};
-use crate::ports::callbacks::{Callback, CallbackSender};
+use crate::ports::callbacks::{Callback, CallbackSender, SendError};
 use crate::ports::outbox::Retry;
 use crate::ports::StoreError;
 use crate::problem::Rejection;
@@ -67,12 +67,22 @@ pub fn parse_callback(
 
 /// The callback host's addresses are all public: looked up after the client's rate limit, as
 /// it waits on the network. What the resolver answered stays in the log: told to the client, it
-/// would let anyone probe which internal names resolve, and to what.
+/// would let anyone probe which internal names resolve, and to what. A lookup that failed or
+/// timed out is not a refusal: 503 with `Retry-After`, as the answer may be yes.
 pub async fn check_callback_host(app: &App, url: &CallbackUrl) -> Result<(), Rejection> {
-    app.callback_addresses.check(url).await.map_err(|error| {
-        tracing::info!(%error, "callback_url refused");
-        invalid_callback(&"the host is not allowed")
-    })
+    app.callback_addresses
+        .check(url)
+        .await
+        .map_err(|error| match error {
+            SendError::LookupFailed(_) => {
+                tracing::warn!(%error, "callback_url host lookup failed");
+                Rejection::CallbackHostUnavailable
+            }
+            _ => {
+                tracing::info!(%error, "callback_url refused");
+                invalid_callback(&"the host is not allowed")
+            }
+        })
 }
 
 fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
@@ -94,14 +104,19 @@ enum Sent {
 /// (Tasks, not futures polled by the sweep: a send holding a pooled connection must not wait
 /// for the claim that waits for that connection.) Claiming again after sends end also takes
 /// each job's next callback, due once its previous one is delivered, so a job's backlog drains
-/// in one sweep.
+/// in one sweep. A failed claim or mark is logged and counted, and the sends in flight are
+/// still drained and marked (returning at once would drop, so cancel, other keys' sends, sent
+/// again after their lease); no claim follows a failed claim, and the sweep then answers the
+/// first error, with how many there were.
 pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
     let started = Instant::now();
     let mut in_flight = JoinSet::new();
+    let mut errors = SweepErrors::default();
     loop {
         let free = MAX_SENDS_IN_FLIGHT - in_flight.len();
-        let may_claim = started.elapsed() + app.config.callback_timeout <= SWEEP_BUDGET;
+        let may_claim =
+            started.elapsed() + app.config.callback_timeout <= SWEEP_BUDGET && !errors.claim_failed;
         if may_claim && (free >= CLAIM_WHEN_FREE || in_flight.is_empty()) {
             let claimed = app
                 .callbacks
@@ -112,20 +127,62 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
                     app.config.outbox_max_attempts,
                     app.config.max_pending_callbacks_per_key,
                 )
-                .await?;
-            report.claimed += claimed.len() as u64;
-            for callback in claimed {
-                in_flight.spawn(send_and_mark(app.clone(), sender.clone(), callback));
+                .await;
+            match claimed {
+                Ok(claimed) => {
+                    report.claimed += claimed.len() as u64;
+                    for callback in claimed {
+                        in_flight.spawn(send_and_mark(app.clone(), sender.clone(), callback));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "callback claim failed; draining the sends in flight");
+                    errors.claim_failed = true;
+                    errors.note(error);
+                }
             }
         }
         // Claims again once a send ends: its job's next callback may be due now.
         match in_flight.join_next().await {
-            Some(outcome) => {
-                report += outcome.map_err(|error| StoreError::new(format!("a send: {error}")))??
+            Some(Ok(Ok(outcome))) => report += outcome,
+            Some(Ok(Err(error))) => {
+                tracing::error!(%error, "a callback's mark failed; it is sent again after its lease");
+                errors.note(error);
             }
-            // Nothing in flight after a claim was due: it found none, or the budget is spent.
-            None => return Ok(report),
+            Some(Err(error)) => errors.note(StoreError::new(format!("a send: {error}"))),
+            // Nothing in flight after a claim was due: it found none, failed, or the budget is
+            // spent.
+            None => break,
         }
+    }
+    match errors.first {
+        None => Ok(report),
+        Some(first) => {
+            tracing::error!(
+                ?report,
+                failures = errors.count,
+                "callback sweep ended with failures"
+            );
+            Err(StoreError::new(format!(
+                "{} of the callback sweep's claims and marks failed; the first: {first}",
+                errors.count
+            )))
+        }
+    }
+}
+
+/// A sweep's failed claims and marks: how many, and the first.
+#[derive(Default)]
+struct SweepErrors {
+    first: Option<StoreError>,
+    count: u64,
+    claim_failed: bool,
+}
+
+impl SweepErrors {
+    fn note(&mut self, error: StoreError) {
+        self.count += 1;
+        self.first.get_or_insert(error);
     }
 }
 
@@ -256,6 +313,23 @@ mod tests {
         assert_eq!(check_callback_host(&app, &accepted).await, Ok(()));
     }
 
+    #[tokio::test]
+    async fn a_host_lookup_that_fails_is_unavailable_not_refused() {
+        let (app, memory) = app();
+        let url = CallbackUrl::parse("https://bot.example/hook", false).unwrap();
+        memory.callbacks.set_lookups_failing(true);
+        let unknown = check_callback_host(&app, &url).await.unwrap_err();
+        assert_eq!(unknown, Rejection::CallbackHostUnavailable);
+        assert_eq!(
+            unknown.status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(unknown.code(), "callback_host_unavailable");
+        assert!(unknown.retry_after().is_some());
+        memory.callbacks.set_lookups_failing(false);
+        assert_eq!(check_callback_host(&app, &url).await, Ok(()));
+    }
+
     /// The memory sender, but a send to a URL with `slow` in it takes `SLOW`.
     struct SlowFor(Arc<MemoryCallbacks>);
     const SLOW: Duration = Duration::from_millis(1500);
@@ -320,6 +394,33 @@ mod tests {
         assert_eq!(
             urls.last().map(String::as_str),
             Some("https://slow.example/hook")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_mark_does_not_cancel_the_other_sends() {
+        let (app, memory) = app();
+        let secret = SigningSecret::generate().unwrap();
+        let mut slow = callback(1, JobId::new(), 1, Some(&secret));
+        slow.url = "https://slow.example/hook".into();
+        memory.callbacks.push(slow);
+        memory
+            .callbacks
+            .push(callback(2, JobId::new(), 1, Some(&secret)));
+        memory.callbacks.fail_mark_of(2);
+        let sender: Arc<dyn CallbackSender> = Arc::new(SlowFor(memory.callbacks.clone()));
+        let error = sweep(&app, &sender).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("1 of the callback sweep's claims and marks failed"),
+            "{error}"
+        );
+        // The slow send, in flight when the quick one's mark failed, went out and was marked.
+        assert_eq!(memory.callbacks.sent().len(), 2);
+        assert_eq!(
+            memory.callbacks.statuses(),
+            [(1, "Dispatched".to_owned()), (2, "Pending".to_owned())]
         );
     }
 

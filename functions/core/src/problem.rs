@@ -83,6 +83,9 @@ pub enum Rejection {
     OriginForbidden,
     /// A secret the request is checked against (origin, webhook) could not be read.
     SecretUnavailable,
+    /// The `callback_url`'s host could not be looked up (no answer in time, a resolver
+    /// failure): whether it is allowed is unknown, not no.
+    CallbackHostUnavailable,
 }
 
 impl Rejection {
@@ -120,7 +123,8 @@ impl Rejection {
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown
             | Self::DeadlineExceeded
-            | Self::SecretUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::SecretUnavailable
+            | Self::CallbackHostUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -161,6 +165,7 @@ impl Rejection {
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::OriginForbidden => "origin_forbidden",
             Self::SecretUnavailable => "secret_unavailable",
+            Self::CallbackHostUnavailable => "callback_host_unavailable",
         }
     }
 
@@ -200,6 +205,7 @@ impl Rejection {
             Self::DeadlineExceeded => "Deadline exceeded",
             Self::OriginForbidden => "Origin forbidden",
             Self::SecretUnavailable => "Secret unavailable",
+            Self::CallbackHostUnavailable => "Callback host unavailable",
         }
     }
 
@@ -288,6 +294,11 @@ impl Rejection {
             Self::SecretUnavailable => {
                 "the service cannot check this request right now; try again".into()
             }
+            Self::CallbackHostUnavailable => {
+                "callback_url: its host could not be looked up in time; nothing was queued; \
+                 try again"
+                    .into()
+            }
         }
     }
 
@@ -304,7 +315,8 @@ impl Rejection {
             | Self::DatabaseUnavailable
             | Self::AdmissionUnknown
             | Self::DeadlineExceeded
-            | Self::SecretUnavailable => Some(RETRY_UNAVAILABLE_SECS),
+            | Self::SecretUnavailable
+            | Self::CallbackHostUnavailable => Some(RETRY_UNAVAILABLE_SECS),
             _ => None,
         }
     }

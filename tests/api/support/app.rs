@@ -365,7 +365,9 @@ async fn resolve(authority: &str) -> SocketAddr {
 /// A value for `TestApp::spawn` overrides that removes the variable.
 pub const UNSET: &str = "\u{0}unset";
 
-async fn create_database(name: &str) -> String {
+/// A new empty database `name` on the local server: its URL.
+pub async fn create_database(name: &str) -> String {
+    init_env();
     let admin_url = std::env::var("DATABASE_URL").unwrap();
     let (admin, connection) = tokio_postgres::connect(&admin_url, NoTls)
         .await

@@ -60,8 +60,12 @@ pub enum SendError {
     /// The host is, or resolves to, an address callbacks may not reach.
     #[error("{host} resolves to {address}, which callbacks may not reach")]
     Refused { host: String, address: IpAddr },
+    /// The name does not exist, or has no addresses: a no.
     #[error("{0} does not resolve")]
     Unresolved(String),
+    /// The lookup got no answer in time, or the resolver failed: not known either way.
+    #[error("{0} could not be looked up (no answer in time, or the resolver failed)")]
+    LookupFailed(String),
     /// Sent, but not acknowledged with a 2xx.
     #[error("answered {0}")]
     Status(u16),

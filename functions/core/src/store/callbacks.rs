@@ -143,8 +143,8 @@ async fn resolve_checked(host: &str, allow_private: bool) -> Result<Vec<SocketAd
     let addresses: Vec<SocketAddr> =
         tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((host, 0)))
             .await
-            .map_err(|_| unresolved())?
-            .map_err(|_| unresolved())?
+            .map_err(|_| SendError::LookupFailed(host.to_owned()))?
+            .map_err(|error| lookup_error(host, &error))?
             .collect();
     if addresses.is_empty() {
         return Err(unresolved());
@@ -159,6 +159,27 @@ async fn resolve_checked(host: &str, allow_private: bool) -> Result<Vec<SocketAd
         });
     }
     Ok(addresses)
+}
+
+/// A failed lookup: a name that does not exist is a no; anything else (getaddrinfo's
+/// EAI_AGAIN, "Temporary failure in name resolution": a SERVFAIL or a resolver that did not
+/// answer; an error of the system) is not known either way. std gives only getaddrinfo's text,
+/// so the text is what is matched.
+fn lookup_error(host: &str, error: &std::io::Error) -> SendError {
+    let text = error.to_string();
+    let no_such_name = [
+        "not known",
+        "No address associated",
+        "no such host",
+        "nodename nor servname",
+    ]
+    .iter()
+    .any(|said| text.contains(said));
+    if no_such_name {
+        SendError::Unresolved(host.to_owned())
+    } else {
+        SendError::LookupFailed(host.to_owned())
+    }
 }
 
 /// reqwest's resolver for callbacks: the system's, refusing what `is_public` refuses.

@@ -1482,11 +1482,42 @@ pub struct MemoryCallbacks {
     queued: Mutex<Vec<(Callback, EventStatus, DateTime<Utc>)>>,
     sent: Mutex<Vec<(String, Vec<u8>, String)>>,
     down: AtomicBool,
+    failing_marks: Mutex<Vec<i64>>,
+    lookups_fail: AtomicBool,
 }
 
 impl MemoryCallbacks {
+    /// As V12's insert trigger: not due before the job's pending callbacks' available_at.
     pub fn push(&self, callback: Callback) {
-        lock(&self.queued).push((callback, EventStatus::Pending, Utc::now()));
+        let mut queued = lock(&self.queued);
+        let at = queued
+            .iter()
+            .filter(|(c, status, _)| c.job_id == callback.job_id && *status == EventStatus::Pending)
+            .map(|(_, _, at)| *at)
+            .fold(Utc::now(), DateTime::max);
+        queued.push((callback, EventStatus::Pending, at));
+    }
+
+    /// As store/postgres/callbacks.rs' marks: the job's pending callbacks after `sequence` that
+    /// are at exactly `from` (they waited for its lease) are moved to `to`; if `push` (a retry),
+    /// the others before `to` are too.
+    fn move_later(
+        queued: &mut [(Callback, EventStatus, DateTime<Utc>)],
+        (job, sequence): (JobId, i32),
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        push: bool,
+    ) {
+        for (c, status, due) in queued.iter_mut() {
+            if c.job_id != job || c.sequence <= sequence || *status != EventStatus::Pending {
+                continue;
+            }
+            if *due == from {
+                *due = to;
+            } else if push {
+                *due = (*due).max(to);
+            }
+        }
     }
 
     /// What was sent, in order: the URL, the body and the signature.
@@ -1500,6 +1531,24 @@ impl MemoryCallbacks {
             .iter()
             .map(|(c, status, _)| (c.id, format!("{status:?}")))
             .collect()
+    }
+
+    /// Marking callback `id` (delivered or to retry) fails, as a database that does not answer.
+    pub fn fail_mark_of(&self, id: i64) {
+        lock(&self.failing_marks).push(id);
+    }
+
+    fn check_mark(&self, ids: impl IntoIterator<Item = i64>) -> Result<(), StoreError> {
+        let failing = lock(&self.failing_marks);
+        match ids.into_iter().find(|id| failing.contains(id)) {
+            Some(id) => Err(StoreError::new(format!("marking callback {id} failed"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Every host name's lookup fails (the resolver does not answer).
+    pub fn set_lookups_failing(&self, failing: bool) {
+        self.lookups_fail.store(failing, Ordering::SeqCst);
     }
 
     /// Every receiver fails to answer.
@@ -1557,28 +1606,46 @@ impl CallbackStore for MemoryCallbacks {
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
-        for (c, status, _) in lock(&self.queued).iter_mut() {
+        self.check_mark(ids.iter().copied())?;
+        let mut queued = lock(&self.queued);
+        let mut sent = Vec::new();
+        for (c, status, at) in queued.iter_mut() {
             if ids.contains(&c.id) && *status == EventStatus::Pending {
                 *status = EventStatus::Dispatched;
+                sent.push(((c.job_id, c.sequence), *at));
             }
+        }
+        let now = Utc::now();
+        for (callback, at) in sent.into_iter().filter(|&(_, at)| at > now) {
+            Self::move_later(&mut queued, callback, at, now, false);
         }
         Ok(())
     }
 
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
+        self.check_mark(retries.iter().map(|r| r.id))?;
+        let mut queued = lock(&self.queued);
         let mut failed = 0;
-        for (c, status, at) in lock(&self.queued).iter_mut() {
+        let mut moved = Vec::new();
+        for (c, status, at) in queued.iter_mut() {
             let Some(retry) = retries.iter().find(|r| r.id == c.id) else {
                 continue;
             };
             if *status != EventStatus::Pending {
                 continue;
             }
+            let leased_until = *at;
             *at = Utc::now() + retry.delay;
             if c.attempts >= max_attempts {
                 *status = EventStatus::Failed;
                 failed += 1;
+                moved.push(((c.job_id, c.sequence), leased_until, Utc::now(), false));
+            } else {
+                moved.push(((c.job_id, c.sequence), leased_until, *at, true));
             }
+        }
+        for (callback, from, to, push) in moved {
+            Self::move_later(&mut queued, callback, from, to, push);
         }
         Ok(failed)
     }
@@ -1604,6 +1671,9 @@ impl CallbackAddresses for MemoryCallbacks {
                 host: url.host_and_port().0,
                 address,
             }),
+            None if self.lookups_fail.load(Ordering::SeqCst) => {
+                Err(SendError::LookupFailed(url.host_and_port().0))
+            }
             _ => Ok(()),
         }
     }

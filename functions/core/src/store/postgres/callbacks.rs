@@ -24,7 +24,57 @@ impl PgCallbackStore {
     }
 }
 
-const CALLBACKS: LeasedTable = leased_table!("job_callbacks");
+const CALLBACKS: LeasedTable = leased_table!("job_callbacks").with_marks(DISPATCHED_SQL, RETRY_SQL);
+
+/// The outbox's mark, and the job's later pending callbacks that V12's insert trigger made
+/// wait for this one's lease due now: they are next in order. (Only those at exactly its lease's
+/// end: a later one's own schedule, a sandbox job's, is kept.)
+const DISPATCHED_SQL: &str = "\
+WITH old AS MATERIALIZED (
+    SELECT id, job_id, sequence, available_at FROM job_callbacks
+     WHERE id = ANY($1) AND status = 'pending'
+), sent AS (
+    UPDATE job_callbacks c
+       SET status = 'dispatched', dispatched_at = now(), last_error = NULL
+      FROM old
+     WHERE c.id = old.id AND c.status = 'pending'
+)
+UPDATE job_callbacks l
+   SET available_at = now()
+  FROM old
+ WHERE l.job_id = old.job_id AND l.sequence > old.sequence AND l.status = 'pending'
+   AND l.available_at = old.available_at AND l.available_at > now()";
+
+/// The outbox's mark, and the job's later pending callbacks moved with it: while it backs off,
+/// they are not due either, so a due callback is its job's earliest pending one (or waits
+/// behind one in flight), and the claim neither reads nor gives a place to a client whose due
+/// rows all wait behind a retry. Those that waited for exactly its lease (V12's insert trigger)
+/// wait for the retry instead, even if it comes sooner; once it has failed for good, they are
+/// due now (as in DISPATCHED_SQL). (`old` is MATERIALIZED: inlined, it was probed once per
+/// later row, 20 s for a 4,000-callback mark.)
+const RETRY_SQL: &str = "\
+WITH old AS MATERIALIZED (
+    SELECT id, available_at FROM job_callbacks WHERE id = ANY($1) AND status = 'pending'
+), retried AS (
+    UPDATE job_callbacks e
+       SET available_at = now() + r.delay_ms * interval '1 millisecond',
+           last_error = r.error,
+           status = CASE WHEN e.attempts >= $4 THEN 'failed' ELSE 'pending' END
+      FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS r (id, delay_ms, error)
+     WHERE e.id = r.id AND e.status = 'pending'
+    RETURNING e.id, e.job_id, e.sequence, e.status, e.available_at
+), later AS (
+    UPDATE job_callbacks l
+       SET available_at = CASE WHEN l.available_at = old.available_at
+                               THEN CASE WHEN r.status = 'pending'
+                                         THEN r.available_at ELSE now() END
+                               ELSE greatest(l.available_at, r.available_at) END
+      FROM retried r
+      JOIN old ON old.id = r.id
+     WHERE l.job_id = r.job_id AND l.sequence > r.sequence AND l.status = 'pending'
+       AND (r.status = 'pending' OR l.available_at = old.available_at)
+)
+SELECT status FROM retried";
 
 /// As the outbox's claim, but fair per client (key) and in order per job. Clients are chosen
 /// first: a walk over the clients with pending callbacks (migrations/V12's index, one probe per
@@ -36,7 +86,10 @@ const CALLBACKS: LeasedTable = leased_table!("job_callbacks");
 /// client waits for at most one claim. Only a job's earliest pending callback is due: a later
 /// one waits while an earlier one is being sent or retried, so a job's callbacks arrive in
 /// order. (A second sweeper skips the rows this one locks, and sees a leased one still pending,
-/// so it cannot take the next of the same job either.) The rows are locked in a query of their
+/// so it cannot take the next of the same job either.) That check passes over few rows, and a
+/// client's due rows are seldom all behind others: a retry moves its job's later callbacks
+/// with it (RETRY_SQL), and V12's insert trigger makes a new one wait for its job's pending
+/// ones, so only those behind a send in flight (at most a lease) are due and passed over. The rows are locked in a query of their
 /// own, which re-checks that each is still due (a concurrent claim may have leased it since).
 /// The rotation moves to the last client served, or, if fewer than `$1` had any due, to the
 /// last one walked; the dispatcher's bound on a key's undelivered callbacks is recorded beside

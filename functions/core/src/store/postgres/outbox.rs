@@ -76,6 +76,15 @@ macro_rules! leased_table {
 pub(super) use leased_table;
 
 impl LeasedTable {
+    /// The same table with marks of its own (job_callbacks' also move a job's later callbacks).
+    pub(super) const fn with_marks(self, dispatched: &'static str, retry: &'static str) -> Self {
+        Self {
+            dispatched,
+            retry,
+            ..self
+        }
+    }
+
     pub(super) const fn new(
         dispatched: &'static str,
         retry: &'static str,
