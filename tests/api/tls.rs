@@ -137,14 +137,8 @@ async fn database_unused(job: &str, config: Config, why: &str) {
     assert_eq!(body["checks"]["sqs"], "ok", "{why}: {body}");
 }
 
-#[tokio::test]
-async fn verify_full_with_the_servers_ca_admits_and_reads_back_over_tls() {
-    let server = TlsServer::local();
-    let (app, job) = verified_app(&server).await;
-    assert_eq!(app.job(&job).await["status"], "queued");
-    let health = app.http.get(app.url("/health")).send().await.unwrap();
-    assert_eq!(health.status(), StatusCode::OK);
-    // The server's sessions are the application role's, each over TLS.
+/// The server has sessions as the application role on its database, and each is over TLS.
+async fn assert_app_sessions_over_tls(app: &TestApp) {
     let sessions: Vec<bool> = app
         .db
         .query(
@@ -159,6 +153,17 @@ async fn verify_full_with_the_servers_ca_admits_and_reads_back_over_tls() {
         .collect();
     assert!(!sessions.is_empty());
     assert!(sessions.iter().all(|ssl| *ssl), "{sessions:?}");
+}
+
+#[tokio::test]
+async fn verify_full_with_the_servers_ca_admits_and_reads_back_over_tls() {
+    let server = TlsServer::local();
+    let (app, job) = verified_app(&server).await;
+    assert_eq!(app.job(&job).await["status"], "queued");
+    let health = app.http.get(app.url("/health")).send().await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    // The server's sessions are the application role's, each over TLS.
+    assert_app_sessions_over_tls(&app).await;
 }
 
 #[tokio::test]
@@ -233,20 +238,7 @@ async fn sslmode_require_in_the_url_alone_is_honoured() {
     .await;
     assert_eq!(read.status(), StatusCode::OK);
     // The server takes no other, but see it: every session of the role is over TLS.
-    let sessions: Vec<bool> = app
-        .db
-        .query(
-            "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
-             WHERE a.usename = 'osurender_app' AND a.datname = current_database()",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    assert!(!sessions.is_empty());
-    assert!(sessions.iter().all(|ssl| *ssl), "{sessions:?}");
+    assert_app_sessions_over_tls(&app).await;
 
     // The URL's mode and DB_SSLMODE disagreeing: no start, both named.
     let vars = [("DATABASE_URL", url.as_str()), ("DB_SSLMODE", "disable")];
