@@ -231,4 +231,24 @@ mod tests {
             Err(SendError::Unresolved(_))
         ));
     }
+
+    #[tokio::test]
+    async fn a_proxy_from_the_environment_is_not_used() {
+        // A proxy would be handed the private host unchecked: the resolver must still refuse
+        // it, and nothing may connect to the proxy.
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+        for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+            std::env::set_var(name, &proxy_url);
+        }
+        let sender = HttpCallbacks::new(Duration::from_secs(1), false);
+        let localhost = CallbackUrl::parse("https://localhost/cb", false).unwrap();
+        let sent = sender.send(&localhost, b"{}".to_vec(), "t=1,v1=00").await;
+        for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+            std::env::remove_var(name);
+        }
+        assert!(matches!(sent, Err(SendError::Refused { .. })), "{sent:?}");
+        let connected = tokio::time::timeout(Duration::from_millis(200), proxy.accept()).await;
+        assert!(connected.is_err(), "the proxy was connected to");
+    }
 }
