@@ -250,7 +250,7 @@ def main(template_path, samconfig_path):
     check(params.get("DbSslMode", {}).get("Default") == "verify-full", "DbSslMode defaults to verify-full")
     # ... and allows exactly the modes the code reads (config.rs `DbSslMode::from_str`), so a
     # deploy never passes one the functions refuse at start.
-    config_rs = os.path.join(os.path.dirname(os.path.abspath(template_path)), "functions/core/src/config.rs")
+    config_rs = os.path.join(os.path.dirname(os.path.abspath(template_path)), "functions/core/src/support/config.rs")
     from_str = open(config_rs).read().partition("impl FromStr for DbSslMode")[2].partition("\n}\n")[0]
     code_modes = sorted(re.findall(r'"([a-z-]+)" => Ok\(Self::', from_str))
     allowed = sorted(params.get("DbSslMode", {}).get("AllowedValues", []))

@@ -9,15 +9,15 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use osurender_core::domain::archive::{self, ArchiveLimits};
 use osurender_core::domain::client::{resolve_client_ip, ClientKey, TrustedProxies};
+use osurender_core::domain::form::{read_form, FormSpec, TextValue, MAX_TEXT_FIELD_BYTES};
 use osurender_core::domain::job::JobId;
 use osurender_core::domain::render::SkinName;
-use osurender_core::form::{read_form, FormSpec, TextValue, MAX_TEXT_FIELD_BYTES};
-use osurender_core::lifecycle::{
+use osurender_core::domain::replay::{inspect, ReplayLimits};
+use osurender_core::usecases::lifecycle::{
     check_freshness, check_job, check_report, sign, signature_matches, Report,
 };
-use osurender_core::replay::{inspect, ReplayLimits};
-use osurender_core::skins::archive::{self, ArchiveLimits};
 
 /// Small caps, so that inputs reach them.
 fn replay_limits() -> ReplayLimits {

@@ -13,11 +13,11 @@
 
 use std::net::IpAddr;
 
-use osurender_core::admission::submit_render;
 use osurender_core::domain::caller::Caller;
 use osurender_core::domain::client::ClientKey;
-use osurender_core::request::FormUpload;
-use osurender_core::{App, Clients};
+use osurender_core::usecases::admission::submit_render;
+use osurender_core::usecases::request::FormUpload;
+use osurender_core::Clients;
 use reqwest::StatusCode;
 
 use crate::support::app::{problem, Proxies, TestApp};
@@ -160,7 +160,7 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
         ),
     ] {
         let clients = Clients::new(&config).await.unwrap();
-        let instance = App::new(config, &clients);
+        let instance = clients.app(config);
         proxies.reset();
         let (content_type, body) = multipart(&fixture("valid_0.osr"));
         let ip: IpAddr = ip.parse().unwrap();

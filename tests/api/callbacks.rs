@@ -5,9 +5,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use osurender_core::callbacks::CLAIM_PER_KEY;
 use osurender_core::domain::key::KeyKind;
+use osurender_core::entry::wiring::callback_sender;
 use osurender_core::ports::outbox::Retry;
+use osurender_core::usecases::callbacks::CLAIM_PER_KEY;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -43,7 +44,7 @@ async fn make_callbacks_due(app: &TestApp) {
 async fn instance(app: &TestApp, allow_private: bool) -> App {
     let mut config = app.config.clone();
     config.allow_private_callbacks = allow_private;
-    App::new(config.clone(), &Clients::new(&config).await.unwrap())
+    Clients::new(&config).await.unwrap().app(config.clone())
 }
 
 #[tokio::test]
@@ -353,7 +354,7 @@ async fn the_janitors_changes_are_called_back_too() {
         .await
         .unwrap();
     let core = app.instance().await;
-    let report = osurender_core::janitor::run(&core).await.unwrap();
+    let report = osurender_core::usecases::janitor::run(&core).await.unwrap();
     assert_eq!((report.expired, report.timed_out), (1, 1));
     sweep_callbacks(&core).await;
     let callbacks_of = |job: &str| {
@@ -449,8 +450,8 @@ async fn a_receiver_that_never_answers_does_not_hold_up_the_next_claim() {
     let core = app.instance().await;
     let started = Instant::now();
     let sweeping = tokio::spawn(async move {
-        let sender = core.callback_sender();
-        osurender_core::callbacks::sweep(&core, &sender).await
+        let sender = callback_sender(&core.config);
+        osurender_core::usecases::callbacks::sweep(&core, &sender).await
     });
     while receiver.received().len() < 3 {
         assert!(

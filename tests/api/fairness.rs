@@ -4,7 +4,7 @@
 //! every admission reads are kept exact in one row (checked against `count(*)`).
 
 use futures_util::future::join_all;
-use osurender_core::janitor;
+use osurender_core::usecases::janitor;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 

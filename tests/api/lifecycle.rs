@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use osurender_core::lifecycle::sign;
-use osurender_core::{janitor, outbox};
+use osurender_core::usecases::lifecycle::sign;
+use osurender_core::{usecases::janitor, usecases::outbox};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -4,10 +4,10 @@
 
 use std::collections::HashSet;
 
+use osurender_core::adapters::postgres::jobs::PageStatement;
 use osurender_core::domain::JobStatus;
-use osurender_core::janitor;
 use osurender_core::ports::jobs::{JobQuery, PageCursor};
-use osurender_core::store::postgres::jobs::PageStatement;
+use osurender_core::usecases::janitor;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

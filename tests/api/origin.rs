@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use osurender_core::http::ORIGIN_SECRET_HEADER;
-use osurender_core::lifecycle::sign;
+use osurender_core::entry::http::ORIGIN_SECRET_HEADER;
+use osurender_core::usecases::lifecycle::sign;
 use reqwest::{Response, StatusCode};
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use osurender_core::domain::key::KeyKind;
-use osurender_core::janitor;
+use osurender_core::usecases::janitor;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -85,7 +85,7 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
 
     // Nothing of the sandbox reached the render queue or its outbox; the real job did.
     app.age_outbox().await;
-    osurender_core::outbox::sweep(&app.instance().await)
+    osurender_core::usecases::outbox::sweep(&app.instance().await)
         .await
         .unwrap();
     let delivered: Vec<String> = app

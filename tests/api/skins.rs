@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
 use osurender_core::domain::render::SkinName;
-use osurender_core::skins::ingest::IngestOutcome;
-use osurender_core::{janitor, skins};
+use osurender_core::usecases::skins::ingest::IngestOutcome;
+use osurender_core::{usecases::janitor, usecases::skins};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};

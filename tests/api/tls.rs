@@ -12,9 +12,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use osurender_core::config::{ConfigError, DbSslMode};
-use osurender_core::lifecycle::Verifier;
-use osurender_core::{http, App, Clients, Config};
+use osurender_core::support::config::{ConfigError, DbSslMode};
+use osurender_core::usecases::lifecycle::Verifier;
+use osurender_core::{entry::http, Clients, Config};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -47,7 +47,7 @@ async fn verified_app(server: &TlsServer) -> (TestApp, String) {
 /// its start-up migration, which would refuse it), on a port of its own.
 async fn serve_instance(config: &Config) -> SocketAddr {
     let clients = Clients::new(config).await.expect("nothing connects yet");
-    let app = App::new(config.clone(), &clients);
+    let app = clients.app(config.clone());
     let verifier = Verifier::from_app(&app).await.unwrap();
     let router = http::service(http::all_routes(verifier), app);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Differential oracle for the Rust replay validator (functions/core/src/replay.rs).
+"""Differential oracle for the Rust replay validator (functions/core/src/domain/replay.rs).
 
 Writes replay files to OUT_DIR, valid ones written by osrparse and corrupt ones made by
 mutating bytes or by hand-building LZMA frame blocks, plus OUT_DIR/manifest.json with

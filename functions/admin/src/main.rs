@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use osurender_core::lambda;
+use osurender_core::entry::lambda;
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -10,12 +10,12 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-use osurender_core::config::{DbSslMode, MAX_KEY_CACHE_TTL};
+use osurender_core::adapters::postgres::keys::PgKeyStore;
+use osurender_core::adapters::postgres::{self as db, migrations, Tls};
 use osurender_core::domain::key::{ApiKey, KeyId};
-use osurender_core::keys::{KeyLookup, KeyRefusal};
 use osurender_core::ports::keys::KeyStore;
-use osurender_core::store::postgres::keys::PgKeyStore;
-use osurender_core::store::postgres::{self as db, migrations, Tls};
+use osurender_core::support::config::{DbSslMode, MAX_KEY_CACHE_TTL};
+use osurender_core::usecases::keys::{KeyLookup, KeyRefusal};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -362,13 +362,13 @@ async fn the_lambda_form_runs_the_same_commands() {
     // This test is the only one of this process that reads its environment.
     std::env::set_var("DATABASE_URL", &url);
     std::env::set_var("DB_SSLMODE", "disable");
-    let created = osurender_core::lambda::admin_event(
+    let created = osurender_core::entry::lambda::admin_event(
         json!({"command": ["keys", "create", "--name", "from lambda", "--sandbox"]}),
     )
     .await
     .unwrap();
     assert!(created["key"].as_str().unwrap().starts_with("osr_test_"));
-    let listed = osurender_core::lambda::admin_event(json!({"command": ["keys", "list"]}))
+    let listed = osurender_core::entry::lambda::admin_event(json!({"command": ["keys", "list"]}))
         .await
         .unwrap();
     assert_eq!(listed["keys"][0]["id"], created["id"]);
@@ -377,7 +377,7 @@ async fn the_lambda_form_runs_the_same_commands() {
         json!({"command": "keys list"}),
         json!({"command": ["keys"]}),
     ] {
-        let error = osurender_core::lambda::admin_event(bad.clone())
+        let error = osurender_core::entry::lambda::admin_event(bad.clone())
             .await
             .unwrap_err();
         assert!(!error.to_string().is_empty(), "{bad}");

@@ -22,7 +22,7 @@ use std::process::Command;
 use criterion::{criterion_group, Criterion, Throughput};
 use liblzma::stream::{Action, LzmaOptions, Status, Stream};
 use liblzma::write::XzEncoder;
-use osurender_core::replay::{inspect, ReplayLimits};
+use osurender_core::domain::replay::{inspect, ReplayLimits};
 
 const FIXTURES: [&str; 3] = ["valid_0", "valid_1", "valid_long"];
 /// Output chunk of every decoder here, as `inspect`'s.

@@ -15,11 +15,11 @@ use std::io::Write;
 use std::time::Instant;
 
 use aws_sdk_s3::primitives::ByteStream;
-use osurender_core::config::DbSslMode;
-use osurender_core::skins;
-use osurender_core::skins::ingest::IngestOutcome;
-use osurender_core::store::postgres::{migrations, Tls};
-use osurender_core::{App, Clients, Config};
+use osurender_core::adapters::postgres::{migrations, Tls};
+use osurender_core::support::config::DbSslMode;
+use osurender_core::usecases::skins;
+use osurender_core::usecases::skins::ingest::IngestOutcome;
+use osurender_core::{Clients, Config};
 use zip::write::SimpleFileOptions;
 use zip::CompressionMethod;
 
@@ -66,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Err(error.into());
         }
     }
-    let app = App::new(config, &clients);
+    let app = clients.app(config);
 
     let archive =
         std::env::temp_dir().join(format!("skin-ingest-memory-{}.osk", std::process::id()));

@@ -1,40 +1,25 @@
 //! The osurender core: everything the Lambda functions and the dev server share.
 //!
-//! Read `admission` top to bottom for the order of the checks; the stores (`limiter`, `jobs`,
-//! `replays`, `outbox`, `queue`) are adapters behind traits, built once per process in `app`.
-//! After admission a job lives through `webhook` (workers' signed reports), `job_status` (the
-//! reads), `outbox` (delivery to the render queue) and `janitor` (jobs that will not finish).
+//! One folder a layer, lowest first; a layer imports only itself and the layers under it
+//! (`infra/check-layers`, DESIGN.md §7):
+//! - `domain`: the types validated once at the edge, the replay and skin-archive parsers;
+//! - `support`: problems (`Rejection`), configuration, metrics, telemetry, the AWS SDK setup;
+//! - `ports`: the traits the use cases need of the outside world;
+//! - `adapters`: Postgres, DynamoDB, S3, SQS, Secrets Manager, the callback sender, and the
+//!   in-memory fakes (feature `memory`);
+//! - `usecases`: admission (read `usecases/admission.rs` top to bottom for the order of the
+//!   checks), job reads, the job lifecycle, the outbox, callbacks, keys, skins, the janitor;
+//! - `routes`: HTTP routes over the use cases;
+//! - `entry`: the HTTP service, the Lambda entry points and the wiring that builds the adapters.
 
-pub mod admission;
-pub mod app;
-pub mod aws;
-pub mod callbacks;
-pub mod config;
-pub mod deadline;
+pub mod adapters;
 pub mod domain;
-pub mod estimate;
-pub mod form;
-pub mod health;
-pub mod http;
-pub mod idempotency;
-pub mod janitor;
-pub mod keys;
-#[cfg(feature = "lambda")]
-pub mod lambda;
-pub mod lifecycle;
-pub mod metrics;
-pub mod outbox;
+pub mod entry;
 pub mod ports;
-pub mod problem;
-pub mod replay;
-pub mod request;
 pub mod routes;
-pub mod secrets;
-pub mod skins;
-pub mod store;
-pub mod telemetry;
-pub mod wiring;
+pub mod support;
+pub mod usecases;
 
-pub use app::App;
-pub use config::Config;
-pub use wiring::Clients;
+pub use entry::wiring::Clients;
+pub use support::config::Config;
+pub use usecases::app::App;

@@ -17,12 +17,11 @@ use axum::Router;
 use base64::Engine;
 use osurender_core::domain::client::ClientKey;
 use osurender_core::domain::rate::{RateDecision, RateLimit};
-use osurender_core::http::{self, ROUTES};
-use osurender_core::lifecycle::Verifier;
+use osurender_core::entry::http::{self, ROUTES};
 use osurender_core::ports::limiter::{LimiterUnavailable, RateLimiter};
 use osurender_core::routes::{self, PeerAddr};
-use osurender_core::store::memory::Memory;
-use osurender_core::{lambda, App, Config};
+use osurender_core::usecases::lifecycle::Verifier;
+use osurender_core::{entry::lambda, App, Config};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -77,7 +76,7 @@ fn app(vars: &[(&str, &str)], limiter: Arc<RecordingLimiter>) -> App {
             .map(|(_, value)| value.to_string())
     })
     .unwrap();
-    let (mut app, _) = Memory::app(config);
+    let (mut app, _) = App::in_memory(config);
     app.limiter = limiter;
     app
 }
@@ -345,7 +344,7 @@ async fn an_unreadable_origin_secret_is_answered_with_503_until_it_can_be_read()
             .map(|(_, value)| value.to_string())
     })
     .unwrap();
-    let (app, memory) = Memory::app(config);
+    let (app, memory) = App::in_memory(config);
     app.read_secrets().await;
     let router = lambda::router(routes::jobs::routes(), app);
     let event = with_header(event(GET_JOB_EVENT), "X-Origin-Secret", secret);

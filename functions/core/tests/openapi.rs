@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use osurender_core::http::ROUTES;
+use osurender_core::entry::http::ROUTES;
 use serde_json::Value;
 
 const METHODS: &[&str] = &[
@@ -41,7 +41,7 @@ fn operations_are_the_routes() {
 /// The codes `Rejection::code` answers, read from its source: a new variant cannot be
 /// forgotten here, nor in the document.
 fn problem_codes() -> BTreeSet<String> {
-    let source = include_str!("../src/problem.rs");
+    let source = include_str!("../src/support/problem.rs");
     let start = source
         .find("pub fn code(&self)")
         .expect("problem.rs has Rejection::code");

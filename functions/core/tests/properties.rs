@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 
 use osurender_core::domain::rate::RateLimit;
-use osurender_core::replay::{inspect, ReplayError, ReplayLimits};
+use osurender_core::domain::replay::{inspect, ReplayError, ReplayLimits};
 use proptest::prelude::*;
 
 #[path = "support/osr.rs"]

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use osurender_core::replay::{inspect, ReplayError, ReplayLimits};
+use osurender_core::domain::replay::{inspect, ReplayError, ReplayLimits};
 use serde_json::Value;
 
 fn workspace_root() -> PathBuf {

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use osurender_core::config::SecretSource;
-use osurender_core::secrets::{RotatingSecret, SecretUnavailable, RETRY_FAILED_READ};
-use osurender_core::store::memory::MemorySecrets;
+use osurender_core::adapters::memory::MemorySecrets;
+use osurender_core::support::config::SecretSource;
+use osurender_core::usecases::secrets::{RotatingSecret, SecretUnavailable, RETRY_FAILED_READ};
 
 const ID: &str = "arn:aws:secretsmanager:us-east-1:1:secret:origin";
 const OLD: &str = "the-old-origin-secret";

@@ -1,6 +1,6 @@
 //! `janitor` on Lambda, on a schedule: ends jobs that will not finish.
 
-use osurender_core::lambda;
+use osurender_core::entry::lambda;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

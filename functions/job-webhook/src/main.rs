@@ -1,9 +1,9 @@
 //! `POST /v1/jobs/{id}/webhook` on Lambda: the render workers' signed reports. Refuses to
 //! start without `WEBHOOK_SECRET_ARN` (or `WEBHOOK_SECRET`).
 
-use osurender_core::lambda;
-use osurender_core::lifecycle::Verifier;
+use osurender_core::entry::lambda;
 use osurender_core::routes;
+use osurender_core::usecases::lifecycle::Verifier;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

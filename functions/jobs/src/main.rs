@@ -1,7 +1,7 @@
 //! `GET /v1/jobs`, `GET /v1/jobs/{id}` and `GET /health` on Lambda: job status reads, and the
 //! API's health check.
 
-use osurender_core::{lambda, routes};
+use osurender_core::{entry::lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

@@ -1,6 +1,6 @@
 //! `POST /skins/upload` on Lambda: the original service's skin upload.
 
-use osurender_core::{lambda, routes};
+use osurender_core::{entry::lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

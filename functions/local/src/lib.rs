@@ -5,12 +5,16 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use osurender_core::config::SecretSource;
-use osurender_core::lifecycle::Verifier;
-use osurender_core::outbox::SweepReport;
+use osurender_core::adapters::postgres::migrations;
+use osurender_core::entry::wiring::callback_sender;
 use osurender_core::ports::StoreError;
-use osurender_core::store::postgres::migrations;
-use osurender_core::{aws, callbacks, http, janitor, outbox, skins, App, Clients, Config};
+use osurender_core::support::config::SecretSource;
+use osurender_core::usecases::lifecycle::Verifier;
+use osurender_core::usecases::outbox::SweepReport;
+use osurender_core::{
+    entry::http, support::aws, usecases::callbacks, usecases::janitor, usecases::outbox,
+    usecases::skins, App, Clients, Config,
+};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -85,7 +89,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
         );
     }
 
-    let app = App::new(config, &clients);
+    let app = clients.app(config);
     app.read_secrets().await;
     let verifier = Verifier::from_app(&app).await?;
     let router = http::service(http::all_routes(verifier), app.clone());
@@ -117,7 +121,7 @@ fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
 
 /// The scheduled functions of a deployment, on the dev server's timers.
 fn run_scheduled(app: &App) {
-    let sender = app.callback_sender();
+    let sender = callback_sender(&app.config);
     every(app.config.outbox_sweep_interval, app, move |app| {
         let sender = sender.clone();
         async move {

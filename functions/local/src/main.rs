@@ -4,8 +4,8 @@
 //! `--simulate-workers` (or `SIMULATE_WORKERS=1`) also plays the render workers.
 
 use anyhow::bail;
-use osurender_core::config::DbSslMode;
-use osurender_core::{telemetry, Config};
+use osurender_core::support::config::DbSslMode;
+use osurender_core::{support::telemetry, Config};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

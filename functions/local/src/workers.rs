@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use osurender_core::config::SecretSource;
-use osurender_core::http::ORIGIN_SECRET_HEADER;
-use osurender_core::lifecycle::{sign, SIGNATURE_HEADER};
+use osurender_core::entry::http::ORIGIN_SECRET_HEADER;
+use osurender_core::support::config::SecretSource;
+use osurender_core::usecases::lifecycle::{sign, SIGNATURE_HEADER};
 use osurender_core::{App, Clients};
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};

@@ -83,7 +83,7 @@ async fn regenerate(database: &str) -> Result<String, String> {
         .map_err(|e| format!("CREATE DATABASE {database}: {e}"))?;
     let url = database_url(database);
     let mut db = connect(&url).await;
-    osurender_core::store::postgres::migrations::apply(&mut db, Duration::from_secs(10))
+    osurender_core::adapters::postgres::migrations::apply(&mut db, Duration::from_secs(10))
         .await
         .map_err(|e| format!("applying the migrations: {}", e.message()))?;
     // refinery embeds the migrations when core is compiled, and a migration file added since
@@ -102,7 +102,7 @@ async fn regenerate(database: &str) -> Result<String, String> {
     if applied != shipped {
         return Err(format!(
             "this build applies {applied:?} but migrations/ has {shipped:?}: core was compiled \
-             before a migration was added; `touch functions/core/src/migrations.rs` and run again"
+             before a migration was added; `touch functions/core/src/adapters/postgres/migrations.rs` and run again"
         ));
     }
     let major: String = db

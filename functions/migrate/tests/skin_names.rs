@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use osurender_core::config::DbSslMode;
+use osurender_core::adapters::postgres::{parse_url, pool, skins::PgSkinRegistry, Tls};
 use osurender_core::domain::render::SkinName;
 use osurender_core::ports::skins::{NameClaim, NameState, SkinRegistry, CLAIM_STALE_AFTER};
-use osurender_core::store::postgres::{parse_url, pool, skins::PgSkinRegistry, Tls};
+use osurender_core::support::config::DbSslMode;
 use support::{connect, database_url, shipped_migrations};
 
 const V7: u32 = 7;

@@ -1,7 +1,7 @@
 //! `outbox-dispatcher` on Lambda, on a schedule: publishes pending outbox events to the
 //! render queue and sends API keys' callbacks.
 
-use osurender_core::lambda;
+use osurender_core::entry::lambda;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

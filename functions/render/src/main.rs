@@ -1,6 +1,6 @@
 //! `POST /v1/render` on Lambda: admits a replay into the render queue.
 
-use osurender_core::{lambda, routes};
+use osurender_core::{entry::lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

@@ -1,7 +1,7 @@
 //! `skin-ingest` on Lambda, on S3 `ObjectCreated` under `incoming/`: ingests presigned skin
 //! uploads.
 
-use osurender_core::lambda;
+use osurender_core::entry::lambda;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

@@ -1,6 +1,6 @@
 //! `POST /v1/skins/upload` on Lambda: skin uploads, direct or presigned.
 
-use osurender_core::{lambda, routes};
+use osurender_core::{entry::lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

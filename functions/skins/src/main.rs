@@ -1,6 +1,6 @@
 //! `GET /v1/skins` on Lambda: the skins a render may name.
 
-use osurender_core::{lambda, routes};
+use osurender_core::{entry::lambda, routes};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-use osurender_core::http::ORIGIN_SECRET_HEADER;
+use osurender_core::entry::http::ORIGIN_SECRET_HEADER;
 use osurender_core::{App, Clients};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
@@ -39,7 +39,7 @@ fn init_env() {
         // Server logs only when asked for: RUST_LOG=info cargo test … Otherwise they are kept
         // in memory, for hostile.rs to check that none carries a secret or a client address.
         if std::env::var_os("RUST_LOG").is_some() {
-            osurender_core::telemetry::init();
+            osurender_core::support::telemetry::init();
         } else {
             capture_logs();
         }
@@ -204,7 +204,7 @@ impl TestApp {
                 .unwrap(),
             db,
             database_url,
-            s3: osurender_core::aws::s3(&sdk),
+            s3: osurender_core::support::aws::s3(&sdk),
             dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             config,
@@ -313,7 +313,7 @@ impl TestApp {
     /// Lambda instance would be.
     pub async fn instance(&self) -> App {
         let clients = Clients::new(&self.config).await.unwrap();
-        App::new(self.config.clone(), &clients)
+        clients.app(self.config.clone())
     }
 }
 

@@ -11,7 +11,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use hmac::{Hmac, Mac};
-use osurender_core::{callbacks, App};
+use osurender_core::entry::wiring::callback_sender;
+use osurender_core::{usecases::callbacks, App};
 use reqwest::multipart::Form;
 use serde_json::Value;
 use sha2::Sha256;
@@ -161,7 +162,7 @@ impl TestApp {
 
 /// Callback sweeps until one claims nothing; how many were sent successfully.
 pub async fn sweep_callbacks(app: &App) -> u64 {
-    let sender = app.callback_sender();
+    let sender = callback_sender(&app.config);
     let mut dispatched = 0;
     loop {
         let report = callbacks::sweep(app, &sender).await.unwrap();

@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use osurender_core::outbox;
+use osurender_core::usecases::outbox;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 use sha2::{Digest, Sha256};

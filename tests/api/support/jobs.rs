@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use osurender_core::lifecycle::sign;
+use osurender_core::usecases::lifecycle::sign;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use osurender_core::config::DbSslMode;
+use osurender_core::adapters::postgres::keys::PgKeyStore;
+use osurender_core::adapters::postgres::{parse_url, pool, Tls};
 use osurender_core::domain::key::{KeyId, KeyKind, KeyLimits, KeyName};
-use osurender_core::keys::create;
 use osurender_core::ports::keys::{KeyStore, Revocation};
-use osurender_core::store::postgres::keys::PgKeyStore;
-use osurender_core::store::postgres::{parse_url, pool, Tls};
+use osurender_core::support::config::DbSslMode;
+use osurender_core::usecases::keys::create;
 use reqwest::multipart::Form;
 use reqwest::Response;
 

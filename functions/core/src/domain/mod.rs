@@ -1,12 +1,16 @@
 //! Domain types, each validated once at the edge so the rest of the code can trust it.
 
+pub mod archive;
 pub mod callback;
 pub mod caller;
 pub mod client;
+pub mod deadline;
+pub mod form;
 pub mod job;
 pub mod key;
 pub mod rate;
 pub mod render;
+pub mod replay;
 pub mod sandbox;
 
 pub use client::{resolve_client_ip, ClientKey, TrustedProxies};

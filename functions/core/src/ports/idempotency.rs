@@ -3,10 +3,10 @@
 
 use crate::domain::client::ClientKey;
 use crate::ports::StoreError;
-use crate::problem::Rejection;
+use crate::support::problem::Rejection;
 use async_trait::async_trait;
 
-use crate::metrics;
+use crate::support::metrics;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -155,7 +155,7 @@ impl<T> metrics::Accepted for Reply<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Accepted;
+    use crate::support::metrics::Accepted;
 
     #[test]
     fn a_replayed_retry_is_not_counted_as_admitted() {

@@ -14,10 +14,10 @@ use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::sandbox;
-use crate::estimate::Recent;
 use crate::ports::idempotency::{Claim, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
 use crate::ports::StoreError;
+use crate::support::estimate::Recent;
 
 /// The caps admission enforces (DESIGN.md invariants 1 and 2, and §3's fair share).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,6 +16,28 @@ pub mod secrets;
 pub mod skins;
 
 /// A store call that failed, and whether what it asked for may still have happened.
+use std::sync::Arc;
+
+/// One process's adapters behind every port, as the wiring (or a test) built them; the App is
+/// made from it (`App::from_ports`).
+pub struct Ports {
+    pub limiter: Arc<dyn limiter::RateLimiter>,
+    pub jobs: Arc<dyn jobs::JobStore>,
+    pub replays: Arc<dyn replays::ReplayStore>,
+    pub outbox: Arc<dyn outbox::OutboxStore>,
+    pub queue: Arc<dyn queue::EventPublisher>,
+    pub callbacks: Arc<dyn callbacks::CallbackStore>,
+    pub callback_addresses: Arc<dyn callbacks::CallbackAddresses>,
+    pub skins: Arc<dyn skins::SkinStore>,
+    pub skin_names: Arc<dyn skins::SkinRegistry>,
+    pub idempotency: Arc<dyn idempotency::IdempotencyStore>,
+    pub keys: Arc<dyn keys::KeyStore>,
+    pub artifacts: Arc<dyn artifacts::ArtifactLinks>,
+    pub secrets: Arc<dyn secrets::SecretStore>,
+    /// What `/health` probes.
+    pub dependencies: Vec<Arc<dyn health::Dependency>>,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("store failed: {message}")]
 pub struct StoreError {

@@ -1,7 +1,7 @@
 //! The replay store port (step 10): replays under `replays/{job_id}.osr` (store/s3.rs), and the
 //! error every object store reports.
 
-use crate::deadline::Expired;
+use crate::domain::deadline::Expired;
 use async_trait::async_trait;
 use bytes::Bytes;
 

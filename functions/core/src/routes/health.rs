@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use crate::app::App;
-use crate::problem::RETRY_UNAVAILABLE_SECS;
+use crate::support::problem::RETRY_UNAVAILABLE_SECS;
+use crate::usecases::app::App;
 
 pub async fn handler(State(app): State<App>) -> Response {
     let results = app.health.checks().await;

@@ -15,14 +15,14 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::app::App;
 use crate::domain::caller::Caller;
 use crate::domain::client::CF_CONNECTING_IP;
 use crate::domain::client::{resolve_client_ip, ClientKey};
-use crate::keys::caller::identify;
-use crate::ports::idempotency::Reply;
-use crate::problem::{rate_limit_headers, Rejection};
-use crate::request::{FormUpload, Submission};
+use crate::support::problem::{rate_limit_headers, Rejection};
+use crate::usecases::app::App;
+use crate::usecases::idempotency::Reply;
+use crate::usecases::keys::caller::identify;
+use crate::usecases::request::{FormUpload, Submission};
 
 /// The TCP peer of the request: the socket's remote address locally, API Gateway's
 /// `sourceIp` on Lambda (inserted by the Lambda adapter).

@@ -10,13 +10,13 @@ use axum::routing::post;
 use axum::Router;
 
 use super::{form_upload, PeerAddr};
-use crate::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
-use crate::app::App;
 use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
-use crate::metrics;
-use crate::ports::idempotency::{Reply, KEY_HEADER};
-use crate::request::Submission;
+use crate::support::metrics;
+use crate::usecases::admission::{admitted_response, submit_render, RENDER_ENDPOINT};
+use crate::usecases::app::App;
+use crate::usecases::idempotency::{Reply, KEY_HEADER};
+use crate::usecases::request::Submission;
 
 /// `POST /v1/render`.
 pub fn routes() -> Router<App> {

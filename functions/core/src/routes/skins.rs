@@ -13,16 +13,16 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::{form_upload, PeerAddr};
-use crate::app::App;
 use crate::domain::client::ClientKey;
 use crate::domain::render::SkinName;
-use crate::metrics;
-use crate::ports::idempotency::{Reply, KEY_HEADER};
-use crate::problem::Rejection;
-use crate::request::Submission;
-use crate::skins::upload::UploadRoute;
-use crate::skins::PageRequest;
-use crate::skins::{list_skins, upload};
+use crate::support::metrics;
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+use crate::usecases::idempotency::{Reply, KEY_HEADER};
+use crate::usecases::request::Submission;
+use crate::usecases::skins::upload::UploadRoute;
+use crate::usecases::skins::PageRequest;
+use crate::usecases::skins::{list_skins, upload};
 
 /// A presigned-upload request is a small JSON object.
 const MAX_REQUEST_BYTES: usize = 4 * 1024;

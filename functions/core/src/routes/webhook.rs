@@ -9,9 +9,9 @@ use axum::{Extension, Json, Router};
 use serde_json::json;
 
 use super::jobs::JobPath;
-use crate::app::App;
-use crate::lifecycle::{self, Verifier, MAX_BODY_BYTES, SIGNATURE_HEADER};
-use crate::problem::Rejection;
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+use crate::usecases::lifecycle::{self, Verifier, MAX_BODY_BYTES, SIGNATURE_HEADER};
 
 /// `POST /v1/jobs/{id}/webhook`.
 pub fn routes(verifier: Verifier) -> Router<App> {

@@ -1,0 +1,103 @@
+//! Step 4: the per-endpoint fixed-window rate limit, one DynamoDB `UpdateItem` per check.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use crate::domain::client::ClientKey;
+use crate::domain::deadline;
+use crate::domain::rate::RateDecision;
+use crate::domain::rate::RateLimit;
+use crate::ports::health::Dependency;
+use crate::ports::limiter::LimiterUnavailable;
+use crate::ports::limiter::RateLimiter;
+/// DESIGN.md §4: the window start is in the key, so an item's TTL only cleans up and can never
+/// stretch a window; the condition makes the count exact under any concurrency.
+pub struct DynamoRateLimiter {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+/// How long after its window an item lingers before TTL may remove it.
+const TTL_SLACK_SECS: u64 = 60;
+
+impl DynamoRateLimiter {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+}
+
+/// `/health`: the limiter's table answers.
+#[async_trait]
+impl Dependency for DynamoRateLimiter {
+    fn name(&self) -> &'static str {
+        "dynamodb"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let describe = self.client.describe_table().table_name(&self.table).send();
+        deadline::within(describe)
+            .await
+            .map_err(|expired| expired.to_string())?
+            .map(drop)
+            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
+    }
+}
+
+#[async_trait]
+impl RateLimiter for DynamoRateLimiter {
+    async fn hit(
+        &self,
+        endpoint: &'static str,
+        client: &ClientKey,
+        limit: RateLimit,
+        now: u64,
+    ) -> Result<RateDecision, LimiterUnavailable> {
+        let (start, end) = limit.window(now);
+        let number = |n: u64| AttributeValue::N(n.to_string());
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(
+                "pk",
+                AttributeValue::S(format!("{endpoint}#{client}#{start}")),
+            )
+            .update_expression("ADD hits :one SET expires_at = if_not_exists(expires_at, :expires)")
+            .condition_expression("attribute_not_exists(hits) OR hits < :limit")
+            .expression_attribute_values(":one", number(1))
+            .expression_attribute_values(":expires", number(end + TTL_SLACK_SECS))
+            .expression_attribute_values(":limit", number(limit.requests.into()))
+            .return_values(ReturnValue::UpdatedNew)
+            .send();
+        let outcome = deadline::within(update)
+            .await
+            .map_err(|expired| LimiterUnavailable(expired.to_string()))?;
+        match outcome {
+            Ok(output) => {
+                let hits = output
+                    .attributes()
+                    .and_then(|attrs| attrs.get("hits"))
+                    .and_then(|hits| hits.as_n().ok())
+                    .and_then(|hits| hits.parse::<u64>().ok())
+                    .ok_or_else(|| LimiterUnavailable("UpdateItem returned no hits".into()))?;
+                Ok(RateDecision::new(endpoint, limit, Some(hits), now))
+            }
+            Err(SdkError::ServiceError(failure))
+                if matches!(
+                    failure.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(RateDecision::new(endpoint, limit, None, now))
+            }
+            Err(other) => Err(LimiterUnavailable(
+                aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
+            )),
+        }
+    }
+}

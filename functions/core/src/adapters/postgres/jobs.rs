@@ -1,0 +1,568 @@
+//! The `jobs` table (migrations/V1, V2, V4, V5, V6, V9, V10, V11): admission in one `admit_job`
+//! statement, its resolution, the reads, the workers' transitions and the janitor's. The global
+//! counts are read from `job_counts`, which V11's triggers keep in step with every change of a
+//! job, so no admission counts the queue.
+
+use super::idempotency;
+use crate::adapters::postgres::{self as db, millis};
+use crate::domain::caller::Caller;
+use crate::domain::client::advisory_lock_id;
+use crate::domain::client::ClientKey;
+use crate::domain::job::{JobId, JobStatus};
+use crate::domain::sandbox;
+use crate::ports::idempotency::Claim;
+use crate::ports::jobs::Admission;
+use crate::ports::jobs::Capacity;
+use crate::ports::jobs::CapacityLimits;
+use crate::ports::jobs::Deleted;
+use crate::ports::jobs::JobPage;
+use crate::ports::jobs::JobQuery;
+use crate::ports::jobs::JobRecord;
+use crate::ports::jobs::JobStore;
+use crate::ports::jobs::Load;
+use crate::ports::jobs::NewJob;
+use crate::ports::jobs::NoRoom;
+use crate::ports::jobs::Nonce;
+use crate::ports::jobs::Occupancy;
+use crate::ports::jobs::Resolved;
+use crate::ports::jobs::Transition;
+use crate::ports::jobs::TransitionOutcome;
+use crate::ports::StoreError;
+use crate::support::estimate::{self, Recent};
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use std::time::Duration;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+pub struct PgJobStore {
+    pool: Pool,
+    lock_timeout_ms: i64,
+    event_lease_ms: i64,
+}
+
+impl PgJobStore {
+    /// `event_lease`: how long a fresh admission's own fast path owns its outbox event.
+    pub fn new(pool: Pool, lock_timeout: Duration, event_lease: Duration) -> Self {
+        Self {
+            pool,
+            lock_timeout_ms: millis(lock_timeout),
+            event_lease_ms: millis(event_lease),
+        }
+    }
+}
+
+/// Serializes the global capacity re-check of all admissions (held for one insert).
+fn global_capacity_lock() -> i64 {
+    advisory_lock_id("osurender:global-capacity")
+}
+
+/// The global counts (one row), then the client's and its network's (`$3`, NULL for a key's
+/// client) active jobs: each at most its cap of rows, by an index on the active jobs.
+const OCCUPANCY_SQL: &str = "\
+SELECT c.queued, c.rendering, c.anonymous_queued,
+       (SELECT count(*) FROM jobs
+         WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
+       (SELECT id FROM jobs
+         WHERE client_ip = $1 AND replay_sha256 = $2
+           AND status IN ('queued', 'downloading', 'rendering')
+         LIMIT 1),
+       (SELECT count(*) FROM jobs
+         WHERE client_network = $3 AND client_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering'))
+  FROM job_counts c";
+
+/// A sandbox client's occupancy: no global counts, and its sandbox jobs younger than `$3` ms
+/// (migrations/V10's index).
+const SANDBOX_OCCUPANCY_SQL: &str = "\
+SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
+       (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1], 0::bigint
+  FROM jobs
+ WHERE client_ip = $1 AND sandbox AND created_at > now() - $3 * interval '1 millisecond'";
+
+const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
+
+/// Completions of the last hour come from the partial index on real renders' `updated_at`
+/// (migrations/V11: sandbox jobs, stored completed, are not in it); the oldest active job of
+/// the client (`$1`) and of its network (`$3`) from the active jobs' indexes.
+const LOAD_SQL: &str = "\
+SELECT c.queued, c.rendering, c.anonymous_queued,
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE client_network = $3 AND client_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')),
+       r.completed, r.median
+  FROM job_counts c,
+       (SELECT count(*) AS completed,
+               percentile_cont(0.5) WITHIN GROUP
+                   (ORDER BY extract(epoch FROM updated_at - created_at)::float8) AS median
+          FROM jobs
+         WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'
+           AND NOT sandbox) r";
+
+const ADMIT_SQL: &str = "SELECT verdict, event_id, existing_job FROM admit_job($1::jsonb)";
+
+/// The job's event comes back with the verdict, for the fast path to publish.
+const RESOLVE_SQL: &str = "\
+SELECT v.verdict, (SELECT o.id FROM outbox_events o
+                    WHERE o.job_id = $1 AND o.event_type = 'render_job_created'
+                    ORDER BY o.id LIMIT 1)
+  FROM resolve_admission($1, $2, $3) AS v(verdict)";
+
+/// The API's view of a job. The queue position counts the queued jobs created before it (ties
+/// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed. A
+/// sandbox job comes with its age, which its shown state is derived from (`job_record`).
+const JOB_SELECT: &str = "\
+SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.config,
+       j.video_key, j.thumb_key,
+       CASE WHEN j.status = 'queued' THEN
+            (SELECT count(*) FROM jobs q
+              WHERE q.status = 'queued' AND (q.created_at, q.id) <= (j.created_at, j.id))
+       END,
+       -- estimate::WINDOW_SECS: the hour throughput is measured over.
+       CASE WHEN j.status = 'queued' THEN
+            (SELECT count(*) FROM jobs c
+              WHERE c.status = 'completed' AND c.updated_at > now() - interval '1 hour'
+                AND NOT c.sandbox)
+       END,
+       j.sandbox,
+       CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END
+  FROM jobs j";
+
+/// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
+/// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
+/// `jobs_by_client_status_age`, from the cursor's `(created_at, id)` on, one row more than the
+/// page (`JobPage::from_rows`). Each shape is its own statement, so no `$n IS NULL` branch
+/// keeps the planner from the index. Public so a test can `EXPLAIN` exactly it.
+pub struct PageStatement {
+    pub sql: String,
+    client: String,
+    status: Option<&'static str>,
+    after: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
+    rows: i64,
+}
+
+impl PageStatement {
+    pub fn new(client: &ClientKey, query: &JobQuery) -> Self {
+        let mut filter = String::from("j.client_ip = $1");
+        let mut next = 2;
+        if query.status.is_some() {
+            filter += " AND j.status = $2::text::job_status";
+            next = 3;
+        }
+        if query.after.is_some() {
+            filter += &format!(" AND (j.created_at, j.id) < (${next}, ${})", next + 1);
+            next += 2;
+        }
+        Self {
+            sql: format!(
+                "{JOB_SELECT} WHERE {filter} ORDER BY j.created_at DESC, j.id DESC LIMIT ${next}"
+            ),
+            client: client.as_str().to_owned(),
+            status: query.status.map(JobStatus::as_str),
+            after: query
+                .after
+                .map(|cursor| (cursor.created_at, cursor.id.as_uuid())),
+            rows: query.limit.saturating_add(1),
+        }
+    }
+
+    /// The parameters, in the order the statement numbers them.
+    pub fn params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&self.client, Type::TEXT)];
+        if let Some(status) = &self.status {
+            params.push((status, Type::TEXT));
+        }
+        if let Some((created_at, id)) = &self.after {
+            params.push((created_at, Type::TIMESTAMPTZ));
+            params.push((id, Type::UUID));
+        }
+        params.push((&self.rows, Type::INT8));
+        params
+    }
+}
+
+/// The nonce insert and the conditional update in one statement: the update runs only if the
+/// insert did (the nonce was fresh) and only from a legal predecessor, which Postgres re-checks
+/// against the newest row version if another transaction changed the job meanwhile. Progress is
+/// per state: a report that changes the state without a progress starts it at 0.
+const TRANSITION_SQL: &str = "\
+WITH fresh AS (
+    INSERT INTO webhook_nonces (nonce, expires_at) VALUES ($2, $3)
+    ON CONFLICT DO NOTHING
+    RETURNING nonce
+), moved AS (
+    UPDATE jobs
+       SET status = $4::text::job_status,
+           progress = coalesce($6, CASE WHEN status = $4::text::job_status
+                                        THEN progress ELSE 0 END),
+           video_key = coalesce($7, video_key),
+           thumb_key = coalesce($8, thumb_key),
+           error = coalesce($9, error),
+           deadline_at = now() + $10 * interval '1 millisecond',
+           updated_at = now()
+     WHERE id = $1
+       AND status = ANY ($5::text[]::job_status[])
+       AND EXISTS (SELECT FROM fresh)
+    RETURNING status::text, progress
+)
+SELECT EXISTS (SELECT FROM fresh),
+       (SELECT status FROM moved),
+       (SELECT progress FROM moved),
+       (SELECT status::text FROM jobs WHERE id = $1)";
+
+const EXPIRE_QUEUED_SQL: &str = "\
+UPDATE jobs
+   SET status = 'expired', error = 'no renderer took the job in time', updated_at = now()
+ WHERE status = 'queued' AND created_at < now() - $1 * interval '1 millisecond'";
+
+const FAIL_STALLED_SQL: &str = "\
+UPDATE jobs
+   SET status = 'failed', error = 'timed out', deadline_at = NULL, updated_at = now()
+ WHERE status IN ('downloading', 'rendering')
+   AND coalesce(deadline_at, updated_at + $1 * interval '1 millisecond') < now()";
+
+/// Up to `$2` jobs ended over `$1` ms ago, oldest first by `jobs_ended_by_update`, and their
+/// outbox events (deleted here rather than left to the cascade, to be counted). Rows another
+/// run holds are skipped, so two runs split the work; an active job is never selected.
+const DELETE_ENDED_SQL: &str = "\
+WITH doomed AS (
+    SELECT id FROM jobs
+     WHERE status IN ('completed', 'failed', 'expired')
+       AND updated_at < now() - $1 * interval '1 millisecond'
+     ORDER BY updated_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), events AS (
+    DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM doomed) RETURNING 1
+), gone AS (
+    DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM events)";
+
+/// Up to `$1` expired nonces, by the expiry index.
+const PRUNE_NONCES_SQL: &str = "\
+DELETE FROM webhook_nonces
+ WHERE nonce IN (SELECT nonce FROM webhook_nonces WHERE expires_at < now()
+                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
+
+/// A day, as the migration that made the fences says; up to `$1`, by the age index.
+const PRUNE_FENCES_SQL: &str = "\
+DELETE FROM admission_fences
+ WHERE job_id IN (SELECT job_id FROM admission_fences
+                   WHERE created_at < now() - interval '1 day'
+                   ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
+
+/// The first three columns of the occupancy, capacity and load reads.
+fn capacity_of(row: &Row) -> Capacity {
+    Capacity {
+        queued: row.get(0),
+        rendering: row.get(1),
+        anonymous_queued: row.get(2),
+    }
+}
+
+fn status_of(text: &str) -> Result<JobStatus, StoreError> {
+    text.parse().map_err(StoreError::unknown)
+}
+
+fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
+    let record = JobRecord {
+        id: JobId::from(row.get::<_, uuid::Uuid>(0)),
+        status: status_of(row.get(1))?,
+        progress: row.get(2),
+        created_at: row.get(3),
+        updated_at: row.get(4),
+        error: row.get(5),
+        config: row.get(6),
+        video_key: row.get(7),
+        thumb_key: row.get(8),
+        queue_position: row.get(9),
+        recent_completed: row.get(10),
+        sandbox: row.get(11),
+    };
+    Ok(match row.get::<_, Option<f64>>(12) {
+        Some(age_secs) if record.sandbox => {
+            record.as_sandbox_shows(Duration::try_from_secs_f64(age_secs).unwrap_or_default())
+        }
+        _ => record,
+    })
+}
+
+#[async_trait]
+impl JobStore for PgJobStore {
+    async fn occupancy(
+        &self,
+        caller: &Caller,
+        replay_sha256: &[u8; 32],
+        claim: Option<(&Claim, &[u8; 32])>,
+    ) -> Result<(Occupancy, Option<bool>), StoreError> {
+        let hash = replay_sha256.as_slice();
+        let active_ms = millis(sandbox::ACTIVE_FOR);
+        let client = caller.client.as_str();
+        let network = caller.network.as_ref().map(ClientKey::as_str);
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
+            vec![(&client, Type::TEXT), (&hash, Type::BYTEA)];
+        let sql = if caller.is_sandbox() {
+            params.push((&active_ms, Type::INT8));
+            SANDBOX_OCCUPANCY_SQL
+        } else {
+            params.push((&network, Type::TEXT));
+            OCCUPANCY_SQL
+        };
+        let conn = db::checkout(&self.pool).await?;
+        let read = conn.query_typed(sql, &params);
+        // Neither needs the other's answer: sent together, one round trip.
+        let (rows, claimed) = match claim {
+            Some((claim, request_hash)) => {
+                let (rows, claimed) =
+                    tokio::try_join!(read, idempotency::try_claim(&conn, claim, request_hash))?;
+                (rows, Some(claimed))
+            }
+            None => (read.await?, None),
+        };
+        let row = rows
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::new("occupancy returned no row"))?;
+        let occupancy = Occupancy {
+            capacity: capacity_of(&row),
+            active_for_client: row.get(3),
+            duplicate: row.get::<_, Option<uuid::Uuid>>(4).map(JobId::from),
+            active_for_network: row.get(5),
+        };
+        Ok((occupancy, claimed))
+    }
+
+    async fn capacity(&self) -> Result<Capacity, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(CAPACITY_SQL, &[])
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::new("job_counts has no row"))?;
+        Ok(capacity_of(&row))
+    }
+
+    async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
+        let window = estimate::WINDOW_SECS;
+        let network = caller.network.as_ref().map(ClientKey::as_str);
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&caller.client.as_str(), Type::TEXT),
+            (&window, Type::FLOAT8),
+            (&network, Type::TEXT),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(LOAD_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::new("load returned no row"))?;
+        Ok(Load {
+            capacity: capacity_of(&row),
+            oldest_active_age_secs: row.get(3),
+            oldest_network_active_age_secs: row.get(4),
+            recent: Recent {
+                completed: row.get(5),
+                median_turnaround_secs: row.get(6),
+            },
+        })
+    }
+
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError> {
+        let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
+        let args = serde_json::json!({
+            "id": job.id,
+            "client_ip": job.client.as_str(),
+            "client_addr": job.address.as_ref().map(ClientKey::as_str),
+            "client_network": job.network.as_ref().map(ClientKey::as_str),
+            "client_lock": job.client.lock_id(),
+            "global_lock": global_capacity_lock(),
+            "skin": job.options.skin.as_str(),
+            "config": job.options,
+            "replay_key": job.replay_key,
+            "replay_sha256": hex::encode(job.replay_sha256),
+            "max_queued": limits.max_queued,
+            "max_anonymous_queued": limits.max_anonymous_queued,
+            "max_rendering": limits.max_rendering,
+            "max_active_per_client": limits.max_active_per_client,
+            "max_active_per_network": limits.max_active_per_network,
+            "lock_timeout_ms": self.lock_timeout_ms,
+            "event_payload": job.event_payload(),
+            "event_lease_ms": self.event_lease_ms,
+            "idem_endpoint": claim.map(|c| c.endpoint),
+            "idem_key": claim.map(|c| c.key.as_str()),
+            "idem_token": claim.map(|c| c.token),
+            "idem_response": response,
+            "sandbox": job.sandbox,
+            "sandbox_active_ms": millis(sandbox::ACTIVE_FOR),
+            "sandbox_video_key": job.sandbox.then_some(sandbox::SAMPLE_VIDEO_KEY),
+            "sandbox_thumb_key": job.sandbox.then_some(sandbox::SAMPLE_THUMB_KEY),
+            "callback_url": job.callback.as_ref().map(|url| url.as_str()),
+            "callbacks": job.first_callbacks().into_iter().map(|(delay, status, progress)| {
+                serde_json::json!({
+                    "delay_ms": millis(delay),
+                    "status": status,
+                    "progress": progress,
+                })
+            }).collect::<Vec<_>>(),
+        });
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(ADMIT_SQL, &[(&args, Type::JSONB)])
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::unknown("admit_job returned no row"))?;
+        let verdict: &str = row.get(0);
+        Ok(match verdict {
+            "admitted" => Admission::Admitted(job.event(row.get(1))?),
+            "duplicate" => {
+                let existing: uuid::Uuid = row.get(2);
+                Admission::NoRoom(NoRoom::Duplicate(existing.into()))
+            }
+            "queue_full" => Admission::NoRoom(NoRoom::QueueFull),
+            "anonymous_queue_full" => Admission::NoRoom(NoRoom::AnonymousQueueFull),
+            "render_capacity" => Admission::NoRoom(NoRoom::RenderCapacity),
+            "too_many_active_jobs" => Admission::NoRoom(NoRoom::TooManyActiveJobs),
+            "too_many_network_jobs" => Admission::NoRoom(NoRoom::TooManyNetworkJobs),
+            "claim_lost" => Admission::ClaimLost,
+            "abandoned" => Admission::Abandoned,
+            other => return Err(StoreError::unknown(format!("admit_job answered `{other}`"))),
+        })
+    }
+
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError> {
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&job.id.as_uuid(), Type::UUID),
+            (&job.client.lock_id(), Type::INT8),
+            (&self.lock_timeout_ms, Type::INT8),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(RESOLVE_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::unknown("resolve_admission returned no row"))?;
+        let verdict: &str = row.get(0);
+        match verdict {
+            "admitted" => Ok(Resolved::Admitted(job.event(row.get(1))?)),
+            "abandoned" => Ok(Resolved::Abandoned),
+            other => Err(StoreError::unknown(format!(
+                "resolve_admission answered `{other}`"
+            ))),
+        }
+    }
+
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        let sql = format!("{JOB_SELECT} WHERE j.id = $1");
+        conn.query_typed(&sql, &[(&id.as_uuid(), Type::UUID)])
+            .await?
+            .first()
+            .map(job_record)
+            .transpose()
+    }
+
+    async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
+        let statement = PageStatement::new(client, query);
+        let conn = db::checkout(&self.pool).await?;
+        let rows = conn
+            .query_typed(&statement.sql, &statement.params())
+            .await?
+            .iter()
+            .map(job_record)
+            .collect::<Result<_, _>>()?;
+        Ok(JobPage::from_rows(rows, query.limit))
+    }
+
+    async fn transition(
+        &self,
+        id: JobId,
+        transition: &Transition,
+        nonce: &Nonce,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let predecessors: Vec<&str> = transition
+            .to
+            .predecessors()
+            .iter()
+            .map(|status| status.as_str())
+            .collect();
+        let deadline_ms = transition.deadline_in.map(millis);
+        let params: [(&(dyn ToSql + Sync), Type); 10] = [
+            (&id.as_uuid(), Type::UUID),
+            (&nonce.value, Type::TEXT),
+            (&nonce.expires_at, Type::TIMESTAMPTZ),
+            (&transition.to.as_str(), Type::TEXT),
+            (&predecessors, Type::TEXT_ARRAY),
+            (&transition.progress, Type::FLOAT4),
+            (&transition.video_key, Type::TEXT),
+            (&transition.thumb_key, Type::TEXT),
+            (&transition.error, Type::TEXT),
+            (&deadline_ms, Type::INT8),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(TRANSITION_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::unknown("transition returned no row"))?;
+        let fresh: bool = row.get(0);
+        let moved: Option<&str> = row.get(1);
+        let current: Option<&str> = row.get(3);
+        Ok(match (fresh, moved, current) {
+            (false, _, _) => TransitionOutcome::NonceReused,
+            (true, Some(status), _) => TransitionOutcome::Applied {
+                status: status_of(status)?,
+                progress: row.get(2),
+            },
+            (true, None, None) => TransitionOutcome::UnknownJob,
+            (true, None, Some(current)) => TransitionOutcome::Illegal {
+                current: status_of(current)?,
+            },
+        })
+    }
+
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(EXPIRE_QUEUED_SQL, &[(&millis(ttl), Type::INT8)])
+            .await?)
+    }
+
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(FAIL_STALLED_SQL, &[(&millis(stall_timeout), Type::INT8)])
+            .await?)
+    }
+
+    async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
+        let params: [(&(dyn ToSql + Sync), Type); 2] =
+            [(&millis(retention), Type::INT8), (&batch, Type::INT8)];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_typed(DELETE_ENDED_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::new("delete_ended returned no row"))?;
+        let count = |n: i64| u64::try_from(n).unwrap_or_default();
+        Ok(Deleted {
+            jobs: count(row.get(0)),
+            outbox_events: count(row.get(1)),
+        })
+    }
+
+    async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(PRUNE_NONCES_SQL, &[(&batch, Type::INT8)])
+            .await?)
+    }
+
+    async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(PRUNE_FENCES_SQL, &[(&batch, Type::INT8)])
+            .await?)
+    }
+}

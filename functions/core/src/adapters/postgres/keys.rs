@@ -1,0 +1,178 @@
+//! The `api_keys` table (migrations/V8): API keys by the SHA-256 of the key.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use crate::adapters::postgres::{self as db};
+use crate::domain::key::{KeyHash, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
+use crate::domain::RateLimit;
+use crate::ports::keys::{
+    KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
+};
+use crate::ports::StoreError;
+
+pub struct PgKeyStore {
+    pool: Pool,
+}
+
+impl PgKeyStore {
+    pub fn new(pool: Pool) -> Self {
+        Self { pool }
+    }
+
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        conn.query_typed(sql, params).await.map_err(schema_missing)
+    }
+}
+
+/// SQLSTATE 42P01, undefined_table (`StoreError` from a server error starts with its code):
+/// a database the migrations have not reached V8 yet. Said plainly, with what to do.
+fn schema_missing(error: StoreError) -> StoreError {
+    if error.message().starts_with("42P01:") {
+        StoreError::new(
+            "the database has no `api_keys` table: apply the migrations first \
+             (`migrate`; docs/DEPLOY.md, \"Migrations on deploy\")",
+        )
+    } else {
+        error
+    }
+}
+
+const CREATE_SQL: &str = "\
+INSERT INTO api_keys (id, name, key_hash, kind, render_limit_requests, render_limit_period_secs,
+                      max_active, signing_secret)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING created_at";
+
+const SUMMARY_COLUMNS: &str = "id, name, kind, render_limit_requests, render_limit_period_secs, \
+                               max_active, created_at, revoked_at";
+
+/// Whether this statement revoked the key, and the key's row as it was before it (the outer
+/// query's snapshot is the statement's), which tells an earlier revocation from no key.
+const REVOKE_SQL: &str = "\
+WITH revoked AS (
+    UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
+    RETURNING revoked_at
+)
+SELECT (SELECT revoked_at FROM revoked),
+       EXISTS (SELECT FROM api_keys WHERE id = $1),
+       (SELECT revoked_at FROM api_keys WHERE id = $1)";
+
+#[async_trait]
+impl KeyStore for PgKeyStore {
+    async fn create(&self, key: &NewKey) -> Result<DateTime<Utc>, StoreError> {
+        let requests = i32::try_from(key.limits.render.requests)
+            .map_err(|_| StoreError::new("render limit out of range"))?;
+        let period = i64::try_from(key.limits.render.period_secs)
+            .map_err(|_| StoreError::new("render period out of range"))?;
+        let max_active = i32::try_from(key.limits.max_active)
+            .map_err(|_| StoreError::new("max_active out of range"))?;
+        let hash = &key.hash.as_bytes()[..];
+        let params: [(&(dyn ToSql + Sync), Type); 8] = [
+            (&key.id.0, Type::UUID),
+            (&key.name.as_str(), Type::TEXT),
+            (&hash, Type::BYTEA),
+            (&key.kind.as_str(), Type::TEXT),
+            (&requests, Type::INT4),
+            (&period, Type::INT8),
+            (&max_active, Type::INT4),
+            (&key.signing_secret.expose(), Type::TEXT),
+        ];
+        let row = self
+            .query(CREATE_SQL, &params)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::unknown("the insert returned no row"))?;
+        Ok(row.get(0))
+    }
+
+    async fn list(&self, limit: usize) -> Result<Vec<KeySummary>, StoreError> {
+        let limit = i64::try_from(limit.min(MAX_LIST)).unwrap_or(0);
+        let sql =
+            format!("SELECT {SUMMARY_COLUMNS} FROM api_keys ORDER BY created_at DESC, id LIMIT $1");
+        self.query(&sql, &[(&limit, Type::INT8)])
+            .await?
+            .iter()
+            .map(summary)
+            .collect()
+    }
+
+    async fn revoke(&self, id: KeyId) -> Result<Revocation, StoreError> {
+        let row = self
+            .query(REVOKE_SQL, &[(&id.0, Type::UUID)])
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::unknown("the revocation returned no row"))?;
+        let now: Option<DateTime<Utc>> = row.get(0);
+        let exists: bool = row.get(1);
+        let before: Option<DateTime<Utc>> = row.get(2);
+        Ok(match (now, exists, before) {
+            (Some(at), _, _) => Revocation::Revoked(at),
+            (None, true, Some(at)) => Revocation::AlreadyRevoked(at),
+            // Revoked by a concurrent statement after this one's snapshot: revoked all the same.
+            (None, true, None) => Revocation::AlreadyRevoked(Utc::now()),
+            (None, false, _) => Revocation::NoSuchKey,
+        })
+    }
+
+    async fn find_by_hash(&self, hash: &KeyHash) -> Result<Option<KeyRecord>, StoreError> {
+        let sql =
+            format!("SELECT {SUMMARY_COLUMNS}, signing_secret FROM api_keys WHERE key_hash = $1");
+        let hash = &hash.as_bytes()[..];
+        let Some(row) = self.query(&sql, &[(&hash, Type::BYTEA)]).await?.pop() else {
+            return Ok(None);
+        };
+        let secret: String = row.get(8);
+        Ok(Some(KeyRecord {
+            summary: summary(&row)?,
+            signing_secret: SigningSecret::parse(&secret)
+                .ok_or_else(|| corrupt("signing_secret"))?,
+        }))
+    }
+
+    async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
+        let limit = i64::try_from(limit.min(MAX_LIVE_HASHES)).unwrap_or(0);
+        // An index-only scan of `api_keys_live` (V12), not a scan of every key ever issued.
+        let sql = "SELECT key_hash FROM api_keys WHERE revoked_at IS NULL LIMIT $1";
+        self.query(sql, &[(&limit, Type::INT8)])
+            .await?
+            .iter()
+            .map(|row| KeyHash::from_bytes(row.get(0)).ok_or_else(|| corrupt("key_hash")))
+            .collect()
+    }
+}
+
+/// A row of `SUMMARY_COLUMNS`. The table's checks keep every value valid; one that is not
+/// anyway (a hand edit) is an error, never a panic.
+fn summary(row: &Row) -> Result<KeySummary, StoreError> {
+    let name: String = row.get(1);
+    let kind: String = row.get(2);
+    let requests: i32 = row.get(3);
+    let period: i64 = row.get(4);
+    let max_active: i32 = row.get(5);
+    let render = RateLimit {
+        requests: u32::try_from(requests).map_err(|_| corrupt("render_limit_requests"))?,
+        period_secs: u64::try_from(period).map_err(|_| corrupt("render_limit_period_secs"))?,
+    };
+    let max_active = u32::try_from(max_active).map_err(|_| corrupt("max_active"))?;
+    Ok(KeySummary {
+        id: KeyId(row.get(0)),
+        name: KeyName::parse(&name).map_err(|_| corrupt("name"))?,
+        kind: KeyKind::parse(&kind).ok_or_else(|| corrupt("kind"))?,
+        limits: KeyLimits { render, max_active },
+        created_at: row.get(6),
+        revoked_at: row.get(7),
+    })
+}
+
+fn corrupt(column: &str) -> StoreError {
+    StoreError::new(format!("api_keys: an invalid `{column}`"))
+}

@@ -1,0 +1,308 @@
+//! The schema migrations (`migrations/`, embedded at build time) and how they are applied so
+//! that a deploy, a rollback and two runners at once are all safe:
+//!
+//! - one runner at a time: a session advisory lock, waited for at most a bounded time;
+//! - refinery's history table is read and checked here first, because refinery itself panics on
+//!   a row it cannot read (a NULL, an `applied_on` that is not RFC 3339, a checksum that is not
+//!   a number) — and a panic in the `migrate` function would leave CloudFormation unanswered;
+//! - a schema that has migrations this code does not know (a rollback, or an older release
+//!   deployed again) is left as it is: the migrations are forward-only and expand-first, so the
+//!   older code runs on the newer schema;
+//! - the pending migrations run in one transaction (refinery's grouped mode): a failure leaves
+//!   the schema as it was, and the next run retries them all;
+//! - every statement of a run waits for a table's lock at most `lock_timeout`: behind a long
+//!   transaction, a migration fails (and is retried by the next run) rather than waiting
+//!   forever while the requests queued behind its own lock wait with it.
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+use crate::adapters::postgres::{self as db};
+use crate::domain::client::advisory_lock_id;
+use crate::ports::StoreError;
+
+mod embedded {
+    refinery::embed_migrations!("../../migrations");
+}
+
+/// refinery's history table (its default name).
+const HISTORY_TABLE: &str = "refinery_schema_history";
+/// How long a runner waits for another's lock: far beyond a run of these migrations (well
+/// under a second), and short enough for `migrate` to answer CloudFormation within a minute.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// How often a runner that waits for the lock asks again.
+const LOCK_POLL: Duration = Duration::from_millis(250);
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// These migrations (`V3__skins`), oldest first; none when the schema was up to date.
+    Applied(Vec<String>),
+    /// The database did not exist: it was created, and these migrations applied.
+    CreatedAndApplied(Vec<String>),
+    /// The schema has migrations this code does not know (named here): nothing was changed.
+    SchemaNewer(Vec<String>),
+}
+
+impl Outcome {
+    /// The migrations this run applied.
+    pub fn applied(&self) -> &[String] {
+        match self {
+            Self::Applied(applied) | Self::CreatedAndApplied(applied) => applied,
+            Self::SchemaNewer(_) => &[],
+        }
+    }
+
+    /// One line for logs and CloudFormation's `Reason`.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Applied(applied) if applied.is_empty() => "the schema is up to date".into(),
+            Self::Applied(applied) => format!(
+                "{} migration(s) applied: {}",
+                applied.len(),
+                applied.join(", ")
+            ),
+            Self::CreatedAndApplied(applied) => format!(
+                "database created; {}",
+                Self::Applied(applied.clone()).summary()
+            ),
+            Self::SchemaNewer(unknown) => format!(
+                "the schema is newer than this code (it has {}): nothing applied",
+                unknown.join(", ")
+            ),
+        }
+    }
+}
+
+/// Applies the pending migrations on a connection of `pool` (the dev server's start).
+pub async fn migrate(pool: &Pool, lock_timeout: Duration) -> Result<Outcome, StoreError> {
+    let mut conn = pool.get().await?;
+    apply(&mut conn, lock_timeout).await
+}
+
+/// Connects with `pg` and applies the pending migrations; when the database does not exist,
+/// creates it first (connected to the `postgres` database with the same credentials) or says
+/// exactly what to run.
+pub async fn connect_and_apply(
+    pg: tokio_postgres::Config,
+    tls: &db::Tls,
+    timeout: Duration,
+    lock_timeout: Duration,
+) -> Result<Outcome, StoreError> {
+    let pool = db::pool(pg.clone(), tls, 1, timeout)?;
+    let (mut conn, created) = match pool.get().await {
+        Ok(conn) => (conn, false),
+        Err(error) if names_missing_database(&error) => {
+            create_database(&pg, tls, timeout).await?;
+            (pool.get().await.map_err(connecting)?, true)
+        }
+        Err(error) => return Err(connecting(error)),
+    };
+    match apply(&mut conn, lock_timeout).await? {
+        Outcome::Applied(applied) if created => Ok(Outcome::CreatedAndApplied(applied)),
+        outcome => Ok(outcome),
+    }
+}
+
+fn connecting(error: deadpool_postgres::PoolError) -> StoreError {
+    StoreError::new(format!("connecting: {}", db::chain(&error)))
+}
+
+fn names_missing_database(error: &deadpool_postgres::PoolError) -> bool {
+    matches!(error, deadpool_postgres::PoolError::Backend(e)
+        if e.code() == Some(&SqlState::INVALID_CATALOG_NAME))
+}
+
+async fn create_database(
+    pg: &tokio_postgres::Config,
+    tls: &db::Tls,
+    timeout: Duration,
+) -> Result<(), StoreError> {
+    let name = pg.get_dbname().unwrap_or_default().to_owned();
+    let quoted = |identifier: &str| format!("\"{}\"", identifier.replace('"', "\"\""));
+    // Created by this user it is theirs; created by someone else for them, it must be made
+    // theirs, since from PostgreSQL 15 only a database's owner may create in its `public`.
+    let statement = format!("CREATE DATABASE {}", quoted(&name));
+    let for_user = match pg.get_user() {
+        Some(user) => format!("{statement} OWNER {}", quoted(user)),
+        None => statement.clone(),
+    };
+    let cannot = |error: StoreError| {
+        StoreError::new(format!(
+            "database `{name}` does not exist and could not be created ({}); \
+             run `{for_user}` as a user with CREATEDB",
+            error.message()
+        ))
+    };
+    let mut maintenance = pg.clone();
+    maintenance.dbname("postgres");
+    let pool = db::pool(maintenance, tls, 1, timeout).map_err(cannot)?;
+    let conn = pool.get().await.map_err(|e| cannot(e.into()))?;
+    match conn.batch_execute(&statement).await {
+        Ok(()) => {
+            tracing::info!(database = name, "database created");
+            Ok(())
+        }
+        // Another runner created it meanwhile.
+        Err(error) if error.code() == Some(&SqlState::DUPLICATE_DATABASE) => Ok(()),
+        Err(error) => Err(cannot(error.into())),
+    }
+}
+
+/// Applies the pending migrations under the migration lock, after checking the history table;
+/// each statement waits for a lock at most `lock_timeout`.
+pub async fn apply(client: &mut Client, lock_timeout: Duration) -> Result<Outcome, StoreError> {
+    let lock = advisory_lock_id("osurender:migrations");
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let row = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&lock])
+            .await?;
+        if row.try_get::<_, bool>(0)? {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(StoreError::new(format!(
+                "another run has held the migration lock for over {} s; try again when it is done",
+                LOCK_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(LOCK_POLL).await;
+    }
+    // A session setting (refinery opens the transaction), reset below: the dev server's
+    // connection goes back to its pool.
+    let outcome = match client
+        .batch_execute(&format!("SET lock_timeout = {}", lock_timeout.as_millis()))
+        .await
+    {
+        Ok(()) => apply_locked(client, lock_timeout).await,
+        Err(error) => Err(error.into()),
+    };
+    // Also on failure; a connection that is gone has released the lock with its session.
+    if let Err(error) = client
+        .batch_execute(&format!(
+            "RESET lock_timeout; SELECT pg_advisory_unlock({lock})"
+        ))
+        .await
+    {
+        tracing::warn!(%error, "releasing the migration lock failed");
+    }
+    outcome
+}
+
+async fn apply_locked(client: &mut Client, lock_timeout: Duration) -> Result<Outcome, StoreError> {
+    let runner = embedded::migrations::runner();
+    let known = runner.get_migrations();
+    let mut unknown = Vec::new();
+    for row in read_history(client).await? {
+        match known.iter().find(|m| i64::from(m.version()) == row.version) {
+            None => unknown.push(format!("V{}__{}", row.version, row.name)),
+            Some(m) if m.name() != row.name || m.checksum() != row.checksum => {
+                return Err(StoreError::new(format!(
+                    "migration V{} was applied as `{}` (checksum {}), but this code's is `{}` \
+                     (checksum {}): an applied migration was edited",
+                    row.version,
+                    row.name,
+                    row.checksum,
+                    m.name(),
+                    m.checksum()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    if !unknown.is_empty() {
+        return Ok(Outcome::SchemaNewer(unknown));
+    }
+    let report = runner
+        .set_grouped(true)
+        .run_async(client)
+        .await
+        .map_err(|e| {
+            let why = db::chain(&e);
+            let hint = if why.contains(SqlState::LOCK_NOT_AVAILABLE.code()) {
+                format!(
+                    " (a lock stayed held by another transaction for over {} ms, \
+                     MIGRATE_LOCK_TIMEOUT; run again once it has ended)",
+                    lock_timeout.as_millis()
+                )
+            } else {
+                String::new()
+            };
+            StoreError::new(format!("migration failed, nothing applied: {why}{hint}"))
+        })?;
+    Ok(Outcome::Applied(
+        report
+            .applied_migrations()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    ))
+}
+
+/// One row of refinery's history, as refinery will read it.
+#[derive(Debug)]
+struct HistoryRow {
+    version: i64,
+    name: String,
+    checksum: u64,
+}
+
+/// The history rows, each checked to be readable by refinery without a panic: version an
+/// `integer`, the other columns text, not NULL, `applied_on` RFC 3339, `checksum` a u64.
+/// No table yet: no rows.
+async fn read_history(client: &Client) -> Result<Vec<HistoryRow>, StoreError> {
+    let exists = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&HISTORY_TABLE])
+        .await?;
+    if !exists.try_get::<_, bool>(0)? {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            &format!(
+                "SELECT version::text, name::text, applied_on::text, checksum::text, \
+                        concat_ws(',', pg_typeof(version), pg_typeof(name), \
+                                  pg_typeof(applied_on), pg_typeof(checksum)) \
+                 FROM {HISTORY_TABLE} ORDER BY version"
+            ),
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let text = |i: usize| row.try_get::<_, Option<String>>(i).ok().flatten();
+            let version = text(0).unwrap_or_default();
+            let malformed = |what: &str| {
+                StoreError::new(format!(
+                    "{HISTORY_TABLE} row with version `{version}` is malformed ({what}); \
+                     refinery cannot read it: repair or delete the row"
+                ))
+            };
+            let types = text(4).unwrap_or_default();
+            let text_type = |t: &str| t == "character varying" || t == "text";
+            match types.split(',').collect::<Vec<_>>().as_slice() {
+                ["integer", name, applied_on, checksum]
+                    if text_type(name) && text_type(applied_on) && text_type(checksum) => {}
+                _ => return Err(malformed(&format!("column types {types}"))),
+            }
+            let name = text(1).ok_or_else(|| malformed("name is NULL"))?;
+            let applied_on = text(2).ok_or_else(|| malformed("applied_on is NULL"))?;
+            OffsetDateTime::parse(&applied_on, &Rfc3339)
+                .map_err(|_| malformed(&format!("applied_on `{applied_on}` is not RFC 3339")))?;
+            let checksum = text(3)
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| malformed("checksum is not an unsigned 64-bit number"))?;
+            Ok(HistoryRow {
+                version: version.parse().map_err(|_| malformed("version"))?,
+                name,
+                checksum,
+            })
+        })
+        .collect()
+}

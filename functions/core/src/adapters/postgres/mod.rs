@@ -1,0 +1,213 @@
+//! The Postgres pool, built the RDS-Proxy-safe way (the migrations are in `migrations.rs`).
+
+pub mod callbacks;
+pub mod idempotency;
+pub mod jobs;
+pub mod keys;
+pub mod migrations;
+pub mod outbox;
+pub mod skins;
+pub mod tls;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{NoTls, Row};
+
+use crate::domain::deadline;
+use crate::ports::health::Dependency;
+use crate::ports::StoreError;
+use crate::support::config;
+pub use tls::Tls;
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        // The server's message ("canceling statement due to lock timeout", …) is in the source.
+        match error.as_db_error() {
+            Some(db) => Self::new(format!("{}: {}", db.code().code(), db.message())),
+            // Closed, I/O, or an answer that could not be read: the statement may have run.
+            None => Self::unknown(error.to_string()),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    /// Checking a connection out sends no statement. Why a connection failed is in the
+    /// sources ("error performing TLS handshake": "invalid peer certificate: UnknownIssuer").
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        Self::new(chain(&error))
+    }
+}
+
+/// An error and its sources, `: `-separated (pool and refinery errors keep the cause there).
+pub(super) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // The server's own words ("relation \"jobs\" already exists"), with their SQLSTATE.
+        let server = cause
+            .downcast_ref::<tokio_postgres::Error>()
+            .and_then(tokio_postgres::Error::as_db_error);
+        if let Some(db) = server {
+            // The last word: what lies below repeats it.
+            return format!("{text}: {}: {}", db.code().code(), db.message());
+        }
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `DATABASE_URL`'s connection settings but its `sslmode`, which `Config::db_sslmode` has
+/// already read (and which tokio-postgres could not: it knows no `verify-full`).
+pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let (settings, _) = config::split_sslmode(database_url);
+    tokio_postgres::Config::from_str(&settings)
+        .map_err(|e| StoreError::new(format!("DATABASE_URL: {e}")))
+}
+
+/// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
+/// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
+/// Its connections are made as `tls` says (`Config::db_sslmode`), whatever `pg`'s `sslmode` was.
+pub fn pool(
+    mut pg: tokio_postgres::Config,
+    tls: &Tls,
+    size: usize,
+    timeout: Duration,
+) -> Result<Pool, StoreError> {
+    pg.connect_timeout(timeout);
+    pg.ssl_mode(tls.ssl_mode());
+    let recycling = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls.connector() {
+        Some(connector) => Manager::from_config(pg, connector.clone(), recycling),
+        None => Manager::from_config(pg, NoTls, recycling),
+    };
+    Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .recycle_timeout(Some(timeout))
+        .build()
+        .map_err(|e| StoreError::new(e.to_string()))
+}
+
+/// A pooled connection whose every statement is answered within the pool's timeout
+/// (`DB_TIMEOUT_MS`, less if the request's deadline comes sooner) or abandoned. Postgres' own
+/// `statement_timeout` would need a startup option or a session `SET`, which RDS Proxy pins;
+/// so the bound is kept here, client side. A connection that missed it is in an unknown state
+/// (the link may be dead, or the statement still running), so it is closed rather than
+/// returned to the pool. Closing does not undo the statement: one the server has received may
+/// still commit (Postgres notices a vanished client only when it next writes to it), so a
+/// missed answer is an unknown outcome (`Outcome::Unknown`), never a refusal.
+pub struct Conn {
+    object: Option<Object>,
+    limit: Duration,
+    timed_out: AtomicBool,
+}
+
+/// Checks a connection out of `pool` (within its wait and create timeouts).
+pub async fn checkout(pool: &Pool) -> Result<Conn, StoreError> {
+    let object = deadline::within(pool.get())
+        .await
+        .map_err(|expired| StoreError::new(expired.to_string()))??;
+    let limit = pool.timeouts().wait.unwrap_or(DEFAULT_STATEMENT_LIMIT);
+    Ok(Conn {
+        object: Some(object),
+        limit,
+        timed_out: AtomicBool::new(false),
+    })
+}
+
+/// Only for a pool built without a wait timeout, which `pool` never does.
+const DEFAULT_STATEMENT_LIMIT: Duration = Duration::from_secs(5);
+
+impl Conn {
+    fn client(&self) -> &Object {
+        self.object.as_ref().expect("present until dropped")
+    }
+
+    async fn bounded<T>(
+        &self,
+        statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        let limit = deadline::limit(self.limit);
+        match tokio::time::timeout(limit, statement).await {
+            Ok(result) => result.map_err(StoreError::from),
+            Err(_) => {
+                self.timed_out.store(true, Ordering::Relaxed);
+                Err(StoreError::unknown(format!(
+                    "no answer within {} ms",
+                    limit.as_millis()
+                )))
+            }
+        }
+    }
+
+    pub async fn query_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.bounded(self.client().query_typed(sql, params)).await
+    }
+
+    pub async fn execute_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<u64, StoreError> {
+        self.bounded(self.client().execute_typed(sql, params)).await
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if self.timed_out.load(Ordering::Relaxed) {
+            if let Some(object) = self.object.take() {
+                // Detached from the pool and dropped: the connection closes.
+                drop(Object::take(object));
+            }
+        }
+    }
+}
+
+/// `/health`: a connection from the pool answers `SELECT 1`.
+pub struct PostgresCheck {
+    pool: Pool,
+}
+
+impl PostgresCheck {
+    pub fn new(pool: Pool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait::async_trait]
+impl Dependency for PostgresCheck {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let conn = checkout(&self.pool).await.map_err(|e| e.to_string())?;
+        conn.query_typed("SELECT 1", &[])
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A duration as the whole milliseconds the statements take (saturating).
+fn millis(duration: std::time::Duration) -> i64 {
+    duration.as_millis().try_into().unwrap_or(i64::MAX)
+}

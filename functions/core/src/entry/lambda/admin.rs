@@ -1,0 +1,92 @@
+//! `osurender-admin`: the key commands (keys/admin.rs) against the database the functions use
+//! (`DATABASE_URL`, or the secret and `DB_*` variables). On a shell it reads its arguments and
+//! answers on stdout; on Lambda (`AWS_LAMBDA_RUNTIME_API` set, docs/DEPLOY.md "API keys") each
+//! event `{"command": ["keys", "list"]}` is one command, answered with the same JSON.
+//!
+//! The answer of `keys create` holds the key: it is printed (or returned) and never logged.
+
+use std::process::ExitCode;
+
+use lambda_http::{service_fn, LambdaEvent};
+use serde::Deserialize;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::database::own_connection;
+use super::Error;
+use crate::adapters::postgres::keys::PgKeyStore;
+use crate::adapters::postgres::{self as db};
+use crate::support::config::Config;
+use crate::support::telemetry;
+use crate::usecases::keys::admin::{self, AdminError, Command, USAGE};
+
+/// The binary's whole `main`: a Lambda function where the runtime API is, else one command
+/// from the arguments.
+pub async fn admin_main() -> ExitCode {
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+        return match serve_admin().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("osurender-admin: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run_command(&args).await {
+        Ok(answer) => {
+            println!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("osurender-admin: {error}");
+            if matches!(error, AdminError::Usage(_)) {
+                eprintln!("{USAGE}");
+            }
+            ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+async fn serve_admin() -> Result<(), Error> {
+    telemetry::init();
+    lambda_http::lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
+        let span = tracing::info_span!("event", request_id = %event.context.request_id);
+        admin_event(event.payload).instrument(span)
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct AdminEvent {
+    command: Vec<String>,
+}
+
+/// One Lambda event: `{"command": [...]}`; a failure is the invocation's error, with the
+/// message the command line would print.
+pub async fn admin_event(event: Value) -> Result<Value, Error> {
+    let event: AdminEvent = serde_json::from_value(event).map_err(|_| {
+        AdminError::Usage(r#"the event must be {"command": ["keys", ...]}"#.to_owned())
+    })?;
+    Ok(run_command(&event.command).await?)
+}
+
+/// Parses `args`, connects (only for a command that needs the database) and runs it.
+pub async fn run_command(args: &[String]) -> Result<Value, AdminError> {
+    let command = admin::parse(args)?;
+    if command == Command::Help {
+        return Ok(admin::help());
+    }
+    let store = connect().await.map_err(AdminError::Failed)?;
+    admin::run(&store, &command).await
+}
+
+/// A pool of one connection to the functions' database.
+async fn connect() -> Result<PgKeyStore, String> {
+    // Boxed: inlined, this future nests too deep for the compiler's layout of `main`.
+    let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
+    let own = Box::pin(own_connection(&config)).await?;
+    let pool =
+        db::pool(own.postgres, &own.tls, 1, own.timeout).map_err(|e| e.message().to_owned())?;
+    Ok(PgKeyStore::new(pool))
+}

@@ -1,0 +1,127 @@
+//! The wiring: the SDK clients and the Postgres pool, and the adapters (adapters/) built on them
+//! behind the App's ports. Only the entry points (the dev server, the Lambda functions) use it.
+
+use std::sync::Arc;
+
+use crate::adapters::callback_sender::{CheckedAddresses, HttpCallbacks};
+use crate::adapters::dynamo::DynamoRateLimiter;
+use crate::adapters::postgres::callbacks::PgCallbackStore;
+use crate::adapters::postgres::idempotency::PgIdempotencyStore;
+use crate::adapters::postgres::jobs::PgJobStore;
+use crate::adapters::postgres::keys::PgKeyStore;
+use crate::adapters::postgres::outbox::PgOutboxStore;
+use crate::adapters::postgres::skins::PgSkinRegistry;
+use crate::adapters::postgres::{self as db, PostgresCheck};
+use crate::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
+use crate::adapters::secrets::SecretsManagerStore;
+use crate::adapters::sqs::SqsRenderQueue;
+use crate::ports::callbacks::CallbackSender;
+use crate::ports::skins::CLAIM_STALE_AFTER;
+use crate::ports::{Ports, StoreError};
+use crate::support::aws;
+use crate::support::config::Config;
+use crate::usecases::app::App;
+
+/// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
+/// callers that provision or inspect resources.
+#[derive(Clone)]
+pub struct Clients {
+    pub pool: deadpool_postgres::Pool,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub secretsmanager: aws_sdk_secretsmanager::Client,
+    /// The shared AWS configuration: what presigning needs (credentials, region, endpoint).
+    pub sdk: aws_config::SdkConfig,
+}
+
+impl Clients {
+    /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
+    pub async fn new(config: &Config) -> Result<Self, StoreError> {
+        let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+        Self::from_parts(config, sdk, db::parse_url(&config.database_url)?)
+    }
+
+    /// Builds the clients on a loaded SDK configuration and Postgres settings from elsewhere
+    /// (on Lambda: the database secret).
+    pub fn from_parts(
+        config: &Config,
+        sdk: aws_config::SdkConfig,
+        postgres: tokio_postgres::Config,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            pool: db::pool(
+                postgres,
+                &db::Tls::from_config(config)?,
+                config.db_pool_size,
+                config.db_timeout,
+            )?,
+            dynamodb: aws::dynamodb(&sdk),
+            s3: aws::s3(&sdk),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            secretsmanager: aws_sdk_secretsmanager::Client::new(&sdk),
+            sdk,
+        })
+    }
+}
+
+impl Clients {
+    /// The App of a process: the adapters on these clients behind its ports.
+    pub fn app(&self, config: Config) -> App {
+        let ports = self.ports(&config);
+        App::from_ports(config, ports)
+    }
+
+    fn ports(&self, config: &Config) -> Ports {
+        let limiter = Arc::new(DynamoRateLimiter::new(
+            self.dynamodb.clone(),
+            &config.rate_limit_table,
+        ));
+        let replays = Arc::new(S3ReplayStore::new(self.s3.clone(), &config.replay_bucket));
+        let queue = Arc::new(SqsRenderQueue::new(
+            self.sqs.clone(),
+            config.render_queue_url.clone(),
+            &config.render_queue_name,
+        ));
+        let postgres = Arc::new(PostgresCheck::new(self.pool.clone()));
+        let database = Arc::new(PgJobStore::new(
+            self.pool.clone(),
+            config.db_timeout,
+            config.event_lease(),
+        ));
+        Ports {
+            dependencies: vec![postgres, limiter.clone(), replays.clone(), queue.clone()],
+            artifacts: Arc::new(S3ArtifactLinks::new(
+                self.s3.clone(),
+                &config.artifact_bucket,
+            )),
+            limiter,
+            jobs: database,
+            replays,
+            outbox: Arc::new(PgOutboxStore::new(self.pool.clone())),
+            queue,
+            callbacks: Arc::new(PgCallbackStore::new(self.pool.clone())),
+            callback_addresses: Arc::new(CheckedAddresses {
+                allow_private: config.allow_private_callbacks,
+            }),
+            skins: Arc::new(S3SkinStore::new(
+                self.s3.clone(),
+                self.sdk.clone(),
+                &config.skin_bucket,
+            )),
+            skin_names: Arc::new(PgSkinRegistry::new(self.pool.clone(), CLAIM_STALE_AFTER)),
+            idempotency: Arc::new(PgIdempotencyStore::new(self.pool.clone())),
+            keys: Arc::new(PgKeyStore::new(self.pool.clone())),
+            secrets: Arc::new(SecretsManagerStore::new(self.secretsmanager.clone())),
+        }
+    }
+}
+
+/// What sends callbacks, for the dispatcher (`callbacks::sweep`): built only where it is used,
+/// so the other functions link no HTTP client.
+pub fn callback_sender(config: &Config) -> Arc<dyn CallbackSender> {
+    Arc::new(HttpCallbacks::new(
+        config.callback_timeout,
+        config.allow_private_callbacks,
+    ))
+}

@@ -1,0 +1,227 @@
+//! CloudWatch metrics as Embedded Metric Format: one JSON line on stdout per data point, which
+//! CloudWatch Logs turns into the metric. No client, no permission, no call on the request path.
+//! The lines stand apart from the tracing events (their shape is CloudWatch's, not ours).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::support::problem::Rejection;
+
+pub const NAMESPACE: &str = "osurender";
+
+/// One admission decision (`render`, skin uploads): the `Decision` dimension is `admitted`,
+/// `replayed` (an Idempotency-Key retry answered with its first response: nothing new was
+/// admitted) or the rejection's `code`, a bounded set, so each pair is one CloudWatch metric.
+pub fn admission<T: Accepted>(endpoint: &str, outcome: &Result<T, Rejection>, latency: Duration) {
+    let decision = match outcome {
+        Ok(accepted) => accepted.decision(),
+        Err(rejection) => rejection.code(),
+    };
+    emit(&admission_line(endpoint, decision, latency, now_millis()));
+}
+
+/// What an accepted request made, as the `Decision` dimension names it.
+pub trait Accepted {
+    fn decision(&self) -> &'static str {
+        "admitted"
+    }
+}
+
+/// The events one outbox sweep gave up on (the `OutboxFailedAlarm` watches this), by function.
+pub fn outbox_failed(count: u64) {
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    emit(&outbox_failed_line(&function, count, now_millis()));
+}
+
+/// The callbacks one sweep delivered and gave up on (the `CallbacksFailedAlarm` watches the
+/// latter), by function.
+pub fn callbacks(delivered: u64, failed: u64) {
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    emit(&callbacks_line(&function, delivered, failed, now_millis()));
+}
+
+fn callbacks_line(function: &str, delivered: u64, failed: u64, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(
+            timestamp,
+            &["FunctionName"],
+            &[("CallbacksDelivered", "Count"), ("CallbacksFailed", "Count")],
+        ),
+        "FunctionName": function,
+        "CallbacksDelivered": delivered,
+        "CallbacksFailed": failed,
+    })
+}
+
+/// Jobs holding the render capacity (`downloading` + `rendering`, against `MAX_RENDERING`) and
+/// waiting for it (`queued`, against `MAX_QUEUED`), by function: the dashboard's gauge, printed
+/// by outbox-dispatcher once a minute.
+pub fn render_capacity(queued: i64, rendering: i64) {
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    emit(&render_capacity_line(
+        &function,
+        queued,
+        rendering,
+        now_millis(),
+    ));
+}
+
+fn render_capacity_line(function: &str, queued: i64, rendering: i64, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(
+            timestamp,
+            &["FunctionName"],
+            &[("QueuedJobs", "Count"), ("RenderingJobs", "Count")],
+        ),
+        "FunctionName": function,
+        "QueuedJobs": queued,
+        "RenderingJobs": rendering,
+    })
+}
+
+fn admission_line(endpoint: &str, decision: &str, latency: Duration, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(
+            timestamp,
+            &["Endpoint", "Decision"],
+            &[("AdmissionLatency", "Milliseconds"), ("Admissions", "Count")],
+        ),
+        "Endpoint": endpoint,
+        "Decision": decision,
+        "AdmissionLatency": latency.as_secs_f64() * 1000.0,
+        "Admissions": 1,
+    })
+}
+
+fn outbox_failed_line(function: &str, count: u64, timestamp: u64) -> Value {
+    json!({
+        "_aws": metadata(timestamp, &["FunctionName"], &[("OutboxFailed", "Count")]),
+        "FunctionName": function,
+        "OutboxFailed": count,
+    })
+}
+
+fn metadata(timestamp: u64, dimensions: &[&str], metrics: &[(&str, &str)]) -> Value {
+    let metrics: Vec<Value> = metrics
+        .iter()
+        .map(|(name, unit)| json!({ "Name": name, "Unit": unit }))
+        .collect();
+    json!({
+        "Timestamp": timestamp,
+        "CloudWatchMetrics": [{
+            "Namespace": NAMESPACE,
+            "Dimensions": [dimensions],
+            "Metrics": metrics,
+        }],
+    })
+}
+
+fn emit(line: &Value) {
+    println!("{line}");
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_line_is_emf() {
+        let line = admission_line(
+            "render",
+            "rate_limited",
+            Duration::from_micros(12_500),
+            1_764_471_660_000,
+        );
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_764_471_660_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "osurender",
+                        "Dimensions": [["Endpoint", "Decision"]],
+                        "Metrics": [
+                            {"Name": "AdmissionLatency", "Unit": "Milliseconds"},
+                            {"Name": "Admissions", "Unit": "Count"},
+                        ],
+                    }],
+                },
+                "Endpoint": "render",
+                "Decision": "rate_limited",
+                "AdmissionLatency": 12.5,
+                "Admissions": 1,
+            })
+        );
+        // One line: CloudWatch reads EMF line by line.
+        assert!(!line.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn render_capacity_line_matches_the_dashboard() {
+        let line = render_capacity_line("osurender-dev-OutboxDispatcher", 7, 20, 1);
+        let meta = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(meta["Dimensions"], json!([["FunctionName"]]));
+        assert_eq!(
+            meta["Metrics"],
+            json!([{"Name": "QueuedJobs", "Unit": "Count"}, {"Name": "RenderingJobs", "Unit": "Count"}])
+        );
+        assert_eq!(line["QueuedJobs"], 7);
+        assert_eq!(line["RenderingJobs"], 20);
+        assert_eq!(line["FunctionName"], "osurender-dev-OutboxDispatcher");
+    }
+
+    #[test]
+    fn callbacks_line_matches_the_alarm() {
+        // template.yaml's CallbacksFailedAlarm: namespace osurender, metric CallbacksFailed,
+        // dimension FunctionName.
+        let line = callbacks_line("osurender-dev-OutboxDispatcher", 40, 2, 1_764_471_660_000);
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_764_471_660_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "osurender",
+                        "Dimensions": [["FunctionName"]],
+                        "Metrics": [
+                            {"Name": "CallbacksDelivered", "Unit": "Count"},
+                            {"Name": "CallbacksFailed", "Unit": "Count"},
+                        ],
+                    }],
+                },
+                "FunctionName": "osurender-dev-OutboxDispatcher",
+                "CallbacksDelivered": 40,
+                "CallbacksFailed": 2,
+            })
+        );
+    }
+
+    #[test]
+    fn outbox_failed_line_matches_the_alarm() {
+        // template.yaml's OutboxFailedAlarm: namespace osurender, metric OutboxFailed,
+        // dimension FunctionName.
+        let line = outbox_failed_line("osurender-dev-OutboxDispatcher", 3, 1_764_471_660_000);
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_764_471_660_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "osurender",
+                        "Dimensions": [["FunctionName"]],
+                        "Metrics": [{"Name": "OutboxFailed", "Unit": "Count"}],
+                    }],
+                },
+                "FunctionName": "osurender-dev-OutboxDispatcher",
+                "OutboxFailed": 3,
+            })
+        );
+    }
+}

@@ -1,0 +1,527 @@
+//! `POST /v1/render`: the admission steps of DESIGN.md §2, in order. The first failing step
+//! decides; no step touches state or spends quota before the cheaper ones have passed.
+//!
+//! Two steps sit between the stateless checks (1–3) and the rate limit (4), because what they
+//! answer must not cost quota and their inputs (the replay's hash, the normalized request)
+//! exist only once the request is known to be valid:
+//! - 3a `Idempotency-Key` (idempotency.rs): a retry of a request that succeeded gets its
+//!   response again; a malformed key is a 400, a key reused for another request a 422.
+//! - 3b duplicate replay: the client's job of the same replay (by SHA-256), if queued or
+//!   rendering, answers 409 with its `Location`. This read also takes the occupancy counts the
+//!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
+//!   both under its locks.
+//!
+//! An anonymous client is limited twice (DESIGN.md §3, "Fair share"): as itself (an address, an
+//! IPv6 /64) and as its network (an IPv4 /24, an IPv6 /48), in the rate limit (step 4) and the
+//! active-job cap (step 8); anonymous clients together hold at most `ANONYMOUS_QUEUE_SHARE` of
+//! the queue (step 5). A key is its own client, under none of these.
+//!
+//! A sandbox key's request (`osr_test_…`) runs every step, but its job holds no capacity: the
+//! global caps do not apply to it, its active jobs are its recent sandbox jobs, its replay is
+//! not stored, and it never reaches the render queue (domain/sandbox.rs).
+
+use axum::http::HeaderValue;
+use bytes::Bytes;
+use futures_util::Stream;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
+use crate::domain::caller::Caller;
+use crate::domain::deadline;
+use crate::domain::form::{last_field, FormSpec, TextValue, UploadedFile};
+use crate::domain::job::JobId;
+use crate::domain::rate::{LimitScope, RateDecision};
+use crate::domain::render::{FieldError, RenderOptions};
+use crate::domain::replay::{self, GameMode, ReplayLimits};
+use crate::domain::sandbox;
+use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
+use crate::ports::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
+use crate::ports::outbox::OutboxEvent;
+use crate::support::estimate::Defaults;
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+use crate::usecases::callbacks::{check_callback_host, parse_callback};
+use crate::usecases::idempotency::{self, Begin};
+use crate::usecases::outbox;
+use crate::usecases::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
+
+/// The rate-limited endpoint name: the limiter counts each endpoint separately.
+pub const RENDER_ENDPOINT: &str = "render";
+/// The renders of one anonymous network, counted together.
+pub const RENDER_NETWORK_ENDPOINT: &str = "render_network";
+
+/// A replay that passed steps 1 and 2: an `.osr` of allowed size that osrparse would read, std.
+#[derive(Debug, Clone)]
+pub struct ReplayFile {
+    bytes: Bytes,
+    sha256: [u8; 32],
+}
+
+/// `idempotency_key`: the request's `Idempotency-Key` header, if any.
+pub async fn submit_render<S, O, E>(
+    app: &App,
+    caller: &Caller,
+    idempotency_key: Option<&HeaderValue>,
+    upload: FormUpload<S>,
+) -> Submission<Reply<JobId>>
+where
+    S: Stream<Item = Result<O, E>> + Send + 'static,
+    O: Into<Bytes> + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    let request = match validate_request(app, caller, idempotency_key, upload).await {
+        Ok(valid) => valid,
+        Err(rejection) => return Submission::refused(rejection),
+    };
+    let client = &caller.client;
+    let request_hash = render_request_hash(&request);
+    let deadline = app.config.request_deadline;
+    let claim = request
+        .key
+        .clone()
+        .map(|key| Claim::new(client, RENDER_ENDPOINT, key, deadline));
+    let looked = claim_and_look(app, caller, &request.replay, claim.clone(), &request_hash).await;
+    let submission = match looked {
+        Ok(Looked::Replay(response)) => return Submission::replayed(response),
+        Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, &claim).await,
+        Err(rejection) => Submission::refused(rejection),
+    };
+    // Only successes are kept: a refused request's repeat runs afresh. (A claim this request
+    // never made is not released: the statement matches this request's token only.) A request
+    // whose admission may have committed keeps its claim: a retry with the key then finds the
+    // job, or takes the claim over once it is stale (and admit_job refuses the old request).
+    if let (Some(claim), Err(rejection)) = (&claim, &submission.outcome) {
+        if *rejection != Rejection::AdmissionUnknown {
+            idempotency::release(app, claim).await;
+        }
+    }
+    submission.fresh()
+}
+
+/// A request that passed steps 1–3.
+struct RenderRequest {
+    replay: ReplayFile,
+    options: RenderOptions,
+    key: Option<IdempotencyKey>,
+    callback: Option<CallbackUrl>,
+}
+
+/// Steps 1–3, the key's format and the callback URL's form: stateless, so a request refused
+/// here costs no quota and touches nothing. (The callback's host is looked up after the rate
+/// limit: it waits on the network.)
+async fn validate_request<S, O, E>(
+    app: &App,
+    caller: &Caller,
+    idempotency_key: Option<&HeaderValue>,
+    upload: FormUpload<S>,
+) -> Result<RenderRequest, Rejection>
+where
+    S: Stream<Item = Result<O, E>> + Send + 'static,
+    O: Into<Bytes> + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    let spec = render_form_spec(app);
+    let form = read_form(spec, upload).await?;
+    let file = check_file(form.file, &spec, ".osr")?;
+    let replay = check_replay_structure(file)?;
+    let options = check_render_options(&form.fields)?;
+    let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
+    // Step 3 has refused any field that is not text.
+    let callback = match last_field(&form.fields, CALLBACK_FIELD) {
+        Some(TextValue::Text(url)) => Some(url.as_str()),
+        _ => None,
+    };
+    let callback = parse_callback(app, caller, callback)?;
+    Ok(RenderRequest {
+        replay,
+        options,
+        key,
+        callback,
+    })
+}
+
+fn render_form_spec(app: &App) -> FormSpec {
+    FormSpec {
+        file_field: "replay",
+        max_file_bytes: app.config.max_replay_bytes,
+    }
+}
+
+/// Step 2: a replay osrparse would read, of a standard-mode play.
+fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
+    let summary = replay::inspect(&file.bytes, &ReplayLimits::default())
+        .map_err(|e| Rejection::InvalidReplay(format!("not a valid osu! replay: {e}")))?;
+    if summary.mode != GameMode::Std {
+        return Err(Rejection::InvalidReplay(
+            "only osu!standard replays can be rendered".into(),
+        ));
+    }
+    let sha256 = Sha256::digest(&file.bytes).into();
+    Ok(ReplayFile {
+        bytes: file.bytes,
+        sha256,
+    })
+}
+
+/// Step 3: skin name and render options.
+fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions, Rejection> {
+    let mut texts = Vec::with_capacity(fields.len());
+    for (name, value) in fields {
+        match value {
+            TextValue::Text(text) => texts.push((name.as_str(), text.as_str())),
+            TextValue::TooLong | TextValue::NotUtf8 => {
+                return Err(invalid_field(&FieldError {
+                    field: "form",
+                    reason: format!("field `{}` is not a short UTF-8 text", truncate(name)),
+                }))
+            }
+        }
+    }
+    RenderOptions::from_fields(texts).map_err(|e| invalid_field(&e))
+}
+
+fn invalid_field(error: &FieldError) -> Rejection {
+    Rejection::InvalidField(error.to_string())
+}
+
+/// Field names are echoed in errors; keep a hostile one from making the answer large.
+fn truncate(name: &str) -> &str {
+    let end = name
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(64)
+        .unwrap_or(name.len());
+    &name[..end]
+}
+
+/// The same replay with the same options (and callback) is the same request, however the
+/// form was framed. (Without a callback, the hash is what it was before callbacks existed.)
+fn render_request_hash(request: &RenderRequest) -> [u8; 32] {
+    let options = serde_json::to_vec(&request.options).expect("options serialize");
+    let mut parts: Vec<&[u8]> = vec![&request.replay.sha256, &options[..]];
+    if let Some(callback) = &request.callback {
+        parts.push(callback.as_str().as_bytes());
+    }
+    idempotency::request_hash(&parts)
+}
+
+/// How step 3a came out.
+enum Looked {
+    /// Go on, with this occupancy look (and the claim made, if there is a key).
+    Run(Occupancy),
+    Replay(StoredResponse),
+}
+
+/// Steps 3a and 3b's reads in one round trip: the key's claim (if any) and the occupancy look
+/// that also finds a duplicate. When the key is held by another request, that request's outcome
+/// decides (idempotency::settle); if it freed the key and this request claimed it instead, maybe
+/// seconds later, the occupancy is looked at afresh.
+async fn claim_and_look(
+    app: &App,
+    caller: &Caller,
+    replay: &ReplayFile,
+    claim: Option<Claim>,
+    request_hash: &[u8; 32],
+) -> Result<Looked, Rejection> {
+    let with_claim = claim.as_ref().map(|claim| (claim, request_hash));
+    let (occupancy, claimed) = look(app, caller, replay, with_claim).await?;
+    let Some(claim) = claim.filter(|_| claimed == Some(false)) else {
+        return Ok(Looked::Run(occupancy));
+    };
+    let held = app
+        .idempotency
+        .held(&claim)
+        .await
+        .map_err(idempotency::unavailable)?;
+    match idempotency::settle(app, claim, request_hash, held).await? {
+        Begin::Replay(response) => Ok(Looked::Replay(response)),
+        Begin::Run(_) => Ok(Looked::Run(look(app, caller, replay, None).await?.0)),
+    }
+}
+
+async fn look(
+    app: &App,
+    caller: &Caller,
+    replay: &ReplayFile,
+    claim: Option<(&Claim, &[u8; 32])>,
+) -> Result<(Occupancy, Option<bool>), Rejection> {
+    app.jobs
+        .occupancy(caller, &replay.sha256, claim)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "occupancy check failed");
+            Rejection::DatabaseUnavailable
+        })
+}
+
+/// Steps 3b–10 of a request that holds its idempotency claim, if it has a key.
+async fn admit(
+    app: &App,
+    caller: &Caller,
+    request: RenderRequest,
+    occupancy: Occupancy,
+    claim: &Option<Claim>,
+) -> Submission {
+    if let Some(existing) = occupancy.duplicate {
+        return Submission::refused(duplicate(caller, existing));
+    }
+    let rate = match check_render_rate(app, caller).await {
+        Ok(rate) => rate,
+        Err(rejection) => return Submission::refused(rejection),
+    };
+    if let Some(url) = &request.callback {
+        if let Err(rejection) = check_callback_host(app, url).await {
+            return Submission {
+                outcome: Err(rejection),
+                rate,
+            };
+        }
+    }
+    let outcome = enqueue(app, caller, request, occupancy, claim.clone()).await;
+    Submission { outcome, rate }
+}
+
+/// Step 3b's refusal. It names the job only to a key's client: an address may be shared (a
+/// NAT, a campus), and its other users must not learn a job id, which reads the job.
+fn duplicate(caller: &Caller, existing: JobId) -> Rejection {
+    Rejection::DuplicateReplay(caller.key.map(|_| existing))
+}
+
+/// Step 4: the client's window, then an anonymous client's network's. The network's is counted
+/// only for a request its client's window allowed: one address over its own limit must not
+/// spend its neighbours' renders. The answer reports the client's window; a refusal, the
+/// window that refused.
+async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDecision>, Rejection> {
+    let limit = caller.render_limit(app.config.rate_limits.render);
+    let rate = check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client).await?;
+    if let Some(network) = &caller.network {
+        let limits = &app.config.rate_limits;
+        check_rate_limit(app, RENDER_NETWORK_ENDPOINT, limits.render_network, network)
+            .await
+            .map_err(|rejection| match rejection {
+                Rejection::RateLimited(rate, _) => {
+                    Rejection::RateLimited(rate, LimitScope::Network)
+                }
+                other => other,
+            })?;
+    }
+    Ok(rate)
+}
+
+/// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
+/// replay is stored under the new job's id, and only then is the job admitted, with the locked
+/// re-checks, in one statement. So a job row is never visible without its replay (invariant 3).
+/// The object is deleted again only when the job is known not to exist: a refused re-check, or
+/// an unknown outcome resolved as abandoned. An outcome that stays unknown keeps it (a crash
+/// too): at worst an unreferenced object, which the bucket's lifecycle rule removes. Once
+/// committed, the job's event is published at once (the fast path); whatever happens to that,
+/// the outbox sweep delivers it.
+async fn enqueue(
+    app: &App,
+    caller: &Caller,
+    request: RenderRequest,
+    occupancy: Occupancy,
+    claim: Option<Claim>,
+) -> Result<JobId, Rejection> {
+    let RenderRequest {
+        replay,
+        options,
+        callback,
+        ..
+    } = request;
+    let client = &caller.client;
+    let limits = capacity_limits(app, caller);
+    if let Err(no_room) = occupancy.check(&limits) {
+        return Err(no_room_rejection(app, caller, no_room, &limits).await);
+    }
+    let id = JobId::new();
+    let job = NewJob {
+        id,
+        client: client.clone(),
+        address: caller.key.map(|_| caller.address.clone()),
+        network: caller.network.clone(),
+        options,
+        replay_key: id.replay_key(),
+        replay_sha256: replay.sha256,
+        completes: claim.map(|claim| (claim, admitted_response(id))),
+        sandbox: caller.is_sandbox(),
+        callback,
+    };
+    store_replay(app, &job, replay).await?;
+    let refusal = match admit_or_resolve(app, &job, &limits).await {
+        Ok(event) => {
+            if let Some(event) = event {
+                outbox::publish_admitted(app, &event).await;
+            }
+            return Ok(job.id);
+        }
+        Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
+        Err(NotAdmitted::NoRoom(no_room)) => no_room_rejection(app, caller, no_room, &limits).await,
+        Err(NotAdmitted::ClaimLost) => Rejection::IdempotencyInProgress,
+        Err(NotAdmitted::Failed) => Rejection::DatabaseUnavailable,
+    };
+    discard_replay(app, &job).await;
+    Err(refusal)
+}
+
+/// The global caps are everyone's but a sandbox key's, whose jobs hold no capacity; the
+/// per-client one is the key's `max_active`, if any; the anonymous share and the network cap
+/// are an anonymous client's alone.
+fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
+    let config = &app.config;
+    let global = |cap| if caller.is_sandbox() { i64::MAX } else { cap };
+    let anonymous = |cap| caller.network.as_ref().map(|_| cap);
+    CapacityLimits {
+        max_queued: global(config.max_queued),
+        max_anonymous_queued: anonymous(config.max_anonymous_queued()),
+        max_rendering: global(config.max_rendering),
+        max_active_per_client: caller.max_active(config.max_active_jobs_per_ip),
+        max_active_per_network: anonymous(config.max_active_per_network),
+    }
+}
+
+/// The refusal, with a `Retry-After` estimated from the current load (estimate.rs). Reading
+/// the load costs a refused request one more round trip; if it fails, the estimate falls back
+/// to the configured render duration rather than failing the answer.
+async fn no_room_rejection(
+    app: &App,
+    caller: &Caller,
+    no_room: NoRoom,
+    limits: &CapacityLimits,
+) -> Rejection {
+    let scope = caller.client.scope();
+    if let (NoRoom::TooManyActiveJobs, true) = (no_room, caller.is_sandbox()) {
+        // A sandbox job is active for a fixed time: a slot frees within it.
+        return Rejection::TooManyActiveJobs {
+            limit: limits.max_active_per_client,
+            retry_after: sandbox::ACTIVE_FOR.as_secs(),
+            scope,
+        };
+    }
+    let load = match no_room {
+        NoRoom::Duplicate(_) => Load::default(),
+        _ => app.jobs.load(caller).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not read the load for a Retry-After estimate");
+            Load::default()
+        }),
+    };
+    let defaults = Defaults::from(&*app.config);
+    let (recent, capacity) = (load.recent, load.capacity);
+    let active_retry =
+        |oldest: Option<f64>| recent.active_jobs_retry(&defaults, oldest.unwrap_or_default());
+    match no_room {
+        NoRoom::Duplicate(existing) => duplicate(caller, existing),
+        NoRoom::QueueFull => Rejection::QueueFull {
+            retry_after: recent.queue_full_retry(&defaults, capacity.queued, limits.max_queued),
+        },
+        NoRoom::AnonymousQueueFull => Rejection::QueueFull {
+            retry_after: recent.queue_full_retry(
+                &defaults,
+                capacity.anonymous_queued,
+                limits.max_anonymous_queued.unwrap_or_default(),
+            ),
+        },
+        NoRoom::RenderCapacity => Rejection::RenderCapacity {
+            retry_after: recent.render_capacity_retry(&defaults),
+        },
+        NoRoom::TooManyActiveJobs => Rejection::TooManyActiveJobs {
+            limit: limits.max_active_per_client,
+            retry_after: active_retry(load.oldest_active_age_secs),
+            scope,
+        },
+        NoRoom::TooManyNetworkJobs => Rejection::TooManyActiveJobs {
+            limit: limits.max_active_per_network.unwrap_or_default(),
+            retry_after: active_retry(load.oldest_network_active_age_secs),
+            scope: LimitScope::Network,
+        },
+    }
+}
+
+/// Step 10, done before the job is visible: a failure leaves nothing behind. A sandbox job
+/// renders nothing, so its replay is not kept.
+async fn store_replay(app: &App, job: &NewJob, replay: ReplayFile) -> Result<(), Rejection> {
+    if job.sandbox {
+        return Ok(());
+    }
+    app.replays
+        .put(&job.replay_key, replay.bytes)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, job_id = %job.id, "replay upload failed");
+            if error.is_transient() {
+                Rejection::ReplayStorageUnavailable
+            } else {
+                Rejection::StorageFailed
+            }
+        })
+}
+
+/// Why `admit_or_resolve` admitted nothing.
+enum NotAdmitted {
+    NoRoom(NoRoom),
+    ClaimLost,
+    /// The database failed and nothing was applied (or the job was fenced).
+    Failed,
+    /// Whether the job was committed could not be learned in time.
+    Unknown,
+}
+
+/// Step 9's statement, and the truth about it when no answer came: a late answer after a
+/// commit, or a connection lost mid-statement, is resolved on a fresh connection (the job, or
+/// a fence that makes the statement refuse if it runs later). The statement runs with a reserve
+/// of the request's deadline kept for that.
+async fn admit_or_resolve(
+    app: &App,
+    job: &NewJob,
+    limits: &CapacityLimits,
+) -> Result<Option<OutboxEvent>, NotAdmitted> {
+    let reserve = app.config.settle_reserve(app.config.db_timeout);
+    let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
+        Ok(Admission::Admitted(event)) => return Ok(event),
+        Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
+        Ok(Admission::ClaimLost) => return Err(NotAdmitted::ClaimLost),
+        Ok(Admission::Abandoned) => return Err(NotAdmitted::Failed),
+        Err(error) => error,
+    };
+    if !error.outcome_unknown() {
+        tracing::error!(%error, job_id = %job.id, "admission transaction failed");
+        return Err(NotAdmitted::Failed);
+    }
+    tracing::warn!(%error, job_id = %job.id, "admission outcome unknown; resolving it");
+    match app.jobs.resolve(job).await {
+        Ok(Resolved::Admitted(event)) => Ok(event),
+        Ok(Resolved::Abandoned) => Err(NotAdmitted::Failed),
+        Err(error) => {
+            tracing::error!(%error, job_id = %job.id, "admission outcome unresolved; replay kept");
+            Err(NotAdmitted::Unknown)
+        }
+    }
+}
+
+/// Best effort: an object left behind is unreferenced and expires by the lifecycle rule.
+async fn discard_replay(app: &App, job: &NewJob) {
+    if job.sandbox {
+        return;
+    }
+    if let Err(error) = app.replays.delete(&job.replay_key).await {
+        tracing::warn!(%error, job_id = %job.id, "could not delete the replay of a refused job");
+    }
+}
+
+/// The response to an admitted render, and to every retry with its idempotency key.
+pub fn admitted_response(job_id: JobId) -> StoredResponse {
+    let location = job_id.status_path();
+    StoredResponse {
+        status: 202,
+        body: json!({
+            "job_id": job_id,
+            "status": "queued",
+            "links": { "status": location },
+        }),
+        location: Some(location),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,318 @@
+//! The admission steps against the in-memory adapters (store/memory.rs): which ports each
+//! outcome reaches, in which order, and what is left behind. No Postgres, no stand-in.
+
+use std::convert::Infallible;
+
+use axum::http::HeaderValue;
+use bytes::Bytes;
+
+use super::*;
+use crate::adapters::memory::AdmitFault;
+use crate::domain::client::{ClientKey, NetworkPrefixes};
+use crate::domain::JobStatus;
+use crate::support::config::Config;
+
+const VALID_REPLAY: &[u8] = include_bytes!("../../../../../tests/fixtures/replays/valid_0.osr");
+const BOUNDARY: &str = "admission-unit-test";
+
+fn config(vars: &[(&str, &str)]) -> Config {
+    Config::from_lookup(|name| {
+        vars.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| (*value).to_owned())
+    })
+    .expect("test config is valid")
+}
+
+/// Anonymous client `n`, alone in its network.
+fn client(n: u8) -> Caller {
+    let ip = format!("203.0.{n}.9").parse().unwrap();
+    let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+    Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, prefixes))
+}
+
+/// A render form: the replay under `file_name`, then the text fields.
+fn form(
+    replay: &[u8],
+    file_name: &str,
+    fields: &[(&str, &str)],
+) -> FormUpload<impl Stream<Item = Result<Bytes, Infallible>>> {
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"replay\"; filename=\"{file_name}\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(replay);
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}")
+                .as_bytes(),
+        );
+    }
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    FormUpload {
+        content_type: Some(format!("multipart/form-data; boundary={BOUNDARY}")),
+        content_length: Some(body.len() as u64),
+        body: futures_util::stream::iter([Ok(Bytes::from(body))]),
+    }
+}
+
+fn valid() -> FormUpload<impl Stream<Item = Result<Bytes, Infallible>>> {
+    form(VALID_REPLAY, "play.osr", &[])
+}
+
+async fn render(app: &App, who: u8, key: Option<&str>) -> Result<Reply<JobId>, Rejection> {
+    let key = key.map(HeaderValue::from_str).transpose().unwrap();
+    submit_render(app, &client(who), key.as_ref(), valid())
+        .await
+        .outcome
+}
+
+fn admitted(outcome: Result<Reply<JobId>, Rejection>) -> JobId {
+    match outcome {
+        Ok(Reply::Fresh(job)) => job,
+        other => panic!("expected a fresh admission, got {other:?}"),
+    }
+}
+
+/// What an admitted render with an idempotency key does: one look (with the key's claim), the
+/// limits (the anonymous client's, then its network's), the replay, the admission, the fast
+/// path.
+const ADMITTED: [&str; 7] = [
+    "jobs.occupancy",
+    "limiter.hit",
+    "limiter.hit",
+    "replays.put",
+    "jobs.admit",
+    "queue.publish",
+    "outbox.mark_dispatched",
+];
+
+#[tokio::test]
+async fn an_admitted_render_calls_each_port_once_in_admission_order() {
+    let (app, memory) = App::in_memory(config(&[]));
+    let job = admitted(render(&app, 1, Some("k-1")).await);
+    assert_eq!(memory.calls.take(), ADMITTED);
+    assert_eq!(memory.database.job_ids(), [job]);
+    assert_eq!(memory.objects.keys(), [job.replay_key()]);
+    assert_eq!(memory.queue.sent_jobs(), [job]);
+    assert_eq!(memory.database.claims_in_progress(), 0);
+
+    // The retry is answered from the key: no quota, no slot, nothing else touched.
+    let retry = render(&app, 1, Some("k-1")).await;
+    assert!(matches!(retry, Ok(Reply::Replayed(_))), "{retry:?}");
+    assert_eq!(memory.calls.take(), ["jobs.occupancy", "idempotency.held"]);
+}
+
+#[tokio::test]
+async fn steps_one_to_three_refuse_before_any_port() {
+    let (app, memory) = App::in_memory(config(&[]));
+    let cases = [
+        (form(VALID_REPLAY, "play.txt", &[]), "invalid_file"),
+        (form(b"", "play.osr", &[]), "invalid_file"),
+        (form(b"not a replay", "play.osr", &[]), "invalid_replay"),
+        (
+            form(VALID_REPLAY, "play.osr", &[("skin", "../etc")]),
+            "invalid_field",
+        ),
+        (
+            form(VALID_REPLAY, "play.osr", &[("resolution", "8k")]),
+            "invalid_field",
+        ),
+    ];
+    for (upload, code) in cases {
+        let refused = submit_render(&app, &client(2), None, upload).await;
+        assert_eq!(refused.outcome.unwrap_err().code(), code);
+        assert!(refused.rate.is_none(), "{code}: no quota spent");
+        assert_eq!(memory.calls.take(), Vec::<&str>::new(), "{code}");
+    }
+    let bad_key = HeaderValue::from_static("");
+    let refused = submit_render(&app, &client(2), Some(&bad_key), valid()).await;
+    assert_eq!(
+        refused.outcome.unwrap_err().code(),
+        "invalid_idempotency_key"
+    );
+    assert_eq!(memory.calls.take(), Vec::<&str>::new());
+}
+
+#[tokio::test]
+async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
+    // The duplicate is seen by the look alone, before the limit counts it.
+    let (app, memory) = App::in_memory(config(&[]));
+    admitted(render(&app, 3, None).await);
+    memory.calls.take();
+    // An anonymous client is not told the job's id (its address may be shared).
+    assert_eq!(
+        render(&app, 3, None).await.unwrap_err(),
+        Rejection::DuplicateReplay(None)
+    );
+    assert_eq!(memory.calls.take(), ["jobs.occupancy"]);
+
+    // The rate limit: counted, nothing stored.
+    let (app, memory) = App::in_memory(config(&[("RATE_LIMIT_RENDER", "1/minute")]));
+    admitted(render(&app, 4, None).await);
+    memory.calls.take();
+    let other_replay = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
+    let refused = submit_render(&app, &client(4), None, other_replay).await;
+    assert_eq!(refused.outcome.unwrap_err().code(), "rate_limited");
+    // The client's window refused: its network's is not spent for it.
+    assert_eq!(memory.calls.take(), ["jobs.occupancy", "limiter.hit"]);
+
+    // Capacity (steps 5, 6, 8): refused from the look, with a Retry-After from the load.
+    for (vars, status, code) in [
+        (("MAX_QUEUED", "3"), JobStatus::Queued, "queue_full"),
+        (
+            ("MAX_RENDERING", "3"),
+            JobStatus::Rendering,
+            "render_capacity",
+        ),
+    ] {
+        let (app, memory) = App::in_memory(config(&[vars]));
+        memory.database.occupy(status, 3);
+        let refused = render(&app, 5, None).await.unwrap_err();
+        assert_eq!(refused.code(), code);
+        assert_eq!(
+            memory.calls.take(),
+            ["jobs.occupancy", "limiter.hit", "limiter.hit", "jobs.load"]
+        );
+        assert!(memory.objects.keys().is_empty(), "{code}: nothing stored");
+    }
+    let (app, memory) = App::in_memory(config(&[("MAX_ACTIVE_JOBS_PER_IP", "1")]));
+    admitted(render(&app, 6, None).await);
+    memory.calls.take();
+    let second = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
+    let refused = submit_render(&app, &client(6), None, second).await;
+    assert_eq!(refused.outcome.unwrap_err().code(), "too_many_active_jobs");
+    assert_eq!(
+        memory.calls.take(),
+        ["jobs.occupancy", "limiter.hit", "limiter.hit", "jobs.load"]
+    );
+}
+
+#[tokio::test]
+async fn outages_refuse_with_nothing_half_done() {
+    let (app, memory) = App::in_memory(config(&[]));
+    memory.limiter.set_down(true);
+    let refused = render(&app, 7, Some("k-7")).await.unwrap_err();
+    assert_eq!(refused, Rejection::LimiterUnavailable);
+    assert!(memory.objects.keys().is_empty());
+    assert_eq!(
+        memory.database.claims_in_progress(),
+        0,
+        "the key is free again"
+    );
+    memory.limiter.set_down(false);
+    memory.calls.take();
+
+    memory.objects.set_down(true);
+    let refused = render(&app, 7, Some("k-7")).await.unwrap_err();
+    assert_eq!(refused, Rejection::ReplayStorageUnavailable);
+    assert!(memory.database.job_ids().is_empty());
+    assert_eq!(memory.database.claims_in_progress(), 0);
+    memory.objects.set_down(false);
+
+    // The queue down: admitted all the same, the outbox keeps the event for the sweep.
+    memory.queue.set_down(true);
+    admitted(render(&app, 7, Some("k-7")).await);
+    assert!(memory.queue.sent_jobs().is_empty());
+}
+
+#[tokio::test]
+async fn a_late_answer_after_the_commit_is_resolved_to_the_job() {
+    let (app, memory) = App::in_memory(config(&[]));
+    memory.database.fail_next_admit(AdmitFault::LateAnswer);
+    let job = admitted(render(&app, 8, Some("k-8")).await);
+    let calls = memory.calls.take();
+    assert_eq!(
+        &calls[..6],
+        [
+            "jobs.occupancy",
+            "limiter.hit",
+            "limiter.hit",
+            "replays.put",
+            "jobs.admit",
+            "jobs.resolve"
+        ]
+    );
+    assert_eq!(memory.database.job_ids(), [job]);
+    assert_eq!(
+        memory.objects.keys(),
+        [job.replay_key()],
+        "the replay is kept"
+    );
+    assert_eq!(memory.queue.sent_jobs(), [job], "and the job is published");
+    let retry = render(&app, 8, Some("k-8")).await;
+    assert!(matches!(retry, Ok(Reply::Replayed(_))), "{retry:?}");
+}
+
+#[tokio::test]
+async fn a_statement_arriving_after_its_resolution_admits_nothing() {
+    let (app, memory) = App::in_memory(config(&[]));
+    memory
+        .database
+        .fail_next_admit(AdmitFault::ArrivesAfterResolve);
+    let refused = render(&app, 9, Some("k-9")).await.unwrap_err();
+    assert_eq!(refused, Rejection::DatabaseUnavailable);
+    assert!(
+        memory.database.job_ids().is_empty(),
+        "the fence refused the late statement"
+    );
+    assert!(
+        memory.objects.keys().is_empty(),
+        "known not admitted: the replay is deleted"
+    );
+    assert_eq!(
+        memory.database.claims_in_progress(),
+        0,
+        "and the key released"
+    );
+    admitted(render(&app, 9, Some("k-9")).await);
+}
+
+#[tokio::test]
+async fn an_error_admits_nothing_and_an_unresolved_outcome_keeps_everything() {
+    let (app, memory) = App::in_memory(config(&[]));
+    memory.database.fail_next_admit(AdmitFault::Error);
+    assert_eq!(
+        render(&app, 10, Some("k-10")).await.unwrap_err(),
+        Rejection::DatabaseUnavailable
+    );
+    assert!(
+        !memory.calls.take().contains(&"jobs.resolve"),
+        "an error is no unknown"
+    );
+    assert!(memory.objects.keys().is_empty());
+    assert_eq!(memory.database.claims_in_progress(), 0);
+
+    memory.database.fail_next_admit(AdmitFault::LateAnswer);
+    memory.database.fail_resolve(true);
+    let refused = render(&app, 11, Some("k-11")).await.unwrap_err();
+    assert_eq!(refused, Rejection::AdmissionUnknown);
+    assert_eq!(
+        refused.retry_after(),
+        Some(crate::support::problem::RETRY_UNAVAILABLE_SECS)
+    );
+    let job = memory.database.job_ids()[0];
+    assert_eq!(
+        memory.objects.keys(),
+        [job.replay_key()],
+        "the committed job keeps its replay"
+    );
+    assert_eq!(
+        memory.database.claims_in_progress(),
+        0,
+        "the key answers with the job"
+    );
+    memory.database.fail_resolve(false);
+    let retry = render(&app, 11, Some("k-11")).await;
+    assert!(matches!(retry, Ok(Reply::Replayed(_))), "{retry:?}");
+}
+
+/// The same play with trailing bytes (which osrparse ignores, as the validator does): another
+/// file to the duplicate check.
+fn with_other_bytes(replay: &[u8]) -> Vec<u8> {
+    [replay, b"another file"].concat()
+}

@@ -1,0 +1,106 @@
+//! The application: the configuration and the ports every use case reaches the outside world
+//! through, built once per process (per Lambda instance: entry/wiring.rs) and shared by every
+//! request. Unit tests build it from the in-memory adapters (adapters/memory.rs).
+
+use std::sync::Arc;
+
+use crate::ports::artifacts::ArtifactLinks;
+use crate::ports::callbacks::{CallbackAddresses, CallbackStore};
+use crate::ports::idempotency::IdempotencyStore;
+use crate::ports::jobs::JobStore;
+use crate::ports::limiter::RateLimiter;
+use crate::ports::outbox::OutboxStore;
+use crate::ports::queue::EventPublisher;
+use crate::ports::replays::ReplayStore;
+use crate::ports::secrets::SecretStore;
+use crate::ports::skins::{SkinRegistry, SkinStore};
+use crate::ports::Ports;
+use crate::support::config::Config;
+use crate::usecases::health::HealthCheck;
+use crate::usecases::keys::lookup::KeyLookup;
+
+#[cfg(any(test, feature = "memory"))]
+use crate::adapters::memory::Memory;
+use crate::usecases::secrets::RotatingSecret;
+
+#[derive(Clone)]
+pub struct App {
+    pub config: Arc<Config>,
+    pub limiter: Arc<dyn RateLimiter>,
+    pub jobs: Arc<dyn JobStore>,
+    pub replays: Arc<dyn ReplayStore>,
+    pub outbox: Arc<dyn OutboxStore>,
+    pub queue: Arc<dyn EventPublisher>,
+    /// Jobs' queued callbacks, and what checks their URLs' addresses. (Sending them is the
+    /// dispatcher's alone: `callbacks::sweep` is handed the sender.)
+    pub callbacks: Arc<dyn CallbackStore>,
+    pub callback_addresses: Arc<dyn CallbackAddresses>,
+    pub skins: Arc<dyn SkinStore>,
+    pub skin_names: Arc<dyn SkinRegistry>,
+    pub idempotency: Arc<dyn IdempotencyStore>,
+    /// The API keys requests carry, behind the instance's cache.
+    pub keys: Arc<KeyLookup>,
+    /// Presigned links to the render workers' artifacts.
+    pub artifacts: Arc<dyn ArtifactLinks>,
+    /// What `GET /health` checks, and its last answer.
+    pub health: Arc<HealthCheck>,
+    /// Where the secrets `CF_ORIGIN_SECRET_ARN` and `WEBHOOK_SECRET_ARN` name are read from.
+    pub secrets: Arc<dyn SecretStore>,
+    /// What every request's `X-Origin-Secret` must be, when the origin is closed to all but
+    /// our edge (`CF_ORIGIN_SECRET`).
+    pub origin_secret: Option<RotatingSecret>,
+}
+
+impl App {
+    /// The App over `ports`, with the use cases' own state (the key cache, the health check,
+    /// the origin secret) built from `config`.
+    pub fn from_ports(config: Config, ports: Ports) -> Self {
+        let origin_secret = config.origin_secret.as_ref().map(|source| {
+            RotatingSecret::new(
+                source,
+                ports.secrets.clone(),
+                config.secret_refresh_interval,
+            )
+        });
+        Self {
+            limiter: ports.limiter,
+            jobs: ports.jobs,
+            replays: ports.replays,
+            outbox: ports.outbox,
+            queue: ports.queue,
+            callbacks: ports.callbacks,
+            callback_addresses: ports.callback_addresses,
+            skins: ports.skins,
+            skin_names: ports.skin_names,
+            idempotency: ports.idempotency,
+            keys: Arc::new(KeyLookup::new(ports.keys, config.key_cache_ttl)),
+            artifacts: ports.artifacts,
+            health: Arc::new(HealthCheck::new(
+                ports.dependencies,
+                config.health_check_interval,
+            )),
+            secrets: ports.secrets,
+            origin_secret,
+            config: Arc::new(config),
+        }
+    }
+
+    /// Reads the origin secret when it is kept in Secrets Manager: once per instance, before
+    /// the first request. A failure is logged, never fatal: requests answer 503 until a read
+    /// succeeds (secrets.rs).
+    pub async fn read_secrets(&self) {
+        if let Some(secret) = &self.origin_secret {
+            secret.read().await;
+        }
+    }
+}
+
+/// Test wiring: the in-memory adapters (feature `memory`) behind an App.
+#[cfg(any(test, feature = "memory"))]
+impl App {
+    /// An App on fresh in-memory adapters, and the adapters, for the test that drives them.
+    pub fn in_memory(config: Config) -> (Self, Memory) {
+        let memory = Memory::new();
+        (Self::from_ports(config, memory.ports()), memory)
+    }
+}

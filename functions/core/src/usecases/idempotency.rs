@@ -1,0 +1,177 @@
+//! `Idempotency-Key` on `POST /v1/render` and the multipart skin uploads: a retry with the same
+//! key and the same request within 24 h gets the original response (marked
+//! `Idempotent-Replayed: true`) without spending rate-limit quota or a slot; the same key with
+//! a different request is a 422. Keys are scoped per client key and endpoint.
+//!
+//! The check runs right after the stateless steps (a malformed request is refused before any
+//! database access) and before the rate limit (a retry costs no quota). One statement claims
+//! the key (`INSERT … ON CONFLICT`), so of concurrent requests with one key exactly one runs;
+//! the others wait a bounded time for its outcome and answer with it. Only successes are kept:
+//! every refusal after the claim is transient (rate limit, capacity, a duplicate, an outage), so
+//! it releases the key and a retry runs afresh.
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::domain::client::ClientKey;
+use crate::domain::deadline;
+use crate::ports::idempotency::Claim;
+use crate::ports::idempotency::Held;
+use crate::ports::idempotency::IdempotencyKey;
+use crate::ports::idempotency::StoredResponse;
+// What an idempotent submission answers, and the header that names it: part of this use case's API.
+pub use crate::ports::idempotency::{Reply, KEY_HEADER};
+use crate::ports::StoreError;
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+/// How long a concurrent retry waits for the first request's outcome: an admission takes well
+/// under a second; past this (or close to the retry's own deadline) the retry is told to come
+/// back (409, `Retry-After: 1`).
+const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
+/// Kept of the retry's deadline after its wait, for the last look and the answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// SHA-256 over the request's parts, each length-prefixed so no two splits hash alike. Callers
+/// pass the file's bytes and the parsed (normalized) fields, so the multipart framing — the
+/// boundary, the part order, the file name — does not make two equal requests differ.
+pub fn request_hash(parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// How a keyed request goes on.
+#[derive(Debug)]
+pub enum Begin {
+    /// Run the request; complete or release the claim (`None` without a key) when it is done.
+    Run(Option<Claim>),
+    /// Answer with the first request's response.
+    Replay(StoredResponse),
+}
+
+/// The idempotency step: claims `key` for this request, or waits (bounded) for the request
+/// holding it and answers with its response. No key, no database access.
+pub async fn begin(
+    app: &App,
+    client: &ClientKey,
+    endpoint: &'static str,
+    key: Option<IdempotencyKey>,
+    request_hash: &[u8; 32],
+) -> Result<Begin, Rejection> {
+    let Some(key) = key else {
+        return Ok(Begin::Run(None));
+    };
+    let claim = Claim::new(client, endpoint, key, app.config.request_deadline);
+    match app.idempotency.claim(&claim, request_hash).await {
+        Ok(Ok(())) => Ok(Begin::Run(Some(claim))),
+        Ok(Err(held)) => settle(app, claim, request_hash, held).await,
+        Err(error) => {
+            // The claim may have been made: free it (a no-op if it was not, or not yet).
+            if error.outcome_unknown() {
+                release(app, &claim).await;
+            }
+            Err(unavailable(error))
+        }
+    }
+}
+
+/// The rest of the step once a claim found the key `held`: the first request's response, a
+/// refusal, or — when the key came free (the first request was refused) — this request's claim.
+pub async fn settle(
+    app: &App,
+    claim: Claim,
+    request_hash: &[u8; 32],
+    mut held: Option<Held>,
+) -> Result<Begin, Rejection> {
+    let wait = deadline::limit(IN_PROGRESS_WAIT).saturating_sub(ANSWER_MARGIN);
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match held {
+            Some(
+                Held::InProgress { request_hash: h }
+                | Held::Completed {
+                    request_hash: h, ..
+                },
+            ) if h != request_hash => {
+                return Err(Rejection::IdempotencyKeyReused(
+                    "this Idempotency-Key was used with a different request; use a new key".into(),
+                ))
+            }
+            Some(Held::Completed { response, .. }) => return Ok(Begin::Replay(response)),
+            Some(Held::InProgress { .. }) if tokio::time::Instant::now() >= deadline => {
+                return Err(Rejection::IdempotencyInProgress)
+            }
+            Some(Held::InProgress { .. }) => {
+                tokio::time::sleep(POLL_INTERVAL).await;
+                held = app.idempotency.held(&claim).await.map_err(unavailable)?;
+            }
+            // Released (the first attempt was refused) or expired: this request runs instead.
+            None => match app.idempotency.claim(&claim, request_hash).await {
+                Ok(Ok(())) => return Ok(Begin::Run(Some(claim))),
+                Ok(Err(now_held)) if tokio::time::Instant::now() < deadline => held = now_held,
+                Ok(Err(_)) => return Err(Rejection::IdempotencyInProgress),
+                Err(error) => return Err(unavailable(error)),
+            },
+        }
+    }
+}
+
+pub(crate) fn unavailable(error: StoreError) -> Rejection {
+    tracing::error!(%error, "idempotency key lookup failed");
+    Rejection::DatabaseUnavailable
+}
+
+/// Releases the claim of a refused request, so a retry runs afresh. Best effort: a claim left
+/// behind goes stale and is taken over.
+pub async fn release(app: &App, claim: &Claim) {
+    if let Err(error) = app.idempotency.release(claim).await {
+        tracing::warn!(%error, "could not release an idempotency key");
+    }
+}
+
+/// Records a success for the claim's retries, trying twice (the statement is idempotent, and
+/// the second try gets a fresh connection). Best effort: a claim left in progress goes stale
+/// and a retry then runs afresh (and meets the duplicate or name checks).
+pub async fn complete(app: &App, claim: &Claim, response: &StoredResponse) {
+    for attempt in 1..=COMPLETE_ATTEMPTS {
+        match app.idempotency.complete(claim, response).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(%error, attempt, "could not record an idempotent response")
+            }
+        }
+    }
+}
+
+const COMPLETE_ATTEMPTS: u32 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn key(value: &[u8]) -> Result<IdempotencyKey, Rejection> {
+        IdempotencyKey::parse(&HeaderValue::from_bytes(value).unwrap())
+    }
+
+    #[test]
+    fn keys_are_short_printable_ascii() {
+        assert_eq!(key(b"a").unwrap().as_str(), "a");
+        assert!(key(b"9b2f0c4e-6f1a-4b7e-9d3c-2a1b0c9d8e7f").is_ok());
+        assert!(key(b"with spaces and ~!").is_ok());
+        assert!(key(&[b'k'; 255]).is_ok());
+        for bad in [&b""[..], &[b'k'; 256], b"tab\there", b"caf\xc3\xa9"] {
+            assert_eq!(key(bad).unwrap_err().code(), "invalid_idempotency_key");
+        }
+    }
+
+    #[test]
+    fn request_hashes_separate_their_parts() {
+        assert_ne!(request_hash(&[b"ab", b"c"]), request_hash(&[b"a", b"bc"]));
+        assert_eq!(request_hash(&[b"ab", b"c"]), request_hash(&[b"ab", b"c"]));
+    }
+}

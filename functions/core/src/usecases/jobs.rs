@@ -1,0 +1,332 @@
+//! Job reads: one job by its id, and the caller's own jobs by cursor pages.
+//!
+//! A job's id is a capability: whoever holds it (the submitter got it in the 202) may read the
+//! job, artifact links included, and a random UUID cannot be guessed. The list is the caller's
+//! own jobs only (its API key's client, as admission counts it), without artifact links: those
+//! are only handed out one job at a time. Without a key the list is a 401 `api_key_required`
+//! (issue 19): an address is no identity to list jobs by.
+//!
+//! Reads are rate-limited per client (the key, with one) under their own generous limit
+//! (`RATE_LIMIT_READ`, endpoint `jobs`), after the request itself has been checked, so a
+//! malformed one costs no quota. Nothing shown identifies the submitter: the store does not
+//! even select it.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::caller::Caller;
+use crate::domain::client::ClientKey;
+use crate::domain::job::{JobId, JobStatus};
+use crate::domain::rate::RateDecision;
+use crate::ports::jobs::{JobQuery, JobRecord, PageCursor};
+use crate::ports::StoreError;
+use crate::support::estimate::{Defaults, Recent};
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+use crate::usecases::request::{check_rate_limit, Submission};
+
+/// The rate-limited endpoint name both reads count against.
+pub const JOBS_ENDPOINT: &str = "jobs";
+pub const DEFAULT_PAGE: i64 = 20;
+pub const MAX_PAGE: i64 = 100;
+
+/// `GET /v1/jobs/{id}`: the job, with its artifact links once it is completed.
+pub async fn read_job(app: &App, caller: &Caller, id: JobId) -> Submission<JobView> {
+    let rate = match limit_reads(app, &caller.client).await {
+        Ok(rate) => rate,
+        Err(rejection) => return Submission::refused(rejection),
+    };
+    let outcome = match app.jobs.find(id).await {
+        Ok(Some(job)) => {
+            let artifacts = artifacts_of(app, &job).await;
+            Ok(JobView::new(app, job, artifacts))
+        }
+        Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
+        Err(error) => Err(unavailable(error)),
+    };
+    Submission { outcome, rate }
+}
+
+/// `GET /v1/jobs`: one page of the caller's jobs; a keyed caller's only.
+pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submission<JobPage> {
+    if caller.is_anonymous() {
+        // An address is shared (NAT, carrier, office) and borrowed (any page a browser
+        // visits): it lists no one's jobs. Refused before any quota is spent.
+        return Submission::refused(Rejection::ApiKeyRequired);
+    }
+    let rate = match limit_reads(app, &caller.client).await {
+        Ok(rate) => rate,
+        Err(rejection) => return Submission::refused(rejection),
+    };
+    let outcome = match app.jobs.list(&caller.client, query).await {
+        Ok(page) => {
+            let next_cursor = page.next.map(|cursor| cursor.encode());
+            Ok(JobPage {
+                items: page
+                    .jobs
+                    .into_iter()
+                    .map(|job| JobView::new(app, job, None))
+                    .collect(),
+                limit: query.limit,
+                next: next_cursor
+                    .as_deref()
+                    .map(|cursor| next_path(query, cursor)),
+                next_cursor,
+            })
+        }
+        Err(error) => Err(unavailable(error)),
+    };
+    Submission { outcome, rate }
+}
+
+/// `GET /v1/jobs` query parameters; anything else is ignored, but for `offset`, which pages
+/// no more (a client still sending it would be shown its first page forever).
+#[derive(Debug, Default, Deserialize)]
+pub struct ListParams {
+    pub limit: Option<i64>,
+    pub status: Option<String>,
+    pub cursor: Option<String>,
+    pub offset: Option<String>,
+}
+
+impl ListParams {
+    pub fn query(&self) -> Result<JobQuery, Rejection> {
+        let invalid = |reason: String| Rejection::InvalidField(reason);
+        if self.offset.is_some() {
+            return Err(invalid(
+                "offset: replaced by `cursor`; follow a page's `next`".into(),
+            ));
+        }
+        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(invalid(format!("limit: must be 1 to {MAX_PAGE}")));
+        }
+        let status = self
+            .status
+            .as_deref()
+            .map(str::parse::<JobStatus>)
+            .transpose()
+            .map_err(|e| invalid(format!("status: {e}")))?;
+        let after = self
+            .cursor
+            .as_deref()
+            .map(PageCursor::decode)
+            .transpose()
+            .map_err(|e| invalid(format!("cursor: {e}")))?;
+        Ok(JobQuery {
+            status,
+            limit,
+            after,
+        })
+    }
+}
+
+/// One page of the caller's jobs. `next` (the next page's path) and `next_cursor` (its
+/// `cursor`) are there only when there may be more.
+#[derive(Serialize)]
+pub struct JobPage {
+    items: Vec<JobView>,
+    limit: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// The path of the page after `cursor`, with the same filter and size.
+fn next_path(query: &JobQuery, cursor: &str) -> String {
+    let status = query
+        .status
+        .map(|status| format!("&status={status}"))
+        .unwrap_or_default();
+    format!("/v1/jobs?limit={}{status}&cursor={cursor}", query.limit)
+}
+
+/// Both reads count against one generous per-client window.
+async fn limit_reads(app: &App, client: &ClientKey) -> Result<Option<RateDecision>, Rejection> {
+    check_rate_limit(app, JOBS_ENDPOINT, app.config.rate_limits.read, client).await
+}
+
+fn unavailable(error: StoreError) -> Rejection {
+    tracing::error!(%error, "job read failed");
+    Rejection::DatabaseUnavailable
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct JobView {
+    job_id: JobId,
+    status: JobStatus,
+    progress: f32,
+    queue_position: Option<i64>,
+    /// When a queued job should start rendering, from recent throughput (estimate.rs).
+    estimated_start: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    error: Option<String>,
+    config: serde_json::Value,
+    artifacts: Option<Artifacts>,
+    /// A sandbox key's job: simulated, never rendered (domain/sandbox.rs).
+    sandbox: bool,
+    links: Links,
+}
+
+#[derive(Debug, Serialize)]
+struct Links {
+    #[serde(rename = "self")]
+    this: String,
+}
+
+/// Short-lived presigned GET URLs of a completed job's video and thumbnail.
+#[derive(Debug, Serialize)]
+struct Artifacts {
+    video_url: String,
+    thumb_url: Option<String>,
+    expires_at: DateTime<Utc>,
+}
+
+impl JobView {
+    /// `artifacts`: the links of `GET /v1/jobs/{id}`; always `None` in a list.
+    fn new(app: &App, job: JobRecord, artifacts: Option<Artifacts>) -> Self {
+        Self {
+            job_id: job.id,
+            status: job.status,
+            progress: job.progress,
+            queue_position: job.queue_position,
+            estimated_start: estimated_start(app, &job),
+            created_at: job.created_at,
+            updated_at: job.updated_at,
+            error: job.error,
+            config: job.config,
+            artifacts,
+            sandbox: job.sandbox,
+            links: Links {
+                this: job.id.status_path(),
+            },
+        }
+    }
+}
+
+/// `queue_position / λ` from now; `None` unless the job is queued.
+fn estimated_start(app: &App, job: &JobRecord) -> Option<DateTime<Utc>> {
+    let (position, completed) = job.queue_position.zip(job.recent_completed)?;
+    let recent = Recent {
+        completed,
+        median_turnaround_secs: None,
+    };
+    let wait = recent.start_in(&Defaults::from(&*app.config), position);
+    Some(Utc::now() + wait)
+}
+
+/// A completed job's links.
+async fn artifacts_of(app: &App, job: &JobRecord) -> Option<Artifacts> {
+    match (job.status, &job.video_key) {
+        (JobStatus::Completed, Some(video_key)) => {
+            artifacts(app, video_key, job.thumb_key.as_deref()).await
+        }
+        _ => None,
+    }
+}
+
+/// Presigning is local work (no request is made); it fails only without credentials, and then
+/// the job is shown without artifacts rather than not at all.
+async fn artifacts(app: &App, video_key: &str, thumb_key: Option<&str>) -> Option<Artifacts> {
+    let ttl = app.config.artifact_url_ttl;
+    let presigned = async {
+        let video_url = presign(app, video_key, ttl).await?;
+        let thumb_url = match thumb_key {
+            Some(key) => Some(presign(app, key, ttl).await?),
+            None => None,
+        };
+        Ok::<_, String>(Artifacts {
+            video_url,
+            thumb_url,
+            expires_at: Utc::now() + ttl,
+        })
+    };
+    presigned
+        .await
+        .inspect_err(|error| tracing::error!(%error, "could not presign artifact URLs"))
+        .ok()
+}
+
+async fn presign(app: &App, key: &str, ttl: Duration) -> Result<String, String> {
+    app.artifacts
+        .link(key, ttl)
+        .await
+        .map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(limit: Option<i64>, status: Option<&str>, cursor: Option<&str>) -> ListParams {
+        ListParams {
+            limit,
+            status: status.map(str::to_owned),
+            cursor: cursor.map(str::to_owned),
+            offset: None,
+        }
+    }
+
+    #[test]
+    fn list_parameters_default_and_are_bounded() {
+        assert_eq!(
+            params(None, None, None).query().unwrap(),
+            JobQuery {
+                status: None,
+                limit: 20,
+                after: None
+            }
+        );
+        let cursor = PageCursor {
+            created_at: Utc::now(),
+            id: JobId::new(),
+        };
+        let encoded = cursor.encode();
+        let q = params(Some(100), Some("rendering"), Some(&encoded))
+            .query()
+            .unwrap();
+        assert_eq!(
+            (q.limit, q.status, q.after.map(|c| c.id)),
+            (100, Some(JobStatus::Rendering), Some(cursor.id))
+        );
+        let offset = ListParams {
+            offset: Some("0".into()),
+            ..ListParams::default()
+        };
+        for (bad, field) in [
+            (params(Some(0), None, None), "limit"),
+            (params(Some(101), None, None), "limit"),
+            (params(None, Some("paused"), None), "status"),
+            (params(None, None, Some("")), "cursor"),
+            (params(None, None, Some("not-a-cursor")), "cursor"),
+            (offset, "offset"),
+        ] {
+            let err = bad.query().unwrap_err();
+            assert_eq!(err.code(), "invalid_field");
+            assert!(err.detail().starts_with(field), "{}", err.detail());
+        }
+    }
+
+    #[test]
+    fn the_next_path_keeps_the_filter_and_size() {
+        let query = JobQuery {
+            status: Some(JobStatus::Failed),
+            limit: 5,
+            after: None,
+        };
+        assert_eq!(
+            next_path(&query, "abc"),
+            "/v1/jobs?limit=5&status=failed&cursor=abc"
+        );
+        let query = JobQuery {
+            status: None,
+            ..query
+        };
+        assert_eq!(next_path(&query, "abc"), "/v1/jobs?limit=5&cursor=abc");
+    }
+}
