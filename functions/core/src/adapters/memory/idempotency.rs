@@ -1,0 +1,73 @@
+//! The idempotency port on the memory database: keys claimed, completed and replayed.
+
+use super::*;
+
+#[async_trait]
+impl IdempotencyStore for MemoryDatabase {
+    async fn claim(
+        &self,
+        claim: &Claim,
+        request_hash: &[u8; 32],
+    ) -> Result<Result<(), Option<Held>>, StoreError> {
+        self.calls.record("idempotency.claim");
+        let mut tables = lock(&self.tables);
+        if try_claim(&mut tables, claim, request_hash) {
+            return Ok(Ok(()));
+        }
+        Ok(Err(held(&tables, claim)))
+    }
+
+    async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError> {
+        self.calls.record("idempotency.held");
+        Ok(held(&lock(&self.tables), claim))
+    }
+
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError> {
+        self.calls.record("idempotency.complete");
+        if let Some(row) = lock(&self.tables).keys.get_mut(&key_of(claim)) {
+            if row.token == claim.token {
+                row.response = Some(response.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
+        self.calls.record("idempotency.release");
+        let mut tables = lock(&self.tables);
+        let key = key_of(claim);
+        let ours = tables
+            .keys
+            .get(&key)
+            .is_some_and(|row| row.token == claim.token && row.response.is_none());
+        if ours {
+            tables.keys.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn prune(&self, batch: i64) -> Result<u64, StoreError> {
+        self.calls.record("idempotency.prune");
+        let now = Utc::now();
+        Ok(prune_oldest(&mut lock(&self.tables).keys, batch, |row| {
+            expired(row, now).then_some(row.claimed_at)
+        }))
+    }
+}
+
+fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
+    let now = Utc::now();
+    tables
+        .keys
+        .get(&key_of(claim))
+        .filter(|row| !expired(row, now))
+        .map(|row| match &row.response {
+            Some(response) => Held::Completed {
+                request_hash: row.request_hash.clone(),
+                response: response.clone(),
+            },
+            None => Held::InProgress {
+                request_hash: row.request_hash.clone(),
+            },
+        })
+}

@@ -1,0 +1,242 @@
+//! The jobs port on the memory database: admission under one lock, as `admit_job`.
+
+use super::*;
+
+#[async_trait]
+impl JobStore for MemoryDatabase {
+    async fn occupancy(
+        &self,
+        caller: &Caller,
+        replay_sha256: &[u8; 32],
+        claim: Option<(&Claim, &[u8; 32])>,
+    ) -> Result<(Occupancy, Option<bool>), StoreError> {
+        self.calls.record("jobs.occupancy");
+        let mut tables = lock(&self.tables);
+        let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
+        let occupancy = occupancy_of(
+            &tables,
+            &caller.client,
+            caller.network.as_ref(),
+            replay_sha256,
+            caller.is_sandbox(),
+        );
+        Ok((occupancy, claimed))
+    }
+
+    async fn capacity(&self) -> Result<Capacity, StoreError> {
+        self.calls.record("jobs.capacity");
+        Ok(capacity_of(&lock(&self.tables)))
+    }
+
+    async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
+        self.calls.record("jobs.load");
+        let tables = lock(&self.tables);
+        let now = Utc::now();
+        let oldest = |counted: &dyn Fn(&MemoryJob) -> bool| {
+            tables
+                .jobs
+                .iter()
+                .filter(|j| counted(j) && ACTIVE.contains(&j.status))
+                .map(|j| (now - j.created_at).num_milliseconds() as f64 / 1000.0)
+                .fold(None, |oldest: Option<f64>, age| {
+                    Some(oldest.map_or(age, |o| o.max(age)))
+                })
+        };
+        Ok(Load {
+            recent: Recent {
+                completed: completed_within_hour(&tables),
+                median_turnaround_secs: None,
+            },
+            capacity: capacity_of(&tables),
+            oldest_active_age_secs: oldest(&|j| j.client == caller.client),
+            oldest_network_active_age_secs: caller
+                .network
+                .as_ref()
+                .and_then(|network| oldest(&|j| j.network.as_ref() == Some(network))),
+        })
+    }
+
+    async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError> {
+        self.calls.record("jobs.admit");
+        let fault = lock(&self.admit_fault).take();
+        let mut tables = lock(&self.tables);
+        match fault {
+            None => Ok(self.admit_now(&mut tables, job, limits)),
+            Some(AdmitFault::Error) => Err(StoreError::new("55P03: lock timeout")),
+            Some(AdmitFault::LateAnswer) => {
+                self.admit_now(&mut tables, job, limits);
+                Err(StoreError::unknown("no answer within 500 ms"))
+            }
+            Some(AdmitFault::ArrivesAfterResolve) => {
+                tables.held_admission = Some((job.clone(), *limits));
+                Err(StoreError::unknown("no answer within 500 ms"))
+            }
+        }
+    }
+
+    async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError> {
+        self.calls.record("jobs.resolve");
+        if self.resolve_fails.load(Ordering::SeqCst) {
+            return Err(StoreError::unknown("no answer within 500 ms"));
+        }
+        let mut tables = lock(&self.tables);
+        let admitted = tables.jobs.iter().any(|j| j.id == job.id);
+        let resolved = match tables.events.iter().find(|e| e.event.job_id == job.id) {
+            Some(found) => Resolved::Admitted(Some(found.event.clone())),
+            None if admitted => Resolved::Admitted(None),
+            None => {
+                tables.fences.insert(job.id, Utc::now());
+                Resolved::Abandoned
+            }
+        };
+        // The held statement arrives now, after the resolution.
+        if let Some((held, limits)) = tables.held_admission.take() {
+            self.admit_now(&mut tables, &held, &limits);
+        }
+        Ok(resolved)
+    }
+
+    async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
+        self.calls.record("jobs.find");
+        let tables = lock(&self.tables);
+        Ok(tables
+            .jobs
+            .iter()
+            .find(|j| j.id == id)
+            .map(|j| record(j, &tables)))
+    }
+
+    async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
+        self.calls.record("jobs.list");
+        let tables = lock(&self.tables);
+        let position = |j: &MemoryJob| (j.created_at, j.id.as_uuid());
+        let mut matching: Vec<&MemoryJob> = tables
+            .jobs
+            .iter()
+            .filter(|j| &j.client == client)
+            .filter(|j| query.status.is_none_or(|status| j.status == status))
+            .filter(|j| {
+                query
+                    .after
+                    .is_none_or(|after| position(j) < (after.created_at, after.id.as_uuid()))
+            })
+            .collect();
+        matching.sort_by_key(|j| std::cmp::Reverse(position(j)));
+        let rows = matching
+            .iter()
+            .take(usize::try_from(query.limit.saturating_add(1)).unwrap_or(0))
+            .map(|j| record(j, &tables))
+            .collect();
+        Ok(JobPage::from_rows(rows, query.limit))
+    }
+
+    async fn transition(
+        &self,
+        id: JobId,
+        transition: &Transition,
+        nonce: &Nonce,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.calls.record("jobs.transition");
+        let mut tables = lock(&self.tables);
+        if tables.nonces.contains_key(&nonce.value) {
+            return Ok(TransitionOutcome::NonceReused);
+        }
+        tables.nonces.insert(nonce.value.clone(), nonce.expires_at);
+        let Some(job) = tables.jobs.iter_mut().find(|j| j.id == id) else {
+            return Ok(TransitionOutcome::UnknownJob);
+        };
+        if !transition.to.predecessors().contains(&job.status) {
+            return Ok(TransitionOutcome::Illegal {
+                current: job.status,
+            });
+        }
+        let progress = transition
+            .progress
+            .unwrap_or(if job.status == transition.to {
+                job.progress
+            } else {
+                0.0
+            });
+        job.status = transition.to;
+        job.progress = progress;
+        job.video_key = transition.video_key.clone().or(job.video_key.take());
+        job.thumb_key = transition.thumb_key.clone().or(job.thumb_key.take());
+        job.error = transition.error.clone().or(job.error.take());
+        job.updated_at = Utc::now();
+        Ok(TransitionOutcome::Applied {
+            status: job.status,
+            progress,
+        })
+    }
+
+    async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
+        self.calls.record("jobs.expire_queued");
+        let before = Utc::now() - ttl;
+        let mut tables = lock(&self.tables);
+        let mut expired = 0;
+        for job in tables.jobs.iter_mut() {
+            if job.status == JobStatus::Queued && job.created_at < before {
+                job.status = JobStatus::Expired;
+                job.updated_at = Utc::now();
+                expired += 1;
+            }
+        }
+        Ok(expired)
+    }
+
+    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
+        self.calls.record("jobs.fail_stalled");
+        let before = Utc::now() - stall_timeout;
+        let mut tables = lock(&self.tables);
+        let mut failed = 0;
+        for job in tables.jobs.iter_mut() {
+            let working = matches!(job.status, JobStatus::Downloading | JobStatus::Rendering);
+            if working && job.updated_at < before {
+                job.status = JobStatus::Failed;
+                job.updated_at = Utc::now();
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+
+    async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
+        self.calls.record("jobs.delete_ended");
+        let before = Utc::now() - retention;
+        let tables = &mut *lock(&self.tables);
+        let mut ended: Vec<&MemoryJob> = tables
+            .jobs
+            .iter()
+            .filter(|j| !j.status.is_active() && j.updated_at < before)
+            .collect();
+        ended.sort_by_key(|j| j.updated_at);
+        let doomed: HashSet<JobId> = ended.iter().take(batch_len(batch)).map(|j| j.id).collect();
+        let (jobs, events) = (tables.jobs.len(), tables.events.len());
+        tables.jobs.retain(|j| !doomed.contains(&j.id));
+        tables.events.retain(|e| !doomed.contains(&e.event.job_id));
+        Ok(Deleted {
+            jobs: (jobs - tables.jobs.len()) as u64,
+            outbox_events: (events - tables.events.len()) as u64,
+        })
+    }
+
+    async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError> {
+        self.calls.record("jobs.prune_nonces");
+        let now = Utc::now();
+        Ok(prune_oldest(
+            &mut lock(&self.tables).nonces,
+            batch,
+            |expires_at| (*expires_at < now).then_some(*expires_at),
+        ))
+    }
+
+    async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {
+        self.calls.record("jobs.prune_fences");
+        let day_ago = Utc::now() - Duration::from_secs(24 * 3600);
+        Ok(prune_oldest(
+            &mut lock(&self.tables).fences,
+            batch,
+            |fenced_at| (*fenced_at < day_ago).then_some(*fenced_at),
+        ))
+    }
+}

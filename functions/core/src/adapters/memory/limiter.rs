@@ -1,0 +1,56 @@
+//! The rate limiter: fixed windows in a map.
+
+use super::*;
+
+/// Fixed windows in a map, exact as DynamoDB's conditional update.
+pub struct MemoryLimiter {
+    calls: Calls,
+    hits: Mutex<HashMap<String, u64>>,
+    down: AtomicBool,
+}
+
+impl MemoryLimiter {
+    pub(super) fn new(calls: Calls) -> Self {
+        Self {
+            calls,
+            hits: Mutex::default(),
+            down: AtomicBool::new(false),
+        }
+    }
+
+    /// The limiter answers nothing until told otherwise.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl RateLimiter for MemoryLimiter {
+    async fn hit(
+        &self,
+        endpoint: &'static str,
+        client: &ClientKey,
+        limit: RateLimit,
+        now: u64,
+    ) -> Result<RateDecision, LimiterUnavailable> {
+        self.calls.record("limiter.hit");
+        if self.down.load(Ordering::SeqCst) {
+            return Err(LimiterUnavailable("the limiter is down".into()));
+        }
+        let (start, _) = limit.window(now);
+        let mut hits = lock(&self.hits);
+        let count = hits
+            .entry(format!("{endpoint}#{client}#{start}"))
+            .or_default();
+        let allowed = *count < u64::from(limit.requests);
+        if allowed {
+            *count += 1;
+        }
+        Ok(RateDecision::new(
+            endpoint,
+            limit,
+            allowed.then_some(*count),
+            now,
+        ))
+    }
+}

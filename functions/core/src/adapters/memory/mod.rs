@@ -1,0 +1,524 @@
+//! In-memory adapters behind every port, for the use cases' unit tests: no Postgres, no AWS
+//! stand-in, microseconds a test. They keep the guarantees the real adapters give (one lock
+//! serializes what `admit_job` serializes; a key is completed with its job; conditional object
+//! writes), record which port each call went to, in order, and can be told to fail.
+//!
+//! The integration tests (tests/api) keep crossing the real boundaries; these check the order
+//! and the decisions of the use cases, fast.
+
+mod callbacks;
+mod idempotency;
+mod jobs;
+mod keys;
+mod limiter;
+mod objects;
+mod outbox;
+mod queue;
+mod secrets;
+mod skin_names;
+
+pub use callbacks::MemoryCallbacks;
+pub use keys::MemoryKeys;
+pub use limiter::MemoryLimiter;
+pub use objects::MemoryObjects;
+pub use queue::MemoryQueue;
+pub use secrets::MemorySecrets;
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use crate::domain::caller::Caller;
+use crate::domain::rate::LimitScope;
+use crate::domain::sandbox;
+use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
+use crate::ports::artifacts::ArtifactLinks;
+use crate::ports::health::Dependency;
+use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
+use crate::ports::jobs::{
+    Admission, Capacity, CapacityLimits, Deleted, JobPage, JobQuery, JobRecord, JobStore, Load,
+    NewJob, NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
+};
+use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
+use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
+use crate::ports::queue::{EventPublisher, Published};
+use crate::ports::replays::{ReplayStore, StorageError};
+use crate::ports::secrets::{SecretStore, SecretVersions};
+use crate::ports::skins::{
+    self, ByteChunks, Copied, IngestClaim, IngestTicket, NameClaim, NameState, ObjectVersion,
+    PresignedPost, SkinRegistry, SkinStore,
+};
+use crate::ports::{Ports, StoreError};
+use crate::support::estimate::Recent;
+
+/// Every adapter of one in-memory App, shared with the test that drives it.
+#[derive(Clone)]
+pub struct Memory {
+    pub calls: Calls,
+    pub database: Arc<MemoryDatabase>,
+    pub limiter: Arc<MemoryLimiter>,
+    pub objects: Arc<MemoryObjects>,
+    pub queue: Arc<MemoryQueue>,
+    pub keys: Arc<MemoryKeys>,
+    pub secrets: Arc<MemorySecrets>,
+    pub callbacks: Arc<MemoryCallbacks>,
+}
+
+impl Memory {
+    /// Fresh in-memory adapters, sharing one call log.
+    pub fn new() -> Self {
+        let calls = Calls::default();
+        Memory {
+            database: Arc::new(MemoryDatabase::new(calls.clone())),
+            limiter: Arc::new(MemoryLimiter::new(calls.clone())),
+            objects: Arc::new(MemoryObjects::new(calls.clone())),
+            queue: Arc::new(MemoryQueue::new(calls.clone())),
+            keys: Arc::default(),
+            secrets: Arc::new(MemorySecrets::default()),
+            callbacks: Arc::default(),
+            calls,
+        }
+    }
+
+    /// These adapters behind every port, for `App::from_ports`.
+    pub fn ports(&self) -> Ports {
+        Ports {
+            limiter: self.limiter.clone(),
+            jobs: self.database.clone(),
+            replays: self.objects.clone(),
+            outbox: self.database.clone(),
+            queue: self.queue.clone(),
+            callbacks: self.callbacks.clone(),
+            callback_addresses: self.callbacks.clone(),
+            skins: self.objects.clone(),
+            skin_names: self.database.clone(),
+            idempotency: self.database.clone(),
+            keys: self.keys.clone(),
+            artifacts: self.objects.clone(),
+            secrets: self.secrets.clone(),
+            dependencies: vec![self.database.clone() as Arc<dyn Dependency>],
+        }
+    }
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The ports called, in order, as `port.method`.
+#[derive(Clone, Default)]
+pub struct Calls(Arc<Mutex<Vec<&'static str>>>);
+
+impl Calls {
+    fn record(&self, call: &'static str) {
+        lock(&self.0).push(call);
+    }
+
+    pub fn take(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A test that panicked while holding it has failed already.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How the next `admit` goes wrong, if at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitFault {
+    /// The statement commits, but its answer never comes (an unknown outcome).
+    LateAnswer,
+    /// The statement never arrives until after it was resolved, then runs (a held statement).
+    ArrivesAfterResolve,
+    /// The server refuses it (nothing applied).
+    Error,
+}
+
+#[derive(Debug, Clone)]
+struct MemoryJob {
+    id: JobId,
+    client: ClientKey,
+    network: Option<ClientKey>,
+    status: JobStatus,
+    progress: f32,
+    replay_sha256: [u8; 32],
+    config: serde_json::Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    error: Option<String>,
+    video_key: Option<String>,
+    thumb_key: Option<String>,
+    sandbox: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventStatus {
+    Pending,
+    Dispatched,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+struct MemoryEvent {
+    event: OutboxEvent,
+    status: EventStatus,
+    available_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+struct KeyRow {
+    request_hash: Vec<u8>,
+    token: uuid::Uuid,
+    response: Option<StoredResponse>,
+    claimed_at: DateTime<Utc>,
+}
+
+#[derive(Default)]
+struct Tables {
+    jobs: Vec<MemoryJob>,
+    /// Fenced job ids, with when.
+    fences: HashMap<JobId, DateTime<Utc>>,
+    /// Spent nonces, until they expire.
+    nonces: HashMap<String, DateTime<Utc>>,
+    events: Vec<MemoryEvent>,
+    keys: HashMap<(String, &'static str, String), KeyRow>,
+    /// Skin names by their folded form.
+    skins: HashMap<String, MemorySkin>,
+    /// Presigned uploads' ingests by upload key.
+    ingests: HashMap<String, MemoryIngest>,
+    /// A held `admit` that runs at the next `resolve`'s end (see `AdmitFault`).
+    held_admission: Option<(NewJob, CapacityLimits)>,
+}
+
+struct MemorySkin {
+    name: String,
+    token: uuid::Uuid,
+    stored: bool,
+}
+
+struct MemoryIngest {
+    etag: String,
+    claim: Option<uuid::Uuid>,
+    claimed_at: DateTime<Utc>,
+    finished: bool,
+}
+
+/// The database's tables behind the jobs, outbox, idempotency and skin-name ports. One mutex
+/// plays `admit_job`'s locks: each call is atomic, as each statement is.
+pub struct MemoryDatabase {
+    calls: Calls,
+    tables: Mutex<Tables>,
+    admit_fault: Mutex<Option<AdmitFault>>,
+    resolve_fails: AtomicBool,
+    /// Lease of a fresh admission's event, as `PgJobStore` is given it.
+    event_lease: Duration,
+}
+
+const ACTIVE: [JobStatus; 3] = [
+    JobStatus::Queued,
+    JobStatus::Downloading,
+    JobStatus::Rendering,
+];
+
+impl MemoryDatabase {
+    fn new(calls: Calls) -> Self {
+        Self {
+            calls,
+            tables: Mutex::default(),
+            admit_fault: Mutex::default(),
+            resolve_fails: AtomicBool::new(false),
+            event_lease: Duration::from_secs(30),
+        }
+    }
+
+    /// The next `admit` goes wrong this way.
+    pub fn fail_next_admit(&self, fault: AdmitFault) {
+        *lock(&self.admit_fault) = Some(fault);
+    }
+
+    /// Every `resolve` fails (the outcome stays unknown).
+    pub fn fail_resolve(&self, fails: bool) {
+        self.resolve_fails.store(fails, Ordering::SeqCst);
+    }
+
+    pub fn job_ids(&self) -> Vec<JobId> {
+        lock(&self.tables).jobs.iter().map(|job| job.id).collect()
+    }
+
+    /// Idempotency claims still in progress.
+    pub fn claims_in_progress(&self) -> usize {
+        lock(&self.tables)
+            .keys
+            .values()
+            .filter(|row| row.response.is_none())
+            .count()
+    }
+
+    /// Makes `count` active jobs of other clients in `status`.
+    pub fn occupy(&self, status: JobStatus, count: usize) {
+        let mut tables = lock(&self.tables);
+        for n in 0..count {
+            let client = ClientKey::new(format!("192.0.2.{}", n % 250).parse().unwrap(), 64);
+            tables.jobs.push(MemoryJob {
+                id: JobId::new(),
+                client,
+                network: None,
+                status,
+                progress: 0.0,
+                replay_sha256: [n as u8; 32],
+                config: serde_json::json!({}),
+                created_at: Utc::now(),
+                updated_at: Utc::now(),
+                error: None,
+                video_key: None,
+                thumb_key: None,
+                sandbox: false,
+            });
+        }
+    }
+
+    /// Moves every job's `created_at` and `updated_at` back by `age`.
+    pub fn age_jobs(&self, age: Duration) {
+        for job in lock(&self.tables).jobs.iter_mut() {
+            job.created_at -= age;
+            job.updated_at -= age;
+        }
+    }
+
+    fn admit_now(&self, tables: &mut Tables, job: &NewJob, limits: &CapacityLimits) -> Admission {
+        if tables.fences.contains_key(&job.id) {
+            return Admission::Abandoned;
+        }
+        let occupancy = occupancy_of(
+            tables,
+            &job.client,
+            job.network.as_ref(),
+            &job.replay_sha256,
+            job.sandbox,
+        );
+        if let Some(existing) = occupancy.duplicate {
+            return Admission::NoRoom(NoRoom::Duplicate(existing));
+        }
+        if let Err(no_room) = occupancy.check(limits) {
+            return Admission::NoRoom(no_room);
+        }
+        if let Some((claim, response)) = &job.completes {
+            match tables.keys.get_mut(&key_of(claim)) {
+                Some(row) if row.token == claim.token && row.response.is_none() => {
+                    row.response = Some(response.clone());
+                }
+                _ => return Admission::ClaimLost,
+            }
+        }
+        let now = Utc::now();
+        // A sandbox job is stored final, as admit_job stores it (migrations/V10).
+        let (status, progress) = match job.sandbox {
+            true => (JobStatus::Completed, 100.0),
+            false => (JobStatus::Queued, 0.0),
+        };
+        let sample = |key: &str| job.sandbox.then(|| key.to_owned());
+        tables.jobs.push(MemoryJob {
+            id: job.id,
+            client: job.client.clone(),
+            network: job.network.clone(),
+            status,
+            progress,
+            replay_sha256: job.replay_sha256,
+            config: serde_json::to_value(&job.options).unwrap_or_default(),
+            created_at: now,
+            updated_at: now,
+            error: None,
+            video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
+            thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
+            sandbox: job.sandbox,
+        });
+        let event_id = (!job.sandbox).then_some(tables.events.len() as i64 + 1);
+        let event = job.event(event_id).unwrap_or_default();
+        if let Some(event) = &event {
+            tables.events.push(MemoryEvent {
+                event: event.clone(),
+                status: EventStatus::Pending,
+                available_at: now + self.event_lease,
+            });
+        }
+        Admission::Admitted(event)
+    }
+}
+
+fn key_of(claim: &Claim) -> (String, &'static str, String) {
+    (
+        claim.client.as_str().to_owned(),
+        claim.endpoint,
+        claim.key.as_str().to_owned(),
+    )
+}
+
+fn occupancy_of(
+    tables: &Tables,
+    client: &ClientKey,
+    network: Option<&ClientKey>,
+    sha256: &[u8; 32],
+    sandbox: bool,
+) -> Occupancy {
+    if sandbox {
+        let since = Utc::now() - sandbox::ACTIVE_FOR;
+        let recent: Vec<&MemoryJob> = tables
+            .jobs
+            .iter()
+            .filter(|j| j.sandbox && &j.client == client && j.created_at > since)
+            .collect();
+        return Occupancy {
+            capacity: Capacity::default(),
+            active_for_client: recent.len() as i64,
+            active_for_network: 0,
+            duplicate: recent
+                .iter()
+                .find(|j| &j.replay_sha256 == sha256)
+                .map(|j| j.id),
+        };
+    }
+    let active: Vec<&MemoryJob> = tables
+        .jobs
+        .iter()
+        .filter(|j| ACTIVE.contains(&j.status))
+        .collect();
+    Occupancy {
+        capacity: capacity_of(tables),
+        active_for_client: active.iter().filter(|j| &j.client == client).count() as i64,
+        active_for_network: active
+            .iter()
+            .filter(|j| network.is_some() && j.network.as_ref() == network)
+            .count() as i64,
+        duplicate: active
+            .iter()
+            .find(|j| &j.client == client && &j.replay_sha256 == sha256)
+            .map(|j| j.id),
+    }
+}
+
+/// The global counts, as V11's `job_counts` keeps them.
+fn capacity_of(tables: &Tables) -> Capacity {
+    let count = |counted: &dyn Fn(&MemoryJob) -> bool| {
+        tables.jobs.iter().filter(|j| counted(j)).count() as i64
+    };
+    let queued = |j: &MemoryJob| j.status == JobStatus::Queued;
+    Capacity {
+        queued: count(&queued),
+        rendering: count(&|j| matches!(j.status, JobStatus::Downloading | JobStatus::Rendering)),
+        anonymous_queued: count(&|j| queued(j) && j.client.scope() == LimitScope::Client),
+    }
+}
+
+/// A key answers for `KEY_TTL` after its claim, as `expires_at` says in Postgres.
+fn expired(row: &KeyRow, now: DateTime<Utc>) -> bool {
+    row.claimed_at + KEY_TTL <= now
+}
+
+fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &[u8; 32]) -> bool {
+    let stale_before = Utc::now() - claim.stale_after;
+    let key = key_of(claim);
+    let free = match tables.keys.get(&key) {
+        None => true,
+        Some(row) => {
+            expired(row, Utc::now()) || (row.response.is_none() && row.claimed_at < stale_before)
+        }
+    };
+    if free {
+        tables.keys.insert(
+            key,
+            KeyRow {
+                request_hash: request_hash.to_vec(),
+                token: claim.token,
+                response: None,
+                claimed_at: Utc::now(),
+            },
+        );
+    }
+    free
+}
+
+fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
+    let queue_position = (job.status == JobStatus::Queued).then(|| {
+        tables
+            .jobs
+            .iter()
+            .filter(|q| q.status == JobStatus::Queued && q.created_at <= job.created_at)
+            .count() as i64
+    });
+    let record = JobRecord {
+        id: job.id,
+        status: job.status,
+        progress: job.progress,
+        queue_position,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+        error: job.error.clone(),
+        config: job.config.clone(),
+        video_key: job.video_key.clone(),
+        thumb_key: job.thumb_key.clone(),
+        recent_completed: queue_position.map(|_| completed_within_hour(tables)),
+        sandbox: job.sandbox,
+    };
+    match job.sandbox {
+        true => record.as_sandbox_shows((Utc::now() - job.created_at).to_std().unwrap_or_default()),
+        false => record,
+    }
+}
+
+fn completed_within_hour(tables: &Tables) -> i64 {
+    let since = Utc::now() - Duration::from_secs(3600);
+    tables
+        .jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Completed && j.updated_at > since && !j.sandbox)
+        .count() as i64
+}
+
+fn batch_len(batch: i64) -> usize {
+    usize::try_from(batch).unwrap_or(0)
+}
+
+/// Removes up to `batch` entries of `map` that `due` gives an age, oldest first: a batched
+/// `DELETE … ORDER BY age LIMIT batch`. Returns how many.
+fn prune_oldest<K, V, A>(map: &mut HashMap<K, V>, batch: i64, due: impl Fn(&V) -> Option<A>) -> u64
+where
+    K: Clone + Eq + std::hash::Hash,
+    A: Ord,
+{
+    let mut aged: Vec<(A, &K)> = map
+        .iter()
+        .filter_map(|(key, value)| due(value).map(|age| (age, key)))
+        .collect();
+    aged.sort_by(|a, b| a.0.cmp(&b.0));
+    let doomed: Vec<K> = aged
+        .into_iter()
+        .take(batch_len(batch))
+        .map(|(_, key)| key.clone())
+        .collect();
+    for key in &doomed {
+        map.remove(key);
+    }
+    doomed.len() as u64
+}
+
+#[async_trait]
+impl Dependency for MemoryDatabase {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}

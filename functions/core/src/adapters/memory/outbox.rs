@@ -1,0 +1,69 @@
+//! The outbox port on the memory database.
+
+use super::*;
+
+#[async_trait]
+impl OutboxStore for MemoryDatabase {
+    async fn claim(
+        &self,
+        limit: i64,
+        lease: Duration,
+        max_attempts: i32,
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        self.calls.record("outbox.claim");
+        let now = Utc::now();
+        let mut tables = lock(&self.tables);
+        let mut claimed = Vec::new();
+        for row in tables.events.iter_mut() {
+            if claimed.len() as i64 >= limit {
+                break;
+            }
+            let due = row.status == EventStatus::Pending && row.available_at <= now;
+            if due && row.event.attempts < max_attempts {
+                row.event.attempts += 1;
+                row.available_at = now + lease;
+                claimed.push(row.event.clone());
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
+        self.calls.record("outbox.mark_dispatched");
+        for row in lock(&self.tables).events.iter_mut() {
+            if ids.contains(&row.event.id) {
+                row.status = EventStatus::Dispatched;
+            }
+        }
+        Ok(())
+    }
+
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
+        self.calls.record("outbox.mark_retry");
+        let mut changed = 0;
+        for row in lock(&self.tables).events.iter_mut() {
+            if let Some(retry) = retries.iter().find(|r| r.id == row.event.id) {
+                row.available_at = Utc::now() + retry.delay;
+                if row.event.attempts >= max_attempts {
+                    row.status = EventStatus::Failed;
+                }
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
+        self.calls.record("outbox.fail_exhausted");
+        let now = Utc::now();
+        let mut failed = 0;
+        for row in lock(&self.tables).events.iter_mut() {
+            let spent = row.event.attempts >= max_attempts && row.available_at <= now;
+            if row.status == EventStatus::Pending && spent {
+                row.status = EventStatus::Failed;
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+}

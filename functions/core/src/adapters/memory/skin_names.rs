@@ -1,0 +1,158 @@
+//! The skin-name registry on the memory database.
+
+use super::*;
+
+#[async_trait]
+impl SkinRegistry for MemoryDatabase {
+    async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
+        self.calls.record("skin_names.claim");
+        let mut tables = lock(&self.tables);
+        match tables.skins.get(&folded(name.as_str())) {
+            Some(skin) if skin.stored => Ok(NameClaim::Stored),
+            Some(_) => Ok(NameClaim::Held),
+            None => {
+                let token = uuid::Uuid::new_v4();
+                let skin = MemorySkin {
+                    name: name.as_str().to_owned(),
+                    token,
+                    stored: false,
+                };
+                tables.skins.insert(folded(name.as_str()), skin);
+                Ok(NameClaim::Claimed(skins::Claim {
+                    name: name.clone(),
+                    token,
+                }))
+            }
+        }
+    }
+
+    async fn confirm(
+        &self,
+        claim: &skins::Claim,
+        completes: Option<(&Claim, &StoredResponse)>,
+    ) -> Result<(), StoreError> {
+        self.calls.record("skin_names.confirm");
+        let mut tables = lock(&self.tables);
+        match tables.skins.get_mut(&folded(claim.name.as_str())) {
+            Some(skin) if skin.token == claim.token => skin.stored = true,
+            _ => return Err(StoreError::new("the claim was lost")),
+        }
+        if let Some((key, response)) = completes {
+            if let Some(row) = tables.keys.get_mut(&key_of(key)) {
+                if row.token == key.token {
+                    row.response = Some(response.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(&self, claim: &skins::Claim) -> Result<(), StoreError> {
+        self.calls.record("skin_names.release");
+        let mut tables = lock(&self.tables);
+        let key = folded(claim.name.as_str());
+        if tables
+            .skins
+            .get(&key)
+            .is_some_and(|skin| skin.token == claim.token && !skin.stored)
+        {
+            tables.skins.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn state(&self, name: &SkinName) -> Result<NameState, StoreError> {
+        self.calls.record("skin_names.state");
+        Ok(match lock(&self.tables).skins.get(&folded(name.as_str())) {
+            Some(skin) if skin.stored => NameState::Stored,
+            Some(_) => NameState::Held,
+            None => NameState::Free,
+        })
+    }
+
+    async fn list(&self, after: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.calls.record("skin_names.list");
+        let tables = lock(&self.tables);
+        let mut names: Vec<String> = tables
+            .skins
+            .values()
+            .filter(|skin| skin.stored && skin.name.as_str() > after)
+            .map(|skin| skin.name.clone())
+            .collect();
+        names.sort_unstable();
+        names.truncate(limit);
+        Ok(names)
+    }
+
+    async fn claim_ingest(
+        &self,
+        ticket: &IngestTicket,
+        etag: &str,
+    ) -> Result<IngestClaim, StoreError> {
+        self.calls.record("skin_names.claim_ingest");
+        let mut tables = lock(&self.tables);
+        match tables.ingests.get_mut(&ticket.key) {
+            None => {
+                let ingest = MemoryIngest {
+                    etag: etag.to_owned(),
+                    claim: Some(ticket.token),
+                    claimed_at: Utc::now(),
+                    finished: false,
+                };
+                tables.ingests.insert(ticket.key.clone(), ingest);
+                Ok(IngestClaim::Ours)
+            }
+            Some(ingest) if ingest.etag != etag => Ok(IngestClaim::Replaced),
+            Some(ingest) if ingest.finished => Ok(IngestClaim::Done),
+            Some(ingest) if ingest.claim.is_some() => Ok(IngestClaim::Running),
+            Some(ingest) => {
+                ingest.claim = Some(ticket.token);
+                ingest.claimed_at = Utc::now();
+                Ok(IngestClaim::Ours)
+            }
+        }
+    }
+
+    async fn finish_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
+        self.calls.record("skin_names.finish_ingest");
+        match lock(&self.tables).ingests.get_mut(&ticket.key) {
+            Some(ingest) if ingest.claim == Some(ticket.token) && !ingest.finished => {
+                ingest.finished = true;
+                Ok(())
+            }
+            _ => Err(StoreError::new("the ingest claim was lost")),
+        }
+    }
+
+    async fn release_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
+        self.calls.record("skin_names.release_ingest");
+        if let Some(ingest) = lock(&self.tables).ingests.get_mut(&ticket.key) {
+            if ingest.claim == Some(ticket.token) && !ingest.finished {
+                ingest.claim = None;
+            }
+        }
+        Ok(())
+    }
+
+    async fn prune_ingests(&self, older_than: Duration, limit: u64) -> Result<u64, StoreError> {
+        self.calls.record("skin_names.prune_ingests");
+        let cutoff = Utc::now() - older_than;
+        let ingests = &mut lock(&self.tables).ingests;
+        let mut old: Vec<(DateTime<Utc>, String)> = ingests
+            .iter()
+            .filter(|(_, ingest)| ingest.claimed_at < cutoff)
+            .map(|(key, ingest)| (ingest.claimed_at, key.clone()))
+            .collect();
+        old.sort_unstable();
+        old.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        for (_, key) in &old {
+            ingests.remove(key);
+        }
+        Ok(old.len() as u64)
+    }
+}
+
+/// The name skins compare by: names are ASCII and trimmed (`SkinName`), so ASCII lowercase.
+fn folded(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
