@@ -248,13 +248,13 @@ def main(template_path, samconfig_path):
     # DB_SSLMODE reaches every function; verify-full unless told otherwise.
     check(ref(globals_env.get("DB_SSLMODE")) == "DbSslMode", "Globals: DB_SSLMODE from DbSslMode")
     check(params.get("DbSslMode", {}).get("Default") == "verify-full", "DbSslMode defaults to verify-full")
-    # ... and allows exactly the modes the code reads (config.rs `DbSslMode::from_str`), so a
+    # ... and allows exactly the modes the code reads (support/config/sslmode.rs `DbSslMode::from_str`), so a
     # deploy never passes one the functions refuse at start.
-    config_rs = os.path.join(os.path.dirname(os.path.abspath(template_path)), "functions/core/src/support/config.rs")
+    config_rs = os.path.join(os.path.dirname(os.path.abspath(template_path)), "functions/core/src/support/config/sslmode.rs")
     from_str = open(config_rs).read().partition("impl FromStr for DbSslMode")[2].partition("\n}\n")[0]
     code_modes = sorted(re.findall(r'"([a-z-]+)" => Ok\(Self::', from_str))
     allowed = sorted(params.get("DbSslMode", {}).get("AllowedValues", []))
-    check(code_modes and allowed == code_modes, f"DbSslMode AllowedValues {allowed} = config.rs's modes {code_modes}")
+    check(code_modes and allowed == code_modes, f"DbSslMode AllowedValues {allowed} = sslmode.rs modes {code_modes}")
 
     # An origin only our edge reaches (docs/DEPLOY.md, "An origin only Cloudflare reaches"): the
     # custom domain and no execute-api endpoint by default, mutual TLS available; every API
