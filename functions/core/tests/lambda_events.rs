@@ -16,9 +16,9 @@ use axum::response::Response;
 use axum::Router;
 use base64::Engine;
 use osurender_core::domain::client::ClientKey;
-use osurender_core::domain::rate::{RateDecision, RateLimit};
+use osurender_core::domain::rate::RateDecision;
 use osurender_core::entry::http::{self, ROUTES};
-use osurender_core::ports::limiter::{LimiterUnavailable, RateLimiter};
+use osurender_core::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};
 use osurender_core::routes::{self, PeerAddr};
 use osurender_core::usecases::lifecycle::Verifier;
 use osurender_core::{entry::lambda, App, Config};
@@ -45,24 +45,18 @@ impl RecordingLimiter {
 
 #[async_trait]
 impl RateLimiter for RecordingLimiter {
-    async fn hit(
-        &self,
-        endpoint: &'static str,
-        client: &ClientKey,
-        limit: RateLimit,
-        now: u64,
-    ) -> Result<RateDecision, LimiterUnavailable> {
+    async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable> {
         self.asked
             .lock()
             .unwrap()
-            .push((endpoint.to_owned(), client.as_str().to_owned()));
+            .push((hit.endpoint.to_owned(), hit.client.as_str().to_owned()));
         Ok(RateDecision {
-            policy: endpoint,
+            policy: hit.endpoint,
             allowed: false,
-            limit: limit.requests,
+            limit: hit.limit.requests,
             window: 60,
             remaining: 0,
-            reset: now + 30,
+            reset: hit.now + 30,
             retry_after: 30,
         })
     }

@@ -5,13 +5,11 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use crate::domain::client::ClientKey;
 use crate::domain::deadline;
 use crate::domain::rate::RateDecision;
-use crate::domain::rate::RateLimit;
 use crate::ports::health::Dependency;
 use crate::ports::limiter::LimiterUnavailable;
-use crate::ports::limiter::RateLimiter;
+use crate::ports::limiter::{Hit, RateLimiter};
 /// DESIGN.md §4: the window start is in the key, so an item's TTL only cleans up and can never
 /// stretch a window; the condition makes the count exact under any concurrency.
 pub struct DynamoRateLimiter {
@@ -50,28 +48,19 @@ impl Dependency for DynamoRateLimiter {
 
 #[async_trait]
 impl RateLimiter for DynamoRateLimiter {
-    async fn hit(
-        &self,
-        endpoint: &'static str,
-        client: &ClientKey,
-        limit: RateLimit,
-        now: u64,
-    ) -> Result<RateDecision, LimiterUnavailable> {
-        let (start, end) = limit.window(now);
+    async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable> {
+        let (counter, end) = hit.counter();
         let number = |n: u64| AttributeValue::N(n.to_string());
         let update = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key(
-                "pk",
-                AttributeValue::S(format!("{endpoint}#{client}#{start}")),
-            )
+            .key("pk", AttributeValue::S(counter))
             .update_expression("ADD hits :one SET expires_at = if_not_exists(expires_at, :expires)")
             .condition_expression("attribute_not_exists(hits) OR hits < :limit")
             .expression_attribute_values(":one", number(1))
             .expression_attribute_values(":expires", number(end + TTL_SLACK_SECS))
-            .expression_attribute_values(":limit", number(limit.requests.into()))
+            .expression_attribute_values(":limit", number(hit.limit.requests.into()))
             .return_values(ReturnValue::UpdatedNew)
             .send();
         let outcome = deadline::within(update)
@@ -85,7 +74,7 @@ impl RateLimiter for DynamoRateLimiter {
                     .and_then(|hits| hits.as_n().ok())
                     .and_then(|hits| hits.parse::<u64>().ok())
                     .ok_or_else(|| LimiterUnavailable("UpdateItem returned no hits".into()))?;
-                Ok(RateDecision::new(endpoint, limit, Some(hits), now))
+                Ok(hit.decision(Some(hits)))
             }
             Err(SdkError::ServiceError(failure))
                 if matches!(
@@ -93,7 +82,7 @@ impl RateLimiter for DynamoRateLimiter {
                     UpdateItemError::ConditionalCheckFailedException(_)
                 ) =>
             {
-                Ok(RateDecision::new(endpoint, limit, None, now))
+                Ok(hit.decision(None))
             }
             Err(other) => Err(LimiterUnavailable(
                 aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),

@@ -1,4 +1,4 @@
-//! The rate limiter port: a fixed-window counter per endpoint and client (store/dynamo.rs).
+//! The rate limiter port: a fixed-window counter per endpoint and client (adapters/dynamo.rs).
 
 use crate::domain::client::ClientKey;
 use crate::domain::rate::RateDecision;
@@ -8,14 +8,32 @@ use async_trait::async_trait;
 #[error("rate limiter unavailable: {0}")]
 pub struct LimiterUnavailable(pub String);
 
+/// One request of `client` against `endpoint`'s `limit`, in the window containing `now` (epoch
+/// seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Hit<'a> {
+    pub endpoint: &'static str,
+    pub client: &'a ClientKey,
+    pub limit: RateLimit,
+    pub now: u64,
+}
+
+impl Hit<'_> {
+    /// The key of the counter this hit counts in (one per endpoint, client and window), and
+    /// when that window ends.
+    pub fn counter(&self) -> (String, u64) {
+        let (start, end) = self.limit.window(self.now);
+        (format!("{}#{}#{start}", self.endpoint, self.client), end)
+    }
+
+    /// The decision once the counter answered: `hits` with this one, `None` if refused.
+    pub fn decision(&self, hits: Option<u64>) -> RateDecision {
+        RateDecision::new(self.endpoint, self.limit, hits, self.now)
+    }
+}
+
 #[async_trait]
 pub trait RateLimiter: Send + Sync {
-    /// Counts one request of `client` against `endpoint`'s window containing `now`.
-    async fn hit(
-        &self,
-        endpoint: &'static str,
-        client: &ClientKey,
-        limit: RateLimit,
-        now: u64,
-    ) -> Result<RateDecision, LimiterUnavailable>;
+    /// Counts `hit`'s request in its window.
+    async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable>;
 }

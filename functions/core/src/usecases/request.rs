@@ -12,6 +12,7 @@ use crate::domain::form::{self, Form, FormError, FormSpec, UploadedFile};
 use crate::domain::job::JobId;
 use crate::domain::rate::{RateDecision, RateLimit};
 use crate::ports::idempotency::{Reply, StoredResponse};
+use crate::ports::limiter::Hit;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 
@@ -108,7 +109,16 @@ pub async fn check_rate_limit(
     limit: RateLimit,
     client: &ClientKey,
 ) -> Result<Option<RateDecision>, Rejection> {
-    match app.limiter.hit(endpoint, client, limit, epoch_secs()).await {
+    match app
+        .limiter
+        .hit(Hit {
+            endpoint,
+            client,
+            limit,
+            now: epoch_secs(),
+        })
+        .await
+    {
         Ok(rate) if rate.allowed => Ok(Some(rate)),
         Ok(rate) => Err(Rejection::RateLimited(rate, client.scope())),
         Err(error) if app.config.rate_limit_fail_open => {

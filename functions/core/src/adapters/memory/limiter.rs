@@ -26,31 +26,17 @@ impl MemoryLimiter {
 
 #[async_trait]
 impl RateLimiter for MemoryLimiter {
-    async fn hit(
-        &self,
-        endpoint: &'static str,
-        client: &ClientKey,
-        limit: RateLimit,
-        now: u64,
-    ) -> Result<RateDecision, LimiterUnavailable> {
+    async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable> {
         self.calls.record("limiter.hit");
         if self.down.load(Ordering::SeqCst) {
             return Err(LimiterUnavailable("the limiter is down".into()));
         }
-        let (start, _) = limit.window(now);
         let mut hits = lock(&self.hits);
-        let count = hits
-            .entry(format!("{endpoint}#{client}#{start}"))
-            .or_default();
-        let allowed = *count < u64::from(limit.requests);
+        let count = hits.entry(hit.counter().0).or_default();
+        let allowed = *count < u64::from(hit.limit.requests);
         if allowed {
             *count += 1;
         }
-        Ok(RateDecision::new(
-            endpoint,
-            limit,
-            allowed.then_some(*count),
-            now,
-        ))
+        Ok(hit.decision(allowed.then_some(*count)))
     }
 }

@@ -37,7 +37,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::caller::Caller;
 use crate::domain::rate::LimitScope;
 use crate::domain::sandbox;
-use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, RateLimit, SkinName};
+use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, SkinName};
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
@@ -45,7 +45,7 @@ use crate::ports::jobs::{
     Admission, Capacity, CapacityLimits, Deleted, JobPage, JobQuery, JobRecord, JobStore, Load,
     NewJob, NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
 };
-use crate::ports::limiter::{LimiterUnavailable, RateLimiter};
+use crate::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};
 use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
 use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
