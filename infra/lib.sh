@@ -76,17 +76,19 @@ ensure_venv() {
   fi
 }
 
-# start_dev_server NAME [VAR=value ...]: builds osurender-local and starts it on a free port of
-# 127.0.0.1 with its own database, bucket, limiter table and queue (named after NAME, the time
-# and the pid), generous rate limits and 127.0.0.0/8 as the trusted proxy, plus the VAR=value
-# settings given. Like the integration tests' they are left behind (DROP DATABASE waits for a
+# start_dev_server NAME [VAR=value ...]: builds osurender-local (and osurender-admin) and starts
+# the dev server on a free port of 127.0.0.1 with its own database, bucket, limiter table and
+# queue (named after NAME, the time and the pid), generous rate limits and 127.0.0.0/8 as the
+# trusted proxy, plus the VAR=value settings given. Like the integration tests' they are left behind (DROP DATABASE waits for a
 # checkpoint, minutes on a busy machine). Sets DEV_URL, DEV_DATABASE_URL, DEV_SERVER (the pid)
 # and DEV_SERVER_LOG (.local/NAME-server.log). Set `trap stop_dev_server EXIT` first: it stops
 # the server however the script ends.
 start_dev_server() {
   local name="$1"
   shift
-  (cd "$OSR_ROOT" && cargo build --locked -q -p osurender-local)
+  # osurender-admin too (client-check makes its key with it): built together, the two share one
+  # build of the core (with its `lambda` feature) instead of one each.
+  (cd "$OSR_ROOT" && cargo build --locked -q -p osurender-local -p osurender-admin)
   local unique port
   unique="${name}_$(date +%s)_$$"
   psql -q "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE osurender_$unique"
