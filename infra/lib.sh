@@ -57,3 +57,64 @@ pg_private_base() {
   if ((EUID == 0)); then chown postgres: "$base"; fi
   printf '%s\n' "$base"
 }
+
+# ensure_venv DIR REQUIREMENTS: a venv at DIR (made if missing or broken, kept out of git) with
+# the pinned REQUIREMENTS installed from PyPI, skipped while the file is unchanged.
+ensure_venv() {
+  local venv="$1" req="$2"
+  local stamp="$venv/.requirements.sha256" sum
+  if ! "$venv/bin/python" -c 'import pip' 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" || die "python3 -m venv failed (on Debian: apt-get install python3-venv)"
+  fi
+  [[ -f "$venv/.gitignore" ]] || echo '*' >"$venv/.gitignore"
+  sum="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$sum" ]]; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+    echo "$sum" >"$stamp"
+    log "installed ${req#"$OSR_ROOT/"} into $venv"
+  fi
+}
+
+# start_dev_server NAME [VAR=value ...]: builds osurender-local (and osurender-admin) and starts
+# the dev server on a free port of 127.0.0.1 with its own database, bucket, limiter table and
+# queue (named after NAME, the time and the pid), generous rate limits and 127.0.0.0/8 as the
+# trusted proxy, plus the VAR=value settings given. Like the integration tests' they are left behind (DROP DATABASE waits for a
+# checkpoint, minutes on a busy machine). Sets DEV_URL, DEV_DATABASE_URL, DEV_SERVER (the pid)
+# and DEV_SERVER_LOG (.local/NAME-server.log). Set `trap stop_dev_server EXIT` first: it stops
+# the server however the script ends.
+start_dev_server() {
+  local name="$1"
+  shift
+  # osurender-admin too (client-check makes its key with it): built together, the two share one
+  # build of the core (with its `lambda` feature) instead of one each.
+  (cd "$OSR_ROOT" && cargo build --locked -q -p osurender-local -p osurender-admin)
+  local unique port
+  unique="${name}_$(date +%s)_$$"
+  psql -q "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE osurender_$unique"
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  DEV_URL="http://127.0.0.1:$port"
+  DEV_DATABASE_URL="${DATABASE_URL%/*}/osurender_$unique"
+  DEV_SERVER_LOG="$OSR_LOCAL/$name-server.log"
+  env DATABASE_URL="$DEV_DATABASE_URL" \
+    OSURENDER_LISTEN="127.0.0.1:$port" \
+    REPLAY_BUCKET="replays-${unique//_/-}" RATE_LIMIT_TABLE="rate-limits-$unique" \
+    RENDER_QUEUE_NAME="render-jobs-$unique" WEBHOOK_SECRET="$name-webhook-secret-0123456789" \
+    RATE_LIMIT_RENDER="100000/hour" RATE_LIMIT_READ="100000/hour" \
+    RATE_LIMIT_SKINS_UPLOAD="100000/hour" RATE_LIMIT_LEGACY_SKINS_UPLOAD="100000/hour" \
+    TRUSTED_PROXY_CIDRS="127.0.0.0/8" \
+    "$@" \
+    "${CARGO_TARGET_DIR:-$OSR_ROOT/target}/debug/osurender-local" >"$DEV_SERVER_LOG" 2>&1 &
+  DEV_SERVER=$!
+  wait_for_port 127.0.0.1 "$port" 60 || { cat "$DEV_SERVER_LOG"; die "the dev server did not start"; }
+  # The port opens before the migrations and provisioning are done; the first answer comes after.
+  curl -s -o /dev/null --max-time 60 "$DEV_URL/health" ||
+    { cat "$DEV_SERVER_LOG"; die "the dev server did not answer"; }
+}
+
+stop_dev_server() {
+  if [[ -n "${DEV_SERVER:-}" ]]; then
+    kill "$DEV_SERVER" 2>/dev/null || true
+    wait "$DEV_SERVER" 2>/dev/null || true
+  fi
+}

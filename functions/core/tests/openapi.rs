@@ -1,11 +1,17 @@
 //! `openapi.yaml` stays true: its operations are exactly `http::ROUTES` (which the router is
-//! held to in lambda_events.rs), its problem `code` enum is exactly the codes problem.rs
-//! answers, and every `$ref` resolves.
+//! held to in lambda_events.rs), its problem `code` examples are exactly the codes problem.rs
+//! answers, its `default`s and bounds are the code's, a job's `config` is `RenderOptions`, only
+//! `GET /v1/jobs` requires a key, and every `$ref` resolves. (`infra/client-check` then uses a
+//! client generated from it against the dev server.)
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use osurender_core::domain::render::RenderOptions;
 use osurender_core::entry::http::ROUTES;
-use serde_json::Value;
+use osurender_core::usecases::jobs;
+use osurender_core::usecases::skins;
+use osurender_core::usecases::skins::upload::MIN_ARCHIVE_BYTES;
+use serde_json::{json, Value};
 
 const METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -53,16 +59,26 @@ fn problem_codes() -> BTreeSet<String> {
         .collect()
 }
 
+/// `Problem.code` is an open string (a generated client must not break on a code added
+/// later): the codes answered today are its `examples`, exactly, and it has no `enum`.
 #[test]
-fn problem_codes_are_the_schemas_enum() {
+fn problem_codes_are_the_schemas_examples() {
     let doc = document();
-    let documented: BTreeSet<String> = doc["components"]["schemas"]["Problem"]["properties"]
-        ["code"]["enum"]
+    let code = &doc["components"]["schemas"]["Problem"]["properties"]["code"];
+    assert_eq!(code["type"], "string");
+    assert!(code.get("enum").is_none(), "Problem.code is open: no enum");
+    let listed: Vec<String> = code["examples"]
         .as_array()
-        .expect("Problem.code has an enum")
+        .expect("Problem.code lists the codes in `examples`")
         .iter()
         .map(|code| code.as_str().unwrap().to_owned())
         .collect();
+    let documented: BTreeSet<String> = listed.iter().cloned().collect();
+    assert_eq!(
+        documented.len(),
+        listed.len(),
+        "a code listed twice: {listed:?}"
+    );
     let codes = problem_codes();
     assert!(codes.len() > 10, "read the codes: {codes:?}");
     assert_eq!(documented, codes);
@@ -91,5 +107,157 @@ fn every_reference_resolves() {
             .strip_prefix('#')
             .unwrap_or_else(|| panic!("{target} is not local"));
         assert!(doc.pointer(pointer).is_some(), "{target} does not resolve");
+    }
+}
+
+/// Every `default` in the document, by its JSON pointer.
+fn defaults(value: &Value, at: &str, found: &mut BTreeMap<String, Value>) {
+    let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let here = format!("{at}/{}", escape(key));
+                if key == "default" {
+                    found.insert(here.clone(), inner.clone());
+                }
+                defaults(inner, &here, found);
+            }
+        }
+        Value::Array(items) => {
+            for (i, inner) in items.iter().enumerate() {
+                defaults(inner, &format!("{at}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+const RENDER_FORM: &str =
+    "/paths/~1v1~1render/post/requestBody/content/multipart~1form-data/schema/properties";
+const JOBS_LIMIT: &str = "/paths/~1v1~1jobs/get/parameters/0";
+const SKINS_LIMIT: &str = "/paths/~1v1~1skins/get/parameters/0";
+
+/// A generated client sends the spec's defaults as if the user had chosen them: each must be
+/// what the server does without the field. Every `default` in the document is listed here,
+/// so a new one cannot go unchecked.
+#[test]
+fn defaults_are_the_codes() {
+    let doc = document();
+    let mut documented = BTreeMap::new();
+    defaults(&doc, "", &mut documented);
+
+    let options = serde_json::to_value(RenderOptions::default()).unwrap();
+    let mut expected: BTreeMap<String, Value> = options
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(field, value)| (format!("{RENDER_FORM}/{field}/default"), value.clone()))
+        .collect();
+    expected.insert(
+        format!("{JOBS_LIMIT}/schema/default"),
+        json!(jobs::DEFAULT_PAGE),
+    );
+    expected.insert(
+        format!("{SKINS_LIMIT}/schema/default"),
+        json!(skins::MAX_PAGE),
+    );
+    let differ: Vec<String> = documented
+        .keys()
+        .chain(expected.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|at| documented.get(*at) != expected.get(*at))
+        .map(|at| {
+            let show = |v: Option<&Value>| v.map_or("none".to_owned(), Value::to_string);
+            format!(
+                "{at}: the spec says {}, the code {}",
+                show(documented.get(at)),
+                show(expected.get(at))
+            )
+        })
+        .collect();
+    assert!(differ.is_empty(), "defaults differ:\n{}", differ.join("\n"));
+
+    let at = |pointer: &str| doc.pointer(pointer).cloned().unwrap_or(Value::Null);
+    assert_eq!(at(&format!("{JOBS_LIMIT}/name")), "limit");
+    assert_eq!(
+        at(&format!("{JOBS_LIMIT}/schema/maximum")),
+        json!(jobs::MAX_PAGE)
+    );
+    assert_eq!(at(&format!("{SKINS_LIMIT}/name")), "limit");
+    assert_eq!(
+        at(&format!("{SKINS_LIMIT}/schema/maximum")),
+        json!(skins::MAX_PAGE)
+    );
+    let size = "/paths/~1v1~1skins~1upload/post/requestBody/content/application~1json/schema/properties/size";
+    assert_eq!(at(&format!("{size}/minimum")), json!(MIN_ARCHIVE_BYTES));
+}
+
+/// Each documented resolution is accepted (`2160p` as `4k`), and a job's `config` shows one of
+/// `RenderOptions`' own spellings.
+#[test]
+fn resolutions_are_the_codes() {
+    let doc = document();
+    let strings = |pointer: &str| -> BTreeSet<String> {
+        doc.pointer(pointer)
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("{pointer} is a list"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let accepted = strings(&format!("{RENDER_FORM}/resolution/enum"));
+    let stored = strings("/components/schemas/RenderOptions/properties/resolution/enum");
+    let mut shown = BTreeSet::new();
+    for resolution in &accepted {
+        let options = RenderOptions::from_fields([("resolution", resolution.as_str())])
+            .unwrap_or_else(|e| panic!("{resolution}: {e}"));
+        let config = serde_json::to_value(options).unwrap();
+        shown.insert(config["resolution"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(shown, stored);
+    assert!(accepted.contains("2160p") && !stored.contains("2160p"));
+    assert!(RenderOptions::from_fields([("resolution", "8k")]).is_err());
+}
+
+/// `Job.config` is what the jobs table stores: `RenderOptions`, every field required.
+#[test]
+fn a_jobs_config_is_render_options() {
+    let doc = document();
+    assert_eq!(
+        doc["components"]["schemas"]["Job"]["properties"]["config"]["$ref"],
+        "#/components/schemas/RenderOptions"
+    );
+    let schema = &doc["components"]["schemas"]["RenderOptions"];
+    let options = serde_json::to_value(RenderOptions::default()).unwrap();
+    let fields: BTreeSet<&String> = options.as_object().unwrap().keys().collect();
+    let properties: BTreeSet<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    let required: BTreeSet<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(properties, fields);
+    assert_eq!(required, fields.iter().map(|f| f.as_str()).collect());
+}
+
+/// Only `GET /v1/jobs` refuses an anonymous caller (`api_key_required`); the webhook and
+/// `/health` read no key; every other route takes one optionally, which the document's default
+/// says (a route-level `[{}, {bearerAuth: []}]` reads as required to openapi-python-client).
+#[test]
+fn only_the_job_listing_requires_a_key() {
+    let doc = document();
+    assert_eq!(doc["security"], json!([{}, {"bearerAuth": []}]));
+    for (method, path) in ROUTES {
+        let operation = &doc["paths"][path][method.to_lowercase()];
+        let security = operation.get("security");
+        match (*method, *path) {
+            ("GET", "/v1/jobs") => assert_eq!(security, Some(&json!([{"bearerAuth": []}]))),
+            ("POST", "/v1/jobs/{id}/webhook") | ("GET", "/health") => {
+                assert_eq!(security, Some(&json!([])), "{method} {path}")
+            }
+            _ => assert_eq!(security, None, "{method} {path}: the default applies"),
+        }
     }
 }

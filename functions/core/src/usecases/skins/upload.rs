@@ -78,7 +78,7 @@ pub const DEFAULT_SKIN: &str = "Default";
 pub const PRESIGNED_UPLOAD_TTL: Duration = Duration::from_secs(15 * 60);
 
 /// The smallest zip there is (an empty end record); a declared size below it cannot be a skin.
-const MIN_ARCHIVE_BYTES: u64 = 22;
+pub const MIN_ARCHIVE_BYTES: u64 = 22;
 
 /// The file's form field.
 const SKIN_FIELD: &str = "skin";
