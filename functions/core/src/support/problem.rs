@@ -88,125 +88,133 @@ pub enum Rejection {
     CallbackHostUnavailable,
 }
 
+/// Whether a kind of refusal carries `Retry-After`, and where its value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// None: the same request will be refused again.
+    Never,
+    /// A fixed wait, in seconds.
+    Fixed(u64),
+    /// The rejection's own estimate (a window's reset, the queue's throughput).
+    Estimated,
+}
+
+/// What every problem of one kind says, whatever its detail: its code, status, title and
+/// `Retry-After`.
+#[derive(Debug, Clone, Copy)]
+pub struct ProblemKind {
+    pub code: &'static str,
+    pub status: StatusCode,
+    pub title: &'static str,
+    pub retry_after: RetryAfter,
+}
+
+/// The table of problem kinds: a constant each, and `PROBLEMS`, all of them (what openapi.yaml
+/// is checked against).
+macro_rules! problem_kinds {
+    ($($name:ident: $code:literal, $status:ident, $title:literal, $retry:expr;)*) => {
+        $(pub const $name: ProblemKind = ProblemKind {
+            code: $code,
+            status: StatusCode::$status,
+            title: $title,
+            retry_after: { use RetryAfter::*; $retry },
+        };)*
+        /// Every kind of problem the API answers with.
+        pub const PROBLEMS: &[ProblemKind] = &[$($name),*];
+    };
+}
+
+problem_kinds! {
+    INVALID_FILE: "invalid_file", BAD_REQUEST, "Invalid file", Never;
+    FILE_TOO_LARGE: "file_too_large", PAYLOAD_TOO_LARGE, "File too large", Never;
+    INVALID_REPLAY: "invalid_replay", UNSUPPORTED_MEDIA_TYPE, "Invalid replay", Never;
+    INVALID_SKIN: "invalid_skin", UNSUPPORTED_MEDIA_TYPE, "Invalid skin", Never;
+    SKIN_EXISTS: "skin_exists", CONFLICT, "Skin exists", Never;
+    INVALID_FIELD: "invalid_field", UNPROCESSABLE_ENTITY, "Invalid field", Never;
+    RATE_LIMITED: "rate_limited", TOO_MANY_REQUESTS, "Rate limit exceeded", Estimated;
+    QUEUE_FULL: "queue_full", SERVICE_UNAVAILABLE, "Render queue full", Estimated;
+    RENDER_CAPACITY: "render_capacity", SERVICE_UNAVAILABLE, "Render capacity exhausted", Estimated;
+    TOO_MANY_ACTIVE_JOBS: "too_many_active_jobs", TOO_MANY_REQUESTS, "Too many active jobs", Estimated;
+    DUPLICATE_REPLAY: "duplicate_replay", CONFLICT, "Duplicate replay", Never;
+    INVALID_IDEMPOTENCY_KEY: "invalid_idempotency_key", BAD_REQUEST, "Invalid idempotency key", Never;
+    IDEMPOTENCY_KEY_REUSED: "idempotency_key_reused", UNPROCESSABLE_ENTITY, "Idempotency key reused", Never;
+    IDEMPOTENCY_IN_PROGRESS: "idempotency_in_progress", CONFLICT, "Request in progress", Fixed(RETRY_IN_PROGRESS_SECS);
+    NOT_FOUND: "not_found", NOT_FOUND, "Not found", Never;
+    METHOD_NOT_ALLOWED: "method_not_allowed", METHOD_NOT_ALLOWED, "Method not allowed", Never;
+    INVALID_JOB_ID: "invalid_job_id", BAD_REQUEST, "Invalid job id", Never;
+    INVALID_BODY: "invalid_body", BAD_REQUEST, "Invalid body", Never;
+    PAYLOAD_TOO_LARGE: "payload_too_large", PAYLOAD_TOO_LARGE, "Payload too large", Never;
+    INVALID_SIGNATURE: "invalid_signature", UNAUTHORIZED, "Invalid signature", Never;
+    STALE_TIMESTAMP: "stale_timestamp", UNAUTHORIZED, "Stale timestamp", Never;
+    NONCE_REUSED: "nonce_reused", UNAUTHORIZED, "Nonce reused", Never;
+    INVALID_API_KEY: "invalid_api_key", UNAUTHORIZED, "Invalid API key", Never;
+    API_KEY_REQUIRED: "api_key_required", UNAUTHORIZED, "API key required", Never;
+    WRONG_JOB: "wrong_job", FORBIDDEN, "Report for another job", Never;
+    ILLEGAL_TRANSITION: "illegal_transition", CONFLICT, "Illegal status transition", Never;
+    STORAGE_FAILED: "storage_failed", INTERNAL_SERVER_ERROR, "Storage failed", Never;
+    STORAGE_UNAVAILABLE: "storage_unavailable", SERVICE_UNAVAILABLE, "Storage unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+    LIMITER_UNAVAILABLE: "limiter_unavailable", SERVICE_UNAVAILABLE, "Rate limiter unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+    DATABASE_UNAVAILABLE: "database_unavailable", SERVICE_UNAVAILABLE, "Database unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+    ADMISSION_UNKNOWN: "admission_unknown", SERVICE_UNAVAILABLE, "Admission outcome unknown", Fixed(RETRY_UNAVAILABLE_SECS);
+    DEADLINE_EXCEEDED: "deadline_exceeded", SERVICE_UNAVAILABLE, "Deadline exceeded", Fixed(RETRY_UNAVAILABLE_SECS);
+    ORIGIN_FORBIDDEN: "origin_forbidden", FORBIDDEN, "Origin forbidden", Never;
+    SECRET_UNAVAILABLE: "secret_unavailable", SERVICE_UNAVAILABLE, "Secret unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+    CALLBACK_HOST_UNAVAILABLE: "callback_host_unavailable", SERVICE_UNAVAILABLE, "Callback host unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+}
+
 impl Rejection {
-    pub fn status(&self) -> StatusCode {
+    /// This rejection's row of the table.
+    pub fn kind(&self) -> &'static ProblemKind {
         match self {
-            Self::InvalidFile(_) => StatusCode::BAD_REQUEST,
-            Self::FileTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::InvalidReplay(_) | Self::InvalidSkin(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::SkinExists(_) | Self::DuplicateReplay(_) | Self::IdempotencyInProgress => {
-                StatusCode::CONFLICT
-            }
-            Self::InvalidField(_) | Self::IdempotencyKeyReused(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            Self::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
-            Self::RateLimited(..) | Self::TooManyActiveJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            Self::InvalidJobId(_) | Self::InvalidBody(_) => StatusCode::BAD_REQUEST,
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::InvalidSignature
-            | Self::StaleTimestamp
-            | Self::NonceReused
-            | Self::InvalidApiKey(_)
-            | Self::ApiKeyRequired => StatusCode::UNAUTHORIZED,
-            Self::OriginForbidden => StatusCode::FORBIDDEN,
-            Self::WrongJob => StatusCode::FORBIDDEN,
-            Self::IllegalTransition(_) => StatusCode::CONFLICT,
-            Self::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::QueueFull { .. }
-            | Self::RenderCapacity { .. }
-            | Self::ReplayStorageUnavailable
-            | Self::SkinStorageUnavailable
-            | Self::LimiterUnavailable
-            | Self::DatabaseUnavailable
-            | Self::AdmissionUnknown
-            | Self::DeadlineExceeded
-            | Self::SecretUnavailable
-            | Self::CallbackHostUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InvalidFile(_) => &INVALID_FILE,
+            Self::FileTooLarge(_) => &FILE_TOO_LARGE,
+            Self::InvalidReplay(_) => &INVALID_REPLAY,
+            Self::InvalidSkin(_) => &INVALID_SKIN,
+            Self::SkinExists(_) => &SKIN_EXISTS,
+            Self::InvalidField(_) => &INVALID_FIELD,
+            Self::RateLimited(..) => &RATE_LIMITED,
+            Self::QueueFull { .. } => &QUEUE_FULL,
+            Self::RenderCapacity { .. } => &RENDER_CAPACITY,
+            Self::TooManyActiveJobs { .. } => &TOO_MANY_ACTIVE_JOBS,
+            Self::DuplicateReplay(_) => &DUPLICATE_REPLAY,
+            Self::InvalidIdempotencyKey(_) => &INVALID_IDEMPOTENCY_KEY,
+            Self::IdempotencyKeyReused(_) => &IDEMPOTENCY_KEY_REUSED,
+            Self::IdempotencyInProgress => &IDEMPOTENCY_IN_PROGRESS,
+            Self::NotFound(_) => &NOT_FOUND,
+            Self::MethodNotAllowed(_) => &METHOD_NOT_ALLOWED,
+            Self::InvalidJobId(_) => &INVALID_JOB_ID,
+            Self::InvalidBody(_) => &INVALID_BODY,
+            Self::PayloadTooLarge(_) => &PAYLOAD_TOO_LARGE,
+            Self::InvalidSignature => &INVALID_SIGNATURE,
+            Self::StaleTimestamp => &STALE_TIMESTAMP,
+            Self::NonceReused => &NONCE_REUSED,
+            Self::InvalidApiKey(_) => &INVALID_API_KEY,
+            Self::ApiKeyRequired => &API_KEY_REQUIRED,
+            Self::WrongJob => &WRONG_JOB,
+            Self::IllegalTransition(_) => &ILLEGAL_TRANSITION,
+            Self::StorageFailed => &STORAGE_FAILED,
+            Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => &STORAGE_UNAVAILABLE,
+            Self::LimiterUnavailable => &LIMITER_UNAVAILABLE,
+            Self::DatabaseUnavailable => &DATABASE_UNAVAILABLE,
+            Self::AdmissionUnknown => &ADMISSION_UNKNOWN,
+            Self::DeadlineExceeded => &DEADLINE_EXCEEDED,
+            Self::OriginForbidden => &ORIGIN_FORBIDDEN,
+            Self::SecretUnavailable => &SECRET_UNAVAILABLE,
+            Self::CallbackHostUnavailable => &CALLBACK_HOST_UNAVAILABLE,
         }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind().status
     }
 
     /// The stable machine-readable code clients switch on.
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidFile(_) => "invalid_file",
-            Self::FileTooLarge(_) => "file_too_large",
-            Self::InvalidReplay(_) => "invalid_replay",
-            Self::InvalidSkin(_) => "invalid_skin",
-            Self::SkinExists(_) => "skin_exists",
-            Self::InvalidField(_) => "invalid_field",
-            Self::RateLimited(..) => "rate_limited",
-            Self::QueueFull { .. } => "queue_full",
-            Self::RenderCapacity { .. } => "render_capacity",
-            Self::TooManyActiveJobs { .. } => "too_many_active_jobs",
-            Self::DuplicateReplay(_) => "duplicate_replay",
-            Self::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
-            Self::IdempotencyKeyReused(_) => "idempotency_key_reused",
-            Self::IdempotencyInProgress => "idempotency_in_progress",
-            Self::NotFound(_) => "not_found",
-            Self::MethodNotAllowed(_) => "method_not_allowed",
-            Self::InvalidJobId(_) => "invalid_job_id",
-            Self::InvalidBody(_) => "invalid_body",
-            Self::PayloadTooLarge(_) => "payload_too_large",
-            Self::InvalidSignature => "invalid_signature",
-            Self::StaleTimestamp => "stale_timestamp",
-            Self::NonceReused => "nonce_reused",
-            Self::InvalidApiKey(_) => "invalid_api_key",
-            Self::ApiKeyRequired => "api_key_required",
-            Self::WrongJob => "wrong_job",
-            Self::IllegalTransition(_) => "illegal_transition",
-            Self::StorageFailed => "storage_failed",
-            Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "storage_unavailable",
-            Self::LimiterUnavailable => "limiter_unavailable",
-            Self::DatabaseUnavailable => "database_unavailable",
-            Self::AdmissionUnknown => "admission_unknown",
-            Self::DeadlineExceeded => "deadline_exceeded",
-            Self::OriginForbidden => "origin_forbidden",
-            Self::SecretUnavailable => "secret_unavailable",
-            Self::CallbackHostUnavailable => "callback_host_unavailable",
-        }
+        self.kind().code
     }
 
     fn title(&self) -> &'static str {
-        match self {
-            Self::InvalidFile(_) => "Invalid file",
-            Self::FileTooLarge(_) => "File too large",
-            Self::InvalidReplay(_) => "Invalid replay",
-            Self::InvalidSkin(_) => "Invalid skin",
-            Self::SkinExists(_) => "Skin exists",
-            Self::InvalidField(_) => "Invalid field",
-            Self::RateLimited(..) => "Rate limit exceeded",
-            Self::QueueFull { .. } => "Render queue full",
-            Self::RenderCapacity { .. } => "Render capacity exhausted",
-            Self::TooManyActiveJobs { .. } => "Too many active jobs",
-            Self::DuplicateReplay(_) => "Duplicate replay",
-            Self::InvalidIdempotencyKey(_) => "Invalid idempotency key",
-            Self::IdempotencyKeyReused(_) => "Idempotency key reused",
-            Self::IdempotencyInProgress => "Request in progress",
-            Self::NotFound(_) => "Not found",
-            Self::MethodNotAllowed(_) => "Method not allowed",
-            Self::InvalidJobId(_) => "Invalid job id",
-            Self::InvalidBody(_) => "Invalid body",
-            Self::PayloadTooLarge(_) => "Payload too large",
-            Self::InvalidSignature => "Invalid signature",
-            Self::StaleTimestamp => "Stale timestamp",
-            Self::NonceReused => "Nonce reused",
-            Self::InvalidApiKey(_) => "Invalid API key",
-            Self::ApiKeyRequired => "API key required",
-            Self::WrongJob => "Report for another job",
-            Self::IllegalTransition(_) => "Illegal status transition",
-            Self::StorageFailed => "Storage failed",
-            Self::SkinStorageUnavailable | Self::ReplayStorageUnavailable => "Storage unavailable",
-            Self::LimiterUnavailable => "Rate limiter unavailable",
-            Self::DatabaseUnavailable => "Database unavailable",
-            Self::AdmissionUnknown => "Admission outcome unknown",
-            Self::DeadlineExceeded => "Deadline exceeded",
-            Self::OriginForbidden => "Origin forbidden",
-            Self::SecretUnavailable => "Secret unavailable",
-            Self::CallbackHostUnavailable => "Callback host unavailable",
-        }
+        self.kind().title
     }
 
     pub fn detail(&self) -> String {
@@ -303,21 +311,16 @@ impl Rejection {
     }
 
     pub fn retry_after(&self) -> Option<u64> {
-        match self {
-            Self::RateLimited(rate, _) => Some(rate.retry_after),
-            Self::QueueFull { retry_after }
-            | Self::RenderCapacity { retry_after }
-            | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
-            Self::IdempotencyInProgress => Some(RETRY_IN_PROGRESS_SECS),
-            Self::SkinStorageUnavailable
-            | Self::ReplayStorageUnavailable
-            | Self::LimiterUnavailable
-            | Self::DatabaseUnavailable
-            | Self::AdmissionUnknown
-            | Self::DeadlineExceeded
-            | Self::SecretUnavailable
-            | Self::CallbackHostUnavailable => Some(RETRY_UNAVAILABLE_SECS),
-            _ => None,
+        match self.kind().retry_after {
+            RetryAfter::Never => None,
+            RetryAfter::Fixed(secs) => Some(secs),
+            RetryAfter::Estimated => match self {
+                Self::RateLimited(rate, _) => Some(rate.retry_after),
+                Self::QueueFull { retry_after }
+                | Self::RenderCapacity { retry_after }
+                | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
+                _ => None,
+            },
         }
     }
 }
