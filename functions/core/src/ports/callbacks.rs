@@ -1,5 +1,5 @@
-//! The callback ports: the queued callbacks of jobs (store/postgres/callbacks.rs), the check of
-//! their URLs' addresses and the sender that reaches them (store/callbacks.rs).
+//! The callback ports: the queued callbacks of jobs (adapters/postgres/callbacks.rs), the check of
+//! their URLs' addresses and the sender that reaches them (adapters/callback_sender.rs).
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! The `Idempotency-Key` port: keys, claims and the responses their retries get, and the store
-//! that holds them (store/postgres/idempotency.rs). The use case is idempotency.rs.
+//! that holds them (adapters/postgres/idempotency.rs). The use case is idempotency.rs.
 
 use crate::domain::client::ClientKey;
 use crate::ports::StoreError;

@@ -1,6 +1,6 @@
 //! The ports: what the use cases need from outside, as traits with the data that crosses them.
-//! The adapters in store/ implement them (Postgres, DynamoDB, S3, SQS), and so do the in-memory
-//! ones the unit tests use (store/memory.rs). Nothing here knows a database or a cloud.
+//! The adapters in adapters/ implement them (Postgres, DynamoDB, S3, SQS), and so do the in-memory
+//! ones the unit tests use (adapters/memory/). Nothing here knows a database or a cloud.
 
 pub mod artifacts;
 pub mod callbacks;

@@ -1,5 +1,5 @@
 //! The outbox port: the events admission records with its job, and the store that leases them
-//! out to publishers (store/postgres/outbox.rs).
+//! out to publishers (adapters/postgres/outbox.rs).
 
 use crate::domain::job::JobId;
 use crate::ports::StoreError;

@@ -1,4 +1,4 @@
-//! The render queue port: where admitted jobs' events go (store/sqs.rs).
+//! The render queue port: where admitted jobs' events go (adapters/sqs.rs).
 
 use crate::ports::outbox::OutboxEvent;
 use async_trait::async_trait;

@@ -1,4 +1,4 @@
-//! The replay store port (step 10): replays under `replays/{job_id}.osr` (store/s3.rs), and the
+//! The replay store port (step 10): replays under `replays/{job_id}.osr` (adapters/s3.rs), and the
 //! error every object store reports.
 
 use crate::domain::deadline::Expired;

@@ -1,5 +1,5 @@
 //! The secret store port: shared secrets kept in a store that rotates them (Secrets Manager,
-//! store/secrets.rs), read with the version they replaced.
+//! adapters/secrets.rs), read with the version they replaced.
 
 use async_trait::async_trait;
 

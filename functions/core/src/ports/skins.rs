@@ -1,5 +1,5 @@
-//! The skin ports: skin objects (`skins/{name}.osk`, `incoming/…`; store/s3.rs) and the name
-//! registry (store/postgres/skins.rs).
+//! The skin ports: skin objects (`skins/{name}.osk`, `incoming/…`; adapters/s3.rs) and the name
+//! registry (adapters/postgres/skins.rs).
 
 use std::collections::BTreeMap;
 use std::ops::Range;

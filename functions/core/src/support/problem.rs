@@ -19,7 +19,7 @@ pub enum Rejection {
     InvalidFile(String),
     FileTooLarge(String),
     InvalidReplay(String),
-    /// An `.osk` that is not a valid skin archive (skins::archive).
+    /// An `.osk` that is not a valid skin archive (domain::archive).
     InvalidSkin(String),
     /// The skin name is taken (uploaded before, or built in).
     SkinExists(String),

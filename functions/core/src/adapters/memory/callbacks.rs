@@ -30,7 +30,7 @@ impl MemoryCallbacks {
         queued.push((callback, EventStatus::Pending, at));
     }
 
-    /// As store/postgres/callbacks.rs' marks: the job's pending callbacks after `sequence` that
+    /// As adapters/postgres/callbacks.rs' marks: the job's pending callbacks after `sequence` that
     /// are at exactly `from` (they waited for its lease) are moved to `to`; if `push` (a retry),
     /// the others before `to` are too.
     fn move_later(

@@ -38,7 +38,7 @@ UPDATE outbox_events e
 RETURNING e.id, e.job_id, e.event_type, e.payload, e.attempts";
 
 /// The marks of a leased claim, shared by the render events (`outbox_events`) and the callbacks
-/// (`job_callbacks`, store/postgres/callbacks.rs): both tables have the same lease columns.
+/// (`job_callbacks`, adapters/postgres/callbacks.rs): both tables have the same lease columns.
 /// Statements made once, at compile time (`leased_table!`): marking runs on every admission.
 pub(super) struct LeasedTable {
     dispatched: &'static str,

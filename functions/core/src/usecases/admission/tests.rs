@@ -1,4 +1,4 @@
-//! The admission steps against the in-memory adapters (store/memory.rs): which ports each
+//! The admission steps against the in-memory adapters (adapters/memory/): which ports each
 //! outcome reaches, in which order, and what is left behind. No Postgres, no stand-in.
 
 use std::convert::Infallible;

@@ -10,7 +10,7 @@
 //! flood of *different* random keys would cost one indexed point read each (there is nothing
 //! to remember about a key never seen), and cannot grow memory past the bound.
 //!
-//! Such a flood is held back by the caller's `before_read` gate (keys/caller.rs: the
+//! Such a flood is held back by the caller's `before_read` gate (usecases/keys/caller.rs: the
 //! per-address `RATE_LIMIT_KEY_LOOKUP` and per-network `RATE_LIMIT_KEY_LOOKUP_NETWORK`),
 //! spent before the read, so a burst of made-up keys costs at most about the limit in reads
 //! however they race. Only a refused gate consults the instance's list of the hashes of every
