@@ -9,6 +9,7 @@ mod support;
 
 mod budget;
 mod callbacks;
+mod contracts;
 mod fairness;
 mod faults;
 mod hostile;

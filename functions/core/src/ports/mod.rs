@@ -4,6 +4,8 @@
 
 pub mod artifacts;
 pub mod callbacks;
+#[cfg(any(test, feature = "contracts"))]
+pub mod contracts;
 pub mod health;
 pub mod idempotency;
 pub mod jobs;

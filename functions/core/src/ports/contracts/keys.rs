@@ -1,0 +1,97 @@
+//! The API-key store's guarantees (`KeyStore`).
+
+use crate::domain::key::{ApiKey, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
+use crate::ports::keys::{KeyStore, NewKey, Revocation};
+
+fn new_key(kind: KeyKind) -> NewKey {
+    let key = ApiKey::generate(kind).expect("randomness");
+    NewKey {
+        id: KeyId::new(),
+        name: KeyName::parse(&format!("contract-{}", uuid::Uuid::new_v4())).expect("a name"),
+        hash: key.hash(),
+        kind,
+        limits: KeyLimits::default(),
+        signing_secret: SigningSecret::generate().expect("randomness"),
+    }
+}
+
+pub async fn suite(store: &dyn KeyStore) {
+    let first = new_key(KeyKind::Live);
+    let created = store.create(&first).await.expect("stored");
+    let found = store
+        .find_by_hash(&first.hash)
+        .await
+        .expect("answered")
+        .expect("a stored key is found by its hash");
+    assert_eq!(
+        (found.summary.id, &found.summary.name, found.summary.kind),
+        (first.id, &first.name, first.kind),
+        "found as stored"
+    );
+    assert_eq!(found.summary.limits, first.limits, "its limits as stored");
+    assert_eq!(
+        found.summary.created_at, created,
+        "its creation time as create said"
+    );
+    assert_eq!(
+        found.signing_secret, first.signing_secret,
+        "its signing secret"
+    );
+    assert!(!found.is_revoked(), "a new key counts");
+    let unknown = new_key(KeyKind::Live);
+    assert!(
+        store
+            .find_by_hash(&unknown.hash)
+            .await
+            .expect("answered")
+            .is_none(),
+        "no key for a hash never stored"
+    );
+    let live = store.live_hashes(100_000).await.expect("answered");
+    assert!(live.contains(&first.hash), "a live key's hash is listed");
+
+    let second = new_key(KeyKind::Sandbox);
+    store.create(&second).await.expect("stored");
+    let listed = store.list(1_000).await.expect("answered");
+    let at = |id| listed.iter().position(|key| key.id == id);
+    match (at(second.id), at(first.id)) {
+        (Some(newer), Some(older)) => assert!(newer < older, "the newest key first"),
+        _ => panic!("both keys are listed"),
+    }
+    assert_eq!(
+        store.list(1).await.expect("answered").len(),
+        1,
+        "at most `limit`"
+    );
+
+    let revoked_at = match store.revoke(first.id).await.expect("answered") {
+        Revocation::Revoked(at) => at,
+        other => panic!("revoking a live key revokes it: {other:?}"),
+    };
+    assert_eq!(
+        store.revoke(first.id).await.expect("answered"),
+        Revocation::AlreadyRevoked(revoked_at),
+        "revoking again says when it was revoked"
+    );
+    assert_eq!(
+        store.revoke(KeyId::new()).await.expect("answered"),
+        Revocation::NoSuchKey,
+        "revoking an id no key has"
+    );
+    let found = store
+        .find_by_hash(&first.hash)
+        .await
+        .expect("answered")
+        .expect("a revoked key is still found");
+    assert_eq!(
+        found.summary.revoked_at,
+        Some(revoked_at),
+        "found revoked, with when"
+    );
+    let live = store.live_hashes(100_000).await.expect("answered");
+    assert!(
+        !live.contains(&first.hash),
+        "a revoked key's hash is not listed"
+    );
+    assert!(live.contains(&second.hash), "the other key's still is");
+}

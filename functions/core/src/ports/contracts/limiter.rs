@@ -1,0 +1,81 @@
+//! The rate limiter's guarantees (`RateLimiter`).
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::domain::client::ClientKey;
+use crate::domain::rate::{RateDecision, RateLimit};
+use crate::ports::limiter::{Hit, RateLimiter};
+
+/// A client of its own for each run: the windows of a store shared between runs stay apart.
+fn fresh_client() -> ClientKey {
+    let n = uuid::Uuid::new_v4().as_u128();
+    let ip = Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8);
+    ClientKey::new(IpAddr::V4(ip), 64)
+}
+
+async fn hit(
+    limiter: &dyn RateLimiter,
+    endpoint: &'static str,
+    client: &ClientKey,
+    now: u64,
+) -> RateDecision {
+    let limit: RateLimit = "3/minute".parse().expect("a limit");
+    let hit = Hit {
+        endpoint,
+        client,
+        limit,
+        now,
+    };
+    limiter.hit(hit).await.expect("the limiter answers")
+}
+
+pub async fn suite(limiter: &dyn RateLimiter) {
+    let client = fresh_client();
+    // The middle of a window, so the hits below fall in one.
+    let now = 1_800_000_030;
+    let first = hit(limiter, "contract", &client, now).await;
+    assert!(first.allowed, "the first hit of a window is allowed");
+    assert_eq!(
+        (first.policy, first.limit, first.remaining, first.window),
+        ("contract", 3, 2, 60),
+        "the first hit's decision"
+    );
+    assert_eq!(
+        first.reset, 1_800_000_060,
+        "the window ends on its boundary"
+    );
+    assert_eq!(first.retry_after, 30, "retry after: until the window ends");
+    for remaining in [1, 0] {
+        let again = hit(limiter, "contract", &client, now + 1).await;
+        assert!(
+            again.allowed && again.remaining == remaining,
+            "hit within the limit: {again:?}"
+        );
+    }
+    let over = hit(limiter, "contract", &client, now + 2).await;
+    assert!(
+        !over.allowed && over.remaining == 0,
+        "the hit past the limit is refused: {over:?}"
+    );
+    let still = hit(limiter, "contract", &client, now + 3).await;
+    assert!(
+        !still.allowed,
+        "a refused hit is not counted back in: {still:?}"
+    );
+
+    let other_client = hit(limiter, "contract", &fresh_client(), now).await;
+    assert!(
+        other_client.allowed,
+        "another client has a window of its own"
+    );
+    let other_endpoint = hit(limiter, "contract-other", &client, now).await;
+    assert!(
+        other_endpoint.allowed,
+        "another endpoint has a window of its own"
+    );
+    let next_window = hit(limiter, "contract", &client, now + 60).await;
+    assert!(
+        next_window.allowed && next_window.remaining == 2,
+        "the next window starts afresh: {next_window:?}"
+    );
+}
