@@ -2,6 +2,7 @@
 //! guarantees the in-memory fakes are held to in the core's unit tests.
 
 use osurender_core::adapters::dynamo::DynamoRateLimiter;
+use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::ports::contracts;
 use osurender_core::Clients;
@@ -21,4 +22,11 @@ async fn the_postgres_key_store_keeps_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();
     contracts::keys::suite(&PgKeyStore::new(clients.pool.clone())).await;
+}
+
+#[tokio::test]
+async fn the_postgres_idempotency_store_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    contracts::idempotency::suite(&PgIdempotencyStore::new(clients.pool.clone())).await;
 }

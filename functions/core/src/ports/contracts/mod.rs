@@ -6,5 +6,6 @@
 //! A suite leaves what it made behind, under names of its own (`contract-…`, random ids), so it
 //! runs on a store that holds other data too.
 
+pub mod idempotency;
 pub mod keys;
 pub mod limiter;
