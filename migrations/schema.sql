@@ -1,6 +1,7 @@
--- The schema as migrations/V*.sql leave it (refinery's own history table left out): a snapshot
--- for readers, checked by functions/migrate/tests/schema.rs. Do not edit: change a migration,
--- then run infra/schema-snapshot (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
+-- The schema as migrations/V*.sql and sql/functions/*.sql leave it (refinery's own history table
+-- left out): a snapshot for readers, checked by functions/migrate/tests/schema.rs. Do not edit:
+-- change a migration or a function's file, then run infra/schema-snapshot
+-- (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
 
 --
 -- Name: job_status; Type: TYPE; Schema: public; Owner: -
