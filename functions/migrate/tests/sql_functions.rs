@@ -7,7 +7,9 @@
 //!   schema's function of that signature;
 //! - the folder and the runner's list name the same files;
 //! - a second run replaces every function by itself, and a schema newer than the code gets no
-//!   function of this code.
+//!   function of this code;
+//! - `admit_job` refuses an argument with a required key missing or null, or a key it does not
+//!   know, and admits what this and earlier releases send.
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`). Each test's database is this process's own
@@ -18,6 +20,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use osurender_core::adapters::postgres::migrations::{self, Outcome, FUNCTIONS};
+use serde_json::{json, Value};
 use support::{connect, database_url, shipped_migrations};
 
 mod support;
@@ -253,4 +256,163 @@ async fn a_schema_newer_than_the_code_gets_none_of_its_functions() {
     );
     assert_eq!(before, after);
     assert!(after.values().any(|f| f.source.contains("a later release")));
+}
+
+/// What this release's code sends (a key's job: the anonymous caps null), with `client` and
+/// a fresh job id.
+fn admit_args(client: &str) -> Value {
+    let id = uuid::Uuid::new_v4();
+    json!({
+        "id": id,
+        "client_ip": client,
+        "client_addr": null,
+        "client_network": null,
+        "client_lock": 1,
+        "global_lock": 2,
+        "skin": "Default",
+        "config": {"skin": "Default"},
+        "replay_key": format!("replays/{id}.osr"),
+        "replay_sha256": format!("{:064x}", id.as_u128()),
+        "max_queued": 100,
+        "max_anonymous_queued": null,
+        "max_rendering": 10,
+        "max_active_per_client": 5,
+        "max_active_per_network": null,
+        "lock_timeout_ms": 1000,
+        "event_payload": {"job_id": id},
+        "event_lease_ms": 30000,
+        "idem_endpoint": null,
+        "idem_key": null,
+        "idem_token": null,
+        "idem_response": null,
+        "sandbox": false,
+        "sandbox_active_ms": 60000,
+        "sandbox_video_key": null,
+        "sandbox_thumb_key": null,
+        "callback_url": null,
+        "callbacks": [],
+    })
+}
+
+async fn admit(db: &tokio_postgres::Client, args: &Value) -> Result<String, String> {
+    db.query_one("SELECT verdict FROM admit_job($1::jsonb)", &[args])
+        .await
+        .map(|row| row.get(0))
+        .map_err(|e| {
+            e.as_db_error()
+                .map(|db| db.message().to_owned())
+                .unwrap_or_else(|| e.to_string())
+        })
+}
+
+#[tokio::test]
+async fn admit_job_refuses_a_missing_or_misspelled_key() {
+    let (database, db) = migrated_database("admit").await;
+    let mut refused = Vec::new();
+    let mut answered = Vec::new();
+
+    // Required keys: missing, or null.
+    for key in [
+        "max_queued",
+        "client_lock",
+        "event_payload",
+        "replay_sha256",
+    ] {
+        let mut args = admit_args("203.0.113.1");
+        args.as_object_mut().unwrap().remove(key);
+        refused.push((
+            format!("without {key}"),
+            admit(&db, &args).await,
+            key.to_owned(),
+        ));
+        let mut args = admit_args("203.0.113.1");
+        args[key] = Value::Null;
+        refused.push((
+            format!("{key} null"),
+            admit(&db, &args).await,
+            key.to_owned(),
+        ));
+    }
+    // Misspelled: a required key (it is missing then too), an optional cap, any other key.
+    let mut args = admit_args("203.0.113.1");
+    let value = args
+        .as_object_mut()
+        .unwrap()
+        .remove("max_rendering")
+        .unwrap();
+    args["max_renderings"] = value;
+    refused.push((
+        "max_renderings".into(),
+        admit(&db, &args).await,
+        "max_rendering".into(),
+    ));
+    let mut args = admit_args("203.0.113.1");
+    args["max_anonymous_queue"] = json!(10);
+    refused.push((
+        "max_anonymous_queue".into(),
+        admit(&db, &args).await,
+        "unknown key(s): max_anonymous_queue".into(),
+    ));
+    let mut args = admit_args("203.0.113.1");
+    args["maxActivePerNetwork"] = json!(3);
+    refused.push((
+        "maxActivePerNetwork".into(),
+        admit(&db, &args).await,
+        "unknown key(s): maxActivePerNetwork".into(),
+    ));
+    refused.push((
+        "an array".into(),
+        admit(&db, &json!([admit_args("203.0.113.1")])).await,
+        "must be a JSON object, not array".into(),
+    ));
+
+    // What this release sends, for an anonymous client too (its caps set) ...
+    answered.push((
+        "this release's".to_owned(),
+        admit(&db, &admit_args("203.0.113.2")).await,
+    ));
+    let mut args = admit_args("203.0.113.3");
+    args["client_network"] = json!("203.0.113.0/24");
+    args["max_anonymous_queued"] = json!(50);
+    args["max_active_per_network"] = json!(3);
+    answered.push(("an anonymous client's".to_owned(), admit(&db, &args).await));
+    // ... and what V5's code sent: none of the optional keys added since.
+    let mut args = admit_args("203.0.113.4");
+    let object = args.as_object_mut().unwrap();
+    for later in [
+        "client_addr",
+        "client_network",
+        "max_anonymous_queued",
+        "max_active_per_network",
+        "sandbox",
+        "sandbox_active_ms",
+        "sandbox_video_key",
+        "sandbox_thumb_key",
+        "callback_url",
+        "callbacks",
+    ] {
+        object.remove(later);
+    }
+    answered.push(("an earlier release's".to_owned(), admit(&db, &args).await));
+    let jobs: i64 = db
+        .query_one("SELECT count(*) FROM jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    drop(db);
+    drop_database(&database).await;
+
+    for (case, result, names) in refused {
+        match result {
+            Err(message) => {
+                assert!(message.starts_with("admit_job: "), "{case}: {message}");
+                assert!(message.contains(&names), "{case}: {message}");
+            }
+            Ok(verdict) => panic!("{case}: admitted as `{verdict}`"),
+        }
+    }
+    for (case, result) in answered {
+        assert_eq!(result, Ok("admitted".to_owned()), "{case}");
+    }
+    assert_eq!(jobs, 3, "only the three accepted arguments made a job");
 }

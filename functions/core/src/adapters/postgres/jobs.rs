@@ -658,3 +658,59 @@ impl JobStore for PgJobStore {
             .await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// admit_job.sql's list `name` (`c_required CONSTANT text[] := ARRAY[…]`).
+    fn sql_keys(name: &str) -> BTreeSet<&'static str> {
+        let sql = include_str!("../../../../../sql/functions/admit_job.sql");
+        let start = format!("{name} CONSTANT text[] := ARRAY[");
+        let list = sql.split_once(start.as_str()).expect("the list").1;
+        let list = list.split_once(']').expect("its end").0;
+        list.split(',')
+            .map(|key| key.trim().trim_matches('\''))
+            .collect()
+    }
+
+    #[test]
+    fn admit_args_are_the_keys_admit_job_knows_the_required_ones_set() {
+        let job = NewJob {
+            id: JobId::new(),
+            client: ClientKey::new("203.0.113.7".parse().unwrap(), 64),
+            address: None,
+            network: None,
+            options: RenderOptions::default(),
+            replay_key: "replays/x.osr".into(),
+            replay_sha256: [7; 32],
+            completes: None,
+            sandbox: false,
+            callback: None,
+        };
+        let limits = CapacityLimits {
+            max_queued: 10,
+            max_anonymous_queued: None,
+            max_rendering: 2,
+            max_active_per_client: 3,
+            max_active_per_network: None,
+        };
+        let args = serde_json::to_value(AdmitArgs::new(&job, &limits, 1000, 30_000)).unwrap();
+        let sent: BTreeSet<&str> = args
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let required = sql_keys("c_required");
+        let known: BTreeSet<&str> = required.union(&sql_keys("c_optional")).copied().collect();
+        assert_eq!(
+            sent, known,
+            "AdmitArgs and admit_job.sql name different keys"
+        );
+        for key in required {
+            assert!(!args[key].is_null(), "{key} is required, sent null");
+        }
+    }
+}
