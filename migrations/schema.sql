@@ -1,6 +1,7 @@
--- The schema as migrations/V*.sql leave it (refinery's own history table left out): a snapshot
--- for readers, checked by functions/migrate/tests/schema.rs. Do not edit: change a migration,
--- then run infra/schema-snapshot (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
+-- The schema as migrations/V*.sql and sql/functions/*.sql leave it (refinery's own history table
+-- left out): a snapshot for readers, checked by functions/migrate/tests/schema.rs. Do not edit:
+-- change a migration or a function's file, then run infra/schema-snapshot
+-- (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
 
 --
 -- Name: job_status; Type: TYPE; Schema: public; Owner: -
@@ -34,9 +35,36 @@ DECLARE
     v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
     v_counts job_counts;
     v_active bigint;
+    -- The argument's keys (see above).
+    c_required CONSTANT text[] := ARRAY[
+        'id', 'client_ip', 'client_lock', 'global_lock', 'skin', 'config', 'replay_key',
+        'replay_sha256', 'max_queued', 'max_rendering', 'max_active_per_client',
+        'lock_timeout_ms', 'event_payload', 'event_lease_ms'];
+    c_optional CONSTANT text[] := ARRAY[
+        'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
+        'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
+        'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued'];
+    v_wrong text;
 BEGIN
-    -- Lock order, snapshots and the capacity checks are as in V1: see there. Every count below
-    -- is read after the global lock, so no concurrent admission can pass the same cap.
+    -- The argument first, before any lock (see above).
+    IF jsonb_typeof(p) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'admit_job: the argument must be a JSON object, not %',
+            coalesce(jsonb_typeof(p), 'NULL');
+    END IF;
+    SELECT string_agg(k, ', ' ORDER BY k) INTO v_wrong
+      FROM unnest(c_required) AS k
+     WHERE coalesce(jsonb_typeof(p -> k), 'null') = 'null';
+    IF v_wrong IS NOT NULL THEN
+        RAISE EXCEPTION 'admit_job: required key(s) missing or null: %', v_wrong;
+    END IF;
+    SELECT string_agg(k, ', ' ORDER BY k) INTO v_wrong
+      FROM jsonb_object_keys(p) AS k
+     WHERE k <> ALL (c_required || c_optional);
+    IF v_wrong IS NOT NULL THEN
+        RAISE EXCEPTION 'admit_job: unknown key(s): % (misspelled?)', v_wrong;
+    END IF;
+
+    -- Lock order, snapshots and the capacity checks: see above.
     PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
     PERFORM pg_advisory_xact_lock((p ->> 'client_lock')::bigint);
 

@@ -1,5 +1,5 @@
-//! `migrations/schema.sql` is the schema as `migrations/V*.sql` leave it, for a reader: this test
-//! applies the migrations (core's own runner) to a scratch database, dumps its schema with
+//! `migrations/schema.sql` is the schema as `migrations/V*.sql` and `sql/functions/` leave it, for
+//! a reader: this test applies the migrations and the functions (core's own runner) to a scratch database, dumps its schema with
 //! `pg_dump --schema-only` (refinery's history table left out), normalizes the dump and compares
 //! it with the checked-in file. A migration that changes the schema without the snapshot fails
 //! here; `UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema` (or
@@ -20,9 +20,10 @@ mod support;
 
 const REWRITE: &str = "UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema";
 const HEADER: &str = "\
--- The schema as migrations/V*.sql leave it (refinery's own history table left out): a snapshot
--- for readers, checked by functions/migrate/tests/schema.rs. Do not edit: change a migration,
--- then run infra/schema-snapshot (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
+-- The schema as migrations/V*.sql and sql/functions/*.sql leave it (refinery's own history table
+-- left out): a snapshot for readers, checked by functions/migrate/tests/schema.rs. Do not edit:
+-- change a migration or a function's file, then run infra/schema-snapshot
+-- (UPDATE_SCHEMA=1 cargo test -p osurender-migrate --test schema).
 ";
 
 fn snapshot_path() -> PathBuf {

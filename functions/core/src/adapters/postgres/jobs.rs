@@ -9,8 +9,10 @@ use crate::domain::caller::Caller;
 use crate::domain::client::advisory_lock_id;
 use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
+use crate::domain::render::RenderOptions;
 use crate::domain::sandbox;
 use crate::ports::idempotency::Claim;
+use crate::ports::idempotency::StoredResponse;
 use crate::ports::jobs::Admission;
 use crate::ports::jobs::Capacity;
 use crate::ports::jobs::CapacityLimits;
@@ -31,6 +33,8 @@ use crate::ports::StoreError;
 use crate::support::estimate::{self, Recent};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
+use serde::de::IntoDeserializer;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -99,6 +103,122 @@ SELECT c.queued, c.rendering, c.anonymous_queued,
           FROM jobs
          WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'
            AND NOT sandbox) r";
+
+/// admit_job's argument, one jsonb object: the one place its keys are spelled
+/// (sql/functions/admit_job.sql lists them too, and refuses a required key missing or null and
+/// a key it does not know). `None` is sent as null: an optional key's "none".
+#[derive(Debug, Serialize)]
+struct AdmitArgs<'a> {
+    id: JobId,
+    client_ip: &'a str,
+    client_addr: Option<&'a str>,
+    client_network: Option<&'a str>,
+    client_lock: i64,
+    global_lock: i64,
+    skin: &'a str,
+    config: &'a RenderOptions,
+    replay_key: &'a str,
+    /// Hex.
+    replay_sha256: String,
+    max_queued: i64,
+    max_anonymous_queued: Option<i64>,
+    max_rendering: i64,
+    max_active_per_client: i64,
+    max_active_per_network: Option<i64>,
+    lock_timeout_ms: i64,
+    event_payload: serde_json::Value,
+    event_lease_ms: i64,
+    idem_endpoint: Option<&'static str>,
+    idem_key: Option<&'a str>,
+    idem_token: Option<uuid::Uuid>,
+    idem_response: Option<&'a StoredResponse>,
+    sandbox: bool,
+    sandbox_active_ms: i64,
+    sandbox_video_key: Option<&'static str>,
+    sandbox_thumb_key: Option<&'static str>,
+    callback_url: Option<&'a str>,
+    callbacks: Vec<AdmitCallback>,
+}
+
+/// One callback admit_job queues with the job.
+#[derive(Debug, Serialize)]
+struct AdmitCallback {
+    delay_ms: i64,
+    status: JobStatus,
+    progress: f32,
+}
+
+impl<'a> AdmitArgs<'a> {
+    fn new(
+        job: &'a NewJob,
+        limits: &CapacityLimits,
+        lock_timeout_ms: i64,
+        event_lease_ms: i64,
+    ) -> Self {
+        let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
+        Self {
+            id: job.id,
+            client_ip: job.client.as_str(),
+            client_addr: job.address.as_ref().map(ClientKey::as_str),
+            client_network: job.network.as_ref().map(ClientKey::as_str),
+            client_lock: job.client.lock_id(),
+            global_lock: global_capacity_lock(),
+            skin: job.options.skin.as_str(),
+            config: &job.options,
+            replay_key: &job.replay_key,
+            replay_sha256: hex::encode(job.replay_sha256),
+            max_queued: limits.max_queued,
+            max_anonymous_queued: limits.max_anonymous_queued,
+            max_rendering: limits.max_rendering,
+            max_active_per_client: limits.max_active_per_client,
+            max_active_per_network: limits.max_active_per_network,
+            lock_timeout_ms,
+            event_payload: job.event_payload(),
+            event_lease_ms,
+            idem_endpoint: claim.map(|c| c.endpoint),
+            idem_key: claim.map(|c| c.key.as_str()),
+            idem_token: claim.map(|c| c.token),
+            idem_response: response,
+            sandbox: job.sandbox,
+            sandbox_active_ms: millis(sandbox::ACTIVE_FOR),
+            sandbox_video_key: job.sandbox.then_some(sandbox::SAMPLE_VIDEO_KEY),
+            sandbox_thumb_key: job.sandbox.then_some(sandbox::SAMPLE_THUMB_KEY),
+            callback_url: job.callback.as_ref().map(|url| url.as_str()),
+            callbacks: job
+                .first_callbacks()
+                .into_iter()
+                .map(|(delay, status, progress)| AdmitCallback {
+                    delay_ms: millis(delay),
+                    status,
+                    progress,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// admit_job's verdict (its first column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AdmitVerdict {
+    Admitted,
+    Duplicate,
+    QueueFull,
+    AnonymousQueueFull,
+    RenderCapacity,
+    TooManyActiveJobs,
+    TooManyNetworkJobs,
+    ClaimLost,
+    Abandoned,
+}
+
+/// resolve_admission's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ResolveVerdict {
+    Admitted,
+    Abandoned,
+}
 
 const ADMIT_SQL: &str = "SELECT verdict, event_id, existing_job FROM admit_job($1::jsonb)";
 
@@ -370,43 +490,9 @@ impl JobStore for PgJobStore {
     }
 
     async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError> {
-        let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
-        let args = serde_json::json!({
-            "id": job.id,
-            "client_ip": job.client.as_str(),
-            "client_addr": job.address.as_ref().map(ClientKey::as_str),
-            "client_network": job.network.as_ref().map(ClientKey::as_str),
-            "client_lock": job.client.lock_id(),
-            "global_lock": global_capacity_lock(),
-            "skin": job.options.skin.as_str(),
-            "config": job.options,
-            "replay_key": job.replay_key,
-            "replay_sha256": hex::encode(job.replay_sha256),
-            "max_queued": limits.max_queued,
-            "max_anonymous_queued": limits.max_anonymous_queued,
-            "max_rendering": limits.max_rendering,
-            "max_active_per_client": limits.max_active_per_client,
-            "max_active_per_network": limits.max_active_per_network,
-            "lock_timeout_ms": self.lock_timeout_ms,
-            "event_payload": job.event_payload(),
-            "event_lease_ms": self.event_lease_ms,
-            "idem_endpoint": claim.map(|c| c.endpoint),
-            "idem_key": claim.map(|c| c.key.as_str()),
-            "idem_token": claim.map(|c| c.token),
-            "idem_response": response,
-            "sandbox": job.sandbox,
-            "sandbox_active_ms": millis(sandbox::ACTIVE_FOR),
-            "sandbox_video_key": job.sandbox.then_some(sandbox::SAMPLE_VIDEO_KEY),
-            "sandbox_thumb_key": job.sandbox.then_some(sandbox::SAMPLE_THUMB_KEY),
-            "callback_url": job.callback.as_ref().map(|url| url.as_str()),
-            "callbacks": job.first_callbacks().into_iter().map(|(delay, status, progress)| {
-                serde_json::json!({
-                    "delay_ms": millis(delay),
-                    "status": status,
-                    "progress": progress,
-                })
-            }).collect::<Vec<_>>(),
-        });
+        let args = AdmitArgs::new(job, limits, self.lock_timeout_ms, self.event_lease_ms);
+        let args = serde_json::to_value(&args)
+            .map_err(|e| StoreError::new(format!("admit_job's argument: {e}")))?;
         let conn = db::checkout(&self.pool).await?;
         let row = conn
             .query_typed(ADMIT_SQL, &[(&args, Type::JSONB)])
@@ -414,20 +500,24 @@ impl JobStore for PgJobStore {
             .pop()
             .ok_or_else(|| StoreError::unknown("admit_job returned no row"))?;
         let verdict: &str = row.get(0);
+        let verdict = AdmitVerdict::deserialize(verdict.into_deserializer()).map_err(
+            |_: serde::de::value::Error| {
+                StoreError::unknown(format!("admit_job answered `{verdict}`"))
+            },
+        )?;
         Ok(match verdict {
-            "admitted" => Admission::Admitted(job.event(row.get(1))?),
-            "duplicate" => {
+            AdmitVerdict::Admitted => Admission::Admitted(job.event(row.get(1))?),
+            AdmitVerdict::Duplicate => {
                 let existing: uuid::Uuid = row.get(2);
                 Admission::NoRoom(NoRoom::Duplicate(existing.into()))
             }
-            "queue_full" => Admission::NoRoom(NoRoom::QueueFull),
-            "anonymous_queue_full" => Admission::NoRoom(NoRoom::AnonymousQueueFull),
-            "render_capacity" => Admission::NoRoom(NoRoom::RenderCapacity),
-            "too_many_active_jobs" => Admission::NoRoom(NoRoom::TooManyActiveJobs),
-            "too_many_network_jobs" => Admission::NoRoom(NoRoom::TooManyNetworkJobs),
-            "claim_lost" => Admission::ClaimLost,
-            "abandoned" => Admission::Abandoned,
-            other => return Err(StoreError::unknown(format!("admit_job answered `{other}`"))),
+            AdmitVerdict::QueueFull => Admission::NoRoom(NoRoom::QueueFull),
+            AdmitVerdict::AnonymousQueueFull => Admission::NoRoom(NoRoom::AnonymousQueueFull),
+            AdmitVerdict::RenderCapacity => Admission::NoRoom(NoRoom::RenderCapacity),
+            AdmitVerdict::TooManyActiveJobs => Admission::NoRoom(NoRoom::TooManyActiveJobs),
+            AdmitVerdict::TooManyNetworkJobs => Admission::NoRoom(NoRoom::TooManyNetworkJobs),
+            AdmitVerdict::ClaimLost => Admission::ClaimLost,
+            AdmitVerdict::Abandoned => Admission::Abandoned,
         })
     }
 
@@ -444,12 +534,14 @@ impl JobStore for PgJobStore {
             .pop()
             .ok_or_else(|| StoreError::unknown("resolve_admission returned no row"))?;
         let verdict: &str = row.get(0);
+        let verdict = ResolveVerdict::deserialize(verdict.into_deserializer()).map_err(
+            |_: serde::de::value::Error| {
+                StoreError::unknown(format!("resolve_admission answered `{verdict}`"))
+            },
+        )?;
         match verdict {
-            "admitted" => Ok(Resolved::Admitted(job.event(row.get(1))?)),
-            "abandoned" => Ok(Resolved::Abandoned),
-            other => Err(StoreError::unknown(format!(
-                "resolve_admission answered `{other}`"
-            ))),
+            ResolveVerdict::Admitted => Ok(Resolved::Admitted(job.event(row.get(1))?)),
+            ResolveVerdict::Abandoned => Ok(Resolved::Abandoned),
         }
     }
 
@@ -564,5 +656,61 @@ impl JobStore for PgJobStore {
         Ok(conn
             .execute_typed(PRUNE_FENCES_SQL, &[(&batch, Type::INT8)])
             .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// admit_job.sql's list `name` (`c_required CONSTANT text[] := ARRAY[…]`).
+    fn sql_keys(name: &str) -> BTreeSet<&'static str> {
+        let sql = include_str!("../../../../../sql/functions/admit_job.sql");
+        let start = format!("{name} CONSTANT text[] := ARRAY[");
+        let list = sql.split_once(start.as_str()).expect("the list").1;
+        let list = list.split_once(']').expect("its end").0;
+        list.split(',')
+            .map(|key| key.trim().trim_matches('\''))
+            .collect()
+    }
+
+    #[test]
+    fn admit_args_are_the_keys_admit_job_knows_the_required_ones_set() {
+        let job = NewJob {
+            id: JobId::new(),
+            client: ClientKey::new("203.0.113.7".parse().unwrap(), 64),
+            address: None,
+            network: None,
+            options: RenderOptions::default(),
+            replay_key: "replays/x.osr".into(),
+            replay_sha256: [7; 32],
+            completes: None,
+            sandbox: false,
+            callback: None,
+        };
+        let limits = CapacityLimits {
+            max_queued: 10,
+            max_anonymous_queued: None,
+            max_rendering: 2,
+            max_active_per_client: 3,
+            max_active_per_network: None,
+        };
+        let args = serde_json::to_value(AdmitArgs::new(&job, &limits, 1000, 30_000)).unwrap();
+        let sent: BTreeSet<&str> = args
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let required = sql_keys("c_required");
+        let known: BTreeSet<&str> = required.union(&sql_keys("c_optional")).copied().collect();
+        assert_eq!(
+            sent, known,
+            "AdmitArgs and admit_job.sql name different keys"
+        );
+        for key in required {
+            assert!(!args[key].is_null(), "{key} is required, sent null");
+        }
     }
 }

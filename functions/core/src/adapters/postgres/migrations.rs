@@ -1,5 +1,6 @@
-//! The schema migrations (`migrations/`, embedded at build time) and how they are applied so
-//! that a deploy, a rollback and two runners at once are all safe:
+//! The schema migrations (`migrations/`, embedded at build time), the SQL functions
+//! (`sql/functions/`, embedded too: [`FUNCTIONS`]) and how they are applied so that a deploy, a
+//! rollback and two runners at once are all safe:
 //!
 //! - one runner at a time: a session advisory lock, waited for at most a bounded time;
 //! - refinery's history table is read and checked here first, because refinery itself panics on
@@ -8,8 +9,13 @@
 //! - a schema that has migrations this code does not know (a rollback, or an older release
 //!   deployed again) is left as it is: the migrations are forward-only and expand-first, so the
 //!   older code runs on the newer schema;
-//! - the pending migrations run in one transaction (refinery's grouped mode): a failure leaves
-//!   the schema as it was, and the next run retries them all;
+//! - the pending migrations run in one transaction (refinery's grouped mode, on a transaction
+//!   this runner opens), and then, in that same transaction, every SQL function's file with its
+//!   `CREATE OR REPLACE FUNCTION`: the versioned migrations carry the DDL, each function's
+//!   current body lives in one file only. A failure leaves the schema as it was, and the next
+//!   run retries it all. The functions are applied on every run that applies (also when no
+//!   migration is pending), so an existing database gets a changed function's body; an
+//!   unchanged one is replaced by itself;
 //! - every statement of a run waits for a table's lock at most `lock_timeout`: behind a long
 //!   transaction, a migration fails (and is retried by the next run) rather than waiting
 //!   forever while the requests queued behind its own lock wait with it.
@@ -17,10 +23,13 @@
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
+use refinery::Migration;
+use refinery_core::traits::r#async::{AsyncQuery, AsyncTransaction};
+use refinery_core::AsyncMigrate;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use crate::adapters::postgres::{self as db};
 use crate::domain::client::advisory_lock_id;
@@ -29,6 +38,39 @@ use crate::ports::StoreError;
 mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
+
+/// One SQL function's source: `sql/functions/<file>.sql`, a `CREATE OR REPLACE FUNCTION` with
+/// its explanation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlFunction {
+    /// The file's name without `.sql`: the function's name (`admit_job`), or that name and a
+    /// suffix for a second function of that name (`admit_job_v4`).
+    pub file: &'static str,
+    pub sql: &'static str,
+}
+
+macro_rules! sql_function {
+    ($file:literal) => {
+        SqlFunction {
+            file: $file,
+            sql: include_str!(concat!("../../../../../sql/functions/", $file, ".sql")),
+        }
+    };
+}
+
+/// Every SQL function of the schema, in the order they are applied: a function before those
+/// that call it. A new file in `sql/functions/` is added here too (a test in
+/// functions/migrate/tests/sql_functions.rs checks both ways).
+pub const FUNCTIONS: &[SqlFunction] = &[
+    sql_function!("job_callback_body"),
+    sql_function!("count_job_changes"),
+    sql_function!("reset_job_counts"),
+    sql_function!("job_callback_client"),
+    sql_function!("queue_job_callback"),
+    sql_function!("resolve_admission"),
+    sql_function!("admit_job_v4"),
+    sql_function!("admit_job"),
+];
 
 /// refinery's history table (its default name).
 const HISTORY_TABLE: &str = "refinery_schema_history";
@@ -219,23 +261,48 @@ async fn apply_locked(client: &mut Client, lock_timeout: Duration) -> Result<Out
     if !unknown.is_empty() {
         return Ok(Outcome::SchemaNewer(unknown));
     }
+    let failed = |what: String, why: String| {
+        let hint = if why.contains(SqlState::LOCK_NOT_AVAILABLE.code()) {
+            format!(
+                " (a lock stayed held by another transaction for over {} ms, \
+                 MIGRATE_LOCK_TIMEOUT; run again once it has ended)",
+                lock_timeout.as_millis()
+            )
+        } else {
+            String::new()
+        };
+        StoreError::new(format!("{what} failed, nothing applied: {why}{hint}"))
+    };
+    // The history table first, committed on its own, as refinery's driver does it: a run that
+    // fails below leaves it (empty) as before.
+    client
+        .batch_execute(&<Client as AsyncMigrate>::assert_migrations_table_query(
+            HISTORY_TABLE,
+        ))
+        .await
+        .map_err(|e| failed("migration".into(), db::chain(&e)))?;
+    // Dropped without a commit (an error below), it rolls back.
+    let transaction = client
+        .transaction()
+        .await
+        .map_err(|e| failed("migration".into(), db::chain(&e)))?;
     let report = runner
         .set_grouped(true)
-        .run_async(client)
+        .run_async(&mut InTransaction(&transaction))
         .await
-        .map_err(|e| {
-            let why = db::chain(&e);
-            let hint = if why.contains(SqlState::LOCK_NOT_AVAILABLE.code()) {
-                format!(
-                    " (a lock stayed held by another transaction for over {} ms, \
-                     MIGRATE_LOCK_TIMEOUT; run again once it has ended)",
-                    lock_timeout.as_millis()
-                )
-            } else {
-                String::new()
-            };
-            StoreError::new(format!("migration failed, nothing applied: {why}{hint}"))
+        .map_err(|e| failed("migration".into(), db::chain(&e)))?;
+    for function in FUNCTIONS {
+        transaction.batch_execute(function.sql).await.map_err(|e| {
+            failed(
+                format!("sql/functions/{}.sql", function.file),
+                db::chain(&e),
+            )
         })?;
+    }
+    transaction
+        .commit()
+        .await
+        .map_err(|e| failed("migration".into(), db::chain(&e)))?;
     Ok(Outcome::Applied(
         report
             .applied_migrations()
@@ -244,6 +311,48 @@ async fn apply_locked(client: &mut Client, lock_timeout: Duration) -> Result<Out
             .collect(),
     ))
 }
+
+/// refinery's statements on a transaction the runner opened and commits, so that the SQL
+/// functions are applied in it too (refinery's own driver commits a transaction per call).
+struct InTransaction<'a, 'c>(&'a Transaction<'c>);
+
+impl AsyncTransaction for InTransaction<'_, '_> {
+    type Error = tokio_postgres::Error;
+
+    async fn execute<'a, T: Iterator<Item = &'a str> + Send + 'a>(
+        &'a mut self,
+        queries: T,
+    ) -> Result<usize, Self::Error> {
+        let mut count = 0;
+        for query in queries {
+            self.0.batch_execute(query).await?;
+            count += 1;
+        }
+        Ok(count)
+    }
+}
+
+impl AsyncQuery<Vec<Migration>> for InTransaction<'_, '_> {
+    /// As refinery's driver reads its history rows (which `read_history` checked already).
+    async fn query<'a>(&'a mut self, query: &'a str) -> Result<Vec<Migration>, Self::Error> {
+        let rows = self.0.query(query, &[]).await?;
+        let mut applied = Vec::with_capacity(rows.len());
+        for row in rows {
+            let applied_on: String = row.try_get(2)?;
+            let checksum: String = row.try_get(3)?;
+            applied.push(Migration::applied(
+                row.try_get(0)?,
+                row.try_get(1)?,
+                // Only shown, never compared; read_history refused a row that is not RFC 3339.
+                OffsetDateTime::parse(&applied_on, &Rfc3339).unwrap_or(OffsetDateTime::UNIX_EPOCH),
+                checksum.parse().unwrap_or_default(),
+            ));
+        }
+        Ok(applied)
+    }
+}
+
+impl AsyncMigrate for InTransaction<'_, '_> {}
 
 /// One row of refinery's history, as refinery will read it.
 #[derive(Debug)]

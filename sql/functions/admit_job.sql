@@ -1,0 +1,209 @@
+-- admit_job: steps 5–9 of a render admission in one round trip, race-free (DESIGN.md §3).
+-- Returns the verdict, the render_job_created event's id (an admitted real job) and the job
+-- that duplicates this one (verdict 'duplicate').
+--
+-- Locks and snapshots (migrations/V1). Called as a single autocommit statement, so the
+-- advisory locks are held until its implicit transaction commits. Lock order is always
+-- client then global, so two callers never deadlock, and a client waiting on its own lock
+-- (held by another request of that client, or by the Python fleet) holds up no one else.
+-- Each statement of a VOLATILE PL/pgSQL function takes a fresh snapshot under READ COMMITTED,
+-- so the counts after the locks see every job committed by the previous holder. Every count
+-- is read after the global lock, so no concurrent admission can pass the same cap.
+--
+-- The event (migrations/V2): the caller builds the event payload and publishes that very
+-- payload right after commit; the event is inserted as already leased to that fast path
+-- (`attempts = 1`, `available_at` one lease ahead), so the sweep leaves it alone while the
+-- admitting function publishes it, and delivers it when that publish failed or the function
+-- died.
+--
+-- Duplicates and idempotency (migrations/V4): the duplicate check runs under the client's lock
+-- (duplicates are per client, and that lock serializes one client's admissions, also against a
+-- Python fleet) and before the global lock, so a duplicate never waits for, or holds up, anyone
+-- else's admission. The Idempotency-Key claim is completed in the job's own transaction, before
+-- the job is inserted and only if it still is this request's claim: a job with a key exists
+-- exactly when its key answers with it.
+--
+-- The checks, in order, and their verdicts:
+-- - 'abandoned': resolve_admission gave this job id up (the request was told 503; V5);
+-- - 'duplicate': the client has this replay queued or rendering (a sandbox client: among its
+--   sandbox jobs younger than sandbox_active_ms);
+-- - 'queue_full', 'anonymous_queue_full', 'render_capacity': the global caps, from job_counts
+--   (V11; kept by count_job_changes), not for a sandbox job;
+-- - 'too_many_active_jobs': the client's cap; 'too_many_network_jobs': its network's (V11);
+-- - 'claim_lost': the request's idempotency claim is no longer its own (released, or taken over
+--   as stale; V5);
+-- - 'admitted'.
+--
+-- The argument, one jsonb object (V5: a later change is a CREATE OR REPLACE rather than a DROP
+-- and a new signature). Built by the Rust side from a typed struct (AdmitArgs in
+-- functions/core/src/adapters/postgres/jobs.rs); this function refuses (RAISE EXCEPTION) an
+-- argument with a required key missing or null, or with a key it does not know, since a
+-- misspelled key would read as NULL and silently skip the check it guards.
+-- Required (not null): id, client_ip, client_lock, global_lock, skin, config, replay_key,
+--   replay_sha256 (hex), max_queued, max_rendering, max_active_per_client, lock_timeout_ms,
+--   event_payload, event_lease_ms.
+-- Optional (absent or null: as described). Those a later migration added (V9, V10, V11) are
+-- absent from what the code of an earlier release sends, which admits as before:
+-- - idem_endpoint, idem_key, idem_token, idem_response: the Idempotency-Key claim to complete
+--   (without idem_token there is none);
+-- - client_addr (V9): the address a key client's job came from, stored with the job;
+-- - sandbox, sandbox_active_ms, sandbox_video_key, sandbox_thumb_key (V10): a sandbox job is
+--   admitted without the global lock and caps, stored final (completed, with the sample
+--   artifacts), and gets no render_job_created event; its client's active jobs are its sandbox
+--   jobs younger than sandbox_active_ms;
+-- - callback_url, callbacks (V10): the job's callbacks to queue now, an array of
+--   {delay_ms, status, progress}: the first status, or a sandbox job's whole schedule;
+-- - client_network (V11): the anonymous client's network, stored with the job;
+-- - max_active_per_network (V11): the network's cap on active jobs (checked after the
+--   client's), none for a key's job;
+-- - max_anonymous_queued (V11): the anonymous clients' share of the queue (checked after the
+--   queue), none for a key's job.
+CREATE OR REPLACE FUNCTION admit_job(
+    p jsonb,
+    OUT verdict text,
+    OUT event_id bigint,
+    OUT existing_job uuid
+)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_id uuid := (p ->> 'id')::uuid;
+    v_client text := p ->> 'client_ip';
+    v_network text := p ->> 'client_network';
+    v_hash bytea := decode(p ->> 'replay_sha256', 'hex');
+    v_idem_token uuid := (p ->> 'idem_token')::uuid;
+    v_sandbox boolean := coalesce((p ->> 'sandbox')::boolean, false);
+    v_sandbox_since timestamptz :=
+        now() - coalesce((p ->> 'sandbox_active_ms')::bigint, 0) * interval '1 millisecond';
+    v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
+    v_counts job_counts;
+    v_active bigint;
+    -- The argument's keys (see above).
+    c_required CONSTANT text[] := ARRAY[
+        'id', 'client_ip', 'client_lock', 'global_lock', 'skin', 'config', 'replay_key',
+        'replay_sha256', 'max_queued', 'max_rendering', 'max_active_per_client',
+        'lock_timeout_ms', 'event_payload', 'event_lease_ms'];
+    c_optional CONSTANT text[] := ARRAY[
+        'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
+        'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
+        'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued'];
+    v_wrong text;
+BEGIN
+    -- The argument first, before any lock (see above).
+    IF jsonb_typeof(p) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'admit_job: the argument must be a JSON object, not %',
+            coalesce(jsonb_typeof(p), 'NULL');
+    END IF;
+    SELECT string_agg(k, ', ' ORDER BY k) INTO v_wrong
+      FROM unnest(c_required) AS k
+     WHERE coalesce(jsonb_typeof(p -> k), 'null') = 'null';
+    IF v_wrong IS NOT NULL THEN
+        RAISE EXCEPTION 'admit_job: required key(s) missing or null: %', v_wrong;
+    END IF;
+    SELECT string_agg(k, ', ' ORDER BY k) INTO v_wrong
+      FROM jsonb_object_keys(p) AS k
+     WHERE k <> ALL (c_required || c_optional);
+    IF v_wrong IS NOT NULL THEN
+        RAISE EXCEPTION 'admit_job: unknown key(s): % (misspelled?)', v_wrong;
+    END IF;
+
+    -- Lock order, snapshots and the capacity checks: see above.
+    PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
+    PERFORM pg_advisory_xact_lock((p ->> 'client_lock')::bigint);
+
+    IF EXISTS (SELECT FROM admission_fences WHERE job_id = v_id) THEN
+        verdict := 'abandoned';
+        RETURN;
+    END IF;
+
+    IF v_sandbox THEN
+        SELECT (array_agg(id) FILTER (WHERE replay_sha256 = v_hash))[1], count(*)
+          INTO existing_job, v_active
+          FROM jobs
+         WHERE client_ip = v_client AND sandbox AND created_at > v_sandbox_since;
+    ELSE
+        SELECT id INTO existing_job
+          FROM jobs
+         WHERE client_ip = v_client AND replay_sha256 = v_hash
+           AND status IN ('queued', 'downloading', 'rendering')
+         LIMIT 1;
+    END IF;
+    IF existing_job IS NOT NULL THEN
+        verdict := 'duplicate';
+        RETURN;
+    END IF;
+
+    IF NOT v_sandbox THEN
+        PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
+
+        SELECT * INTO v_counts FROM job_counts;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'job_counts has no row';
+        END IF;
+        IF v_counts.queued >= (p ->> 'max_queued')::bigint THEN
+            verdict := 'queue_full';
+            RETURN;
+        END IF;
+        IF v_counts.anonymous_queued >= (p ->> 'max_anonymous_queued')::bigint THEN
+            verdict := 'anonymous_queue_full';
+            RETURN;
+        END IF;
+        IF v_counts.rendering >= (p ->> 'max_rendering')::bigint THEN
+            verdict := 'render_capacity';
+            RETURN;
+        END IF;
+
+        SELECT count(*) INTO v_active
+          FROM jobs
+         WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
+    END IF;
+    IF v_active >= (p ->> 'max_active_per_client')::bigint THEN
+        verdict := 'too_many_active_jobs';
+        RETURN;
+    END IF;
+    IF NOT v_sandbox AND v_network IS NOT NULL AND (
+        SELECT count(*) FROM jobs
+         WHERE client_network = v_network AND client_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')
+    ) >= (p ->> 'max_active_per_network')::bigint THEN
+        verdict := 'too_many_network_jobs';
+        RETURN;
+    END IF;
+
+    IF v_idem_token IS NOT NULL THEN
+        UPDATE idempotency_keys
+           SET status = 'completed', response = p -> 'idem_response', job_id = v_id
+         WHERE client_ip = v_client AND endpoint = p ->> 'idem_endpoint'
+           AND key = p ->> 'idem_key' AND token = v_idem_token AND status = 'in_progress';
+        IF NOT FOUND THEN
+            verdict := 'claim_lost';
+            RETURN;
+        END IF;
+    END IF;
+
+    INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
+                      replay_sha256, sandbox, status, progress, video_key, thumb_key,
+                      callback_url, callback_seq, callback_at)
+    VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
+            p ->> 'replay_key', v_hash, v_sandbox,
+            CASE WHEN v_sandbox THEN 'completed' ELSE 'queued' END::job_status,
+            CASE WHEN v_sandbox THEN 100 ELSE 0 END,
+            p ->> 'sandbox_video_key', p ->> 'sandbox_thumb_key',
+            p ->> 'callback_url', jsonb_array_length(v_callbacks),
+            CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END);
+    INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
+    SELECT v_id, c.n, p ->> 'callback_url',
+           job_callback_body(v_id, c.n::integer, c.step ->> 'status',
+                             (c.step ->> 'progress')::real, NULL,
+                             now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'),
+           now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
+      FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
+     WHERE p ->> 'callback_url' IS NOT NULL;
+    IF NOT v_sandbox THEN
+        INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
+        VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
+                now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
+        RETURNING id INTO event_id;
+    END IF;
+    verdict := 'admitted';
+END
+$$;

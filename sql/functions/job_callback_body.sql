@@ -1,0 +1,19 @@
+-- job_callback_body: the body of a job's callback number `p_sequence`: what changed, as
+-- GET /v1/jobs/{id} shows it. Used by queue_job_callback (a job's status changes) and by
+-- admit_job (the callbacks queued at admission). Defined by migrations/V10.
+CREATE OR REPLACE FUNCTION job_callback_body(
+    p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text,
+    p_at timestamptz
+) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'type', 'job.status',
+        'job_id', p_job,
+        'sequence', p_sequence,
+        'status', p_status,
+        'progress', p_progress,
+        'error', p_error,
+        'occurred_at', to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'links', jsonb_build_object('status', '/v1/jobs/' || p_job)
+    ))
+$$;
