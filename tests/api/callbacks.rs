@@ -783,7 +783,7 @@ async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_b
     // V1 to V11 as a database before this release has them, with one job's callbacks: one
     // delivered, one backing off, one queued behind it.
     let name = format!("osurender_t_{}", uuid::Uuid::new_v4().simple());
-    let url = crate::support::app::create_database(&name).await;
+    let (url, _database) = crate::support::app::create_database(&name).await;
     let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();

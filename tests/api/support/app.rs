@@ -90,6 +90,8 @@ pub struct TestApp {
     pub queue: String,
     /// Every job id the tests drained from the render queue so far (support/invariants.rs).
     pub delivered_jobs: Mutex<HashSet<String>>,
+    /// Last, so the database goes after everything that uses it.
+    _database: Option<DatabaseGuard>,
 }
 
 impl TestApp {
@@ -127,15 +129,18 @@ impl TestApp {
         init_env();
         let unique = uuid::Uuid::new_v4().simple().to_string();
         let name = format!("osurender_t_{unique}");
+        // The private TLS cluster's databases go with it; the local server's with the test.
+        let mut database_guard = None;
         let (database_url, db) = match tls {
             Some(server) => (
                 server.app_url(CERTIFIED_HOST, &name),
                 server.create_database(&name).await,
             ),
             None => {
-                let url = create_database(&name).await;
+                let (url, guard) = create_database(&name).await;
                 let (db, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
                 tokio::spawn(connection);
+                database_guard = Some(guard);
                 (url, db)
             }
         };
@@ -212,6 +217,7 @@ impl TestApp {
             table,
             queue,
             delivered_jobs: Mutex::default(),
+            _database: database_guard,
         }
     }
 
@@ -365,8 +371,8 @@ async fn resolve(authority: &str) -> SocketAddr {
 /// A value for `TestApp::spawn` overrides that removes the variable.
 pub const UNSET: &str = "\u{0}unset";
 
-/// A new empty database `name` on the local server: its URL.
-pub async fn create_database(name: &str) -> String {
+/// A new empty database `name` on the local server: its URL, and the guard that drops it.
+pub async fn create_database(name: &str) -> (String, DatabaseGuard) {
     init_env();
     let admin_url = std::env::var("DATABASE_URL").unwrap();
     let (admin, connection) = tokio_postgres::connect(&admin_url, NoTls)
@@ -386,7 +392,46 @@ pub async fn create_database(name: &str) -> String {
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let user = config.get_user().unwrap_or("postgres");
-    format!("postgres://{user}@{host}:{port}/{name}")
+    let guard = DatabaseGuard {
+        admin_url,
+        name: name.to_owned(),
+    };
+    (format!("postgres://{user}@{host}:{port}/{name}"), guard)
+}
+
+/// Drops its database when the test ends, passed or failed (unwinding drops it too), so a test
+/// run leaves no database behind on the developer's server.
+pub struct DatabaseGuard {
+    admin_url: String,
+    name: String,
+}
+
+impl Drop for DatabaseGuard {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        // Dropped inside the test's runtime, which cannot block on a future: the statement runs
+        // on a thread and a runtime of its own. FORCE ends the connections the server still has.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                let (admin, connection) = tokio_postgres::connect(&url, NoTls)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tokio::spawn(connection);
+                admin
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .join();
+        if let Ok(Err(error)) | Err(error) = dropped.map_err(|_| "the drop panicked".to_string()) {
+            eprintln!("could not drop the test database {}: {error}", self.name);
+        }
+    }
 }
 
 /// The job id of a `202 Accepted` render.
