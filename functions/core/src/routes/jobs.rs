@@ -41,14 +41,11 @@ async fn get_job(
     PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
     JobPath(id): JobPath,
-) -> Response {
-    let caller = match app.caller(peer, &headers).await {
-        Ok(caller) => caller,
-        Err(rejection) => return rejection.into_response(),
-    };
-    jobs::read_job(&app, &caller, id)
+) -> Result<Response, Rejection> {
+    let caller = app.caller(peer, &headers).await?;
+    Ok(jobs::read_job(&app, &caller, id)
         .await
-        .respond(|view| Json(view).into_response())
+        .respond(|view| Json(view).into_response()))
 }
 
 async fn list_jobs(
@@ -56,20 +53,11 @@ async fn list_jobs(
     PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
     params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let query = match params {
-        Ok(Query(params)) => params.query(),
-        Err(rejection) => Err(Rejection::InvalidField(rejection.body_text())),
-    };
-    let query = match query {
-        Ok(query) => query,
-        Err(rejection) => return rejection.into_response(),
-    };
-    let caller = match app.caller(peer, &headers).await {
-        Ok(caller) => caller,
-        Err(rejection) => return rejection.into_response(),
-    };
-    jobs::list_jobs(&app, &caller, &query)
+) -> Result<Response, Rejection> {
+    let Query(params) = params.map_err(|e| Rejection::InvalidField(e.body_text()))?;
+    let query = params.query()?;
+    let caller = app.caller(peer, &headers).await?;
+    Ok(jobs::list_jobs(&app, &caller, &query)
         .await
-        .respond(|page| Json(page).into_response())
+        .respond(|page| Json(page).into_response()))
 }

@@ -62,22 +62,13 @@ async fn list(
     PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
     params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let page = match params {
-        Ok(Query(params)) => PageRequest::parse(params.cursor.as_deref(), params.limit),
-        Err(rejection) => Err(Rejection::InvalidField(rejection.body_text())),
-    };
-    let page = match page {
-        Ok(page) => page,
-        Err(rejection) => return rejection.into_response(),
-    };
-    let client = match app.caller(peer, &headers).await {
-        Ok(caller) => caller.client,
-        Err(rejection) => return rejection.into_response(),
-    };
-    list_skins(&app, &client, &page)
+) -> Result<Response, Rejection> {
+    let Query(params) = params.map_err(|e| Rejection::InvalidField(e.body_text()))?;
+    let page = PageRequest::parse(params.cursor.as_deref(), params.limit)?;
+    let client = app.caller(peer, &headers).await?.client;
+    Ok(list_skins(&app, &client, &page)
         .await
-        .respond(|page| Json(page).into_response())
+        .respond(|page| Json(page).into_response()))
 }
 
 /// A multipart upload, or with a JSON body the request for a presigned one.
@@ -86,14 +77,11 @@ async fn upload_v1(
     PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
     body: Body,
-) -> Response {
+) -> Result<Response, Rejection> {
     let started = Instant::now();
-    let client = match app.caller(peer, &headers).await {
-        Ok(caller) => caller.client,
-        Err(rejection) => return rejection.into_response(),
-    };
+    let client = app.caller(peer, &headers).await?.client;
     if !is_json(&headers) {
-        return direct_upload(&app, &client, UploadRoute::V1, &headers, body).await;
+        return Ok(direct_upload(&app, &client, UploadRoute::V1, &headers, body).await);
     }
     let submission = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(request) => upload::request_upload(&app, &client, &request).await,
@@ -111,7 +99,7 @@ async fn upload_v1(
         &submission.outcome,
         started.elapsed(),
     );
-    submission.respond(|presigned| Json(presigned).into_response())
+    Ok(submission.respond(|presigned| Json(presigned).into_response()))
 }
 
 async fn upload_legacy(
@@ -119,12 +107,9 @@ async fn upload_legacy(
     PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let client = match app.caller(peer, &headers).await {
-        Ok(caller) => caller.client,
-        Err(rejection) => return rejection.into_response(),
-    };
-    direct_upload(&app, &client, UploadRoute::Legacy, &headers, body).await
+) -> Result<Response, Rejection> {
+    let client = app.caller(peer, &headers).await?.client;
+    Ok(direct_upload(&app, &client, UploadRoute::Legacy, &headers, body).await)
 }
 
 async fn direct_upload(

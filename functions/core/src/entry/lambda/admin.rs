@@ -7,13 +7,11 @@
 
 use std::process::ExitCode;
 
-use lambda_http::{service_fn, LambdaEvent};
 use serde::Deserialize;
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::database::own_connection;
-use super::Error;
+use super::{event_loop, Error};
 use crate::adapters::postgres::keys::PgKeyStore;
 use crate::adapters::postgres::{self as db};
 use crate::support::config::Config;
@@ -50,11 +48,7 @@ pub async fn admin_main() -> ExitCode {
 
 async fn serve_admin() -> Result<(), Error> {
     telemetry::init();
-    lambda_http::lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
-        let span = tracing::info_span!("event", request_id = %event.context.request_id);
-        admin_event(event.payload).instrument(span)
-    }))
-    .await
+    event_loop(|event: Value, _| admin_event(event)).await
 }
 
 #[derive(Deserialize)]

@@ -1,7 +1,7 @@
 //! The non-HTTP functions' handlers: the scheduled outbox dispatcher and janitor (whatever the
 //! event: EventBridge's, or `{}` by hand) and the S3 event that ingests presigned skin uploads.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use aws_lambda_events::event::s3::S3Event;
 use percent_encoding::percent_decode_str;
@@ -9,7 +9,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Error;
-use crate::entry::wiring::callback_sender;
 use crate::ports::callbacks::CallbackSender;
 use crate::usecases::callbacks;
 use crate::usecases::janitor::{self, JanitorReport};
@@ -30,12 +29,14 @@ pub struct DispatchReport {
 /// it delivered and gave up on `CallbacksDelivered` and `CallbacksFailed`. A failed
 /// sweep is the invocation's error (the dispatcher's errors alarm counts those). Each run also
 /// prints the render capacity in use (the dashboard's gauge); a failed read of it is only
-/// logged.
-pub async fn dispatch_outbox(app: App, _event: Value) -> Result<DispatchReport, Error> {
-    // One per instance: its connections are reused by the next invocations.
-    static SENDER: OnceLock<Arc<dyn CallbackSender>> = OnceLock::new();
-    let sender = SENDER.get_or_init(|| callback_sender(&app.config));
-    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, sender));
+/// logged. `sender`: the instance's (`wiring::callback_sender`, built once in the function's
+/// `main`), so its connections are reused by the next invocations.
+pub async fn dispatch_outbox(
+    app: App,
+    sender: Arc<dyn CallbackSender>,
+    _event: Value,
+) -> Result<DispatchReport, Error> {
+    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, &sender));
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,

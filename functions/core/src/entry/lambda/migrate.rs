@@ -13,12 +13,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use lambda_http::{service_fn, LambdaEvent};
 use serde_json::{json, Value};
-use tracing::Instrument;
 
 use super::database::own_connection;
-use super::Error;
+use super::{event_loop, Error};
 use crate::adapters::postgres::migrations;
 use crate::adapters::postgres::migrations::Outcome;
 use crate::support::config::Config;
@@ -40,15 +38,13 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(4);
 /// `migrate`'s whole `main`: logging, then straight into the runtime loop.
 pub async fn serve_migrations() -> Result<(), Error> {
     telemetry::init();
-    lambda_http::lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
-        let span = tracing::info_span!("event", request_id = %event.context.request_id);
-        let time_left = event
-            .context
+    event_loop(|event: Value, context| {
+        let time_left = context
             .deadline()
             .duration_since(SystemTime::now())
             .unwrap_or_default();
-        migrate(event.payload, Some(time_left)).instrument(span)
-    }))
+        migrate(event, Some(time_left))
+    })
     .await
 }
 

@@ -19,6 +19,7 @@ use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
+use lambda_http::lambda_runtime::Context;
 use lambda_http::request::RequestContext;
 use lambda_http::{service_fn, LambdaEvent, RequestExt};
 use serde::de::DeserializeOwned;
@@ -105,9 +106,21 @@ where
     F: Fn(App, E) -> Fut,
     Fut: Future<Output = Result<R, Error>> + Send,
 {
+    event_loop(|event, _| handler(app.clone(), event)).await
+}
+
+/// The Runtime API's loop for the functions that are not HTTP (`run_events`, `admin`,
+/// `migrate`): `handler` with each event and its context, inside a span with the request id.
+async fn event_loop<E, R, F, Fut>(handler: F) -> Result<(), Error>
+where
+    E: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(E, Context) -> Fut,
+    Fut: Future<Output = Result<R, Error>> + Send,
+{
     lambda_http::lambda_runtime::run(service_fn(|event: LambdaEvent<E>| {
         let span = tracing::info_span!("event", request_id = %event.context.request_id);
-        handler(app.clone(), event.payload).instrument(span)
+        handler(event.payload, event.context).instrument(span)
     }))
     .await
 }

@@ -1,10 +1,12 @@
-//! The `osurender-admin` commands: their grammar, and their run against a key store with one
+//! The `osurender-admin` commands: their grammar (clap's derive), and their run against a key store with one
 //! JSON object as the answer. The same on the command line and as a Lambda event
 //! (`{"command": ["keys", "create", "--name", "x"]}`); lambda/admin.rs runs them.
 
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
-use crate::domain::key::{KeyId, KeyKind, KeyLimits, KeyName};
+use crate::domain::key::{InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName};
 use crate::domain::RateLimit;
 use crate::ports::keys::{KeyStore, KeySummary, Revocation, MAX_LIST};
 use crate::usecases::keys::{create, CreatedKey};
@@ -19,6 +21,7 @@ Answers one JSON object on stdout; exit 0 ok, 1 failure, 2 usage error.";
 
 const DEFAULT_LIST: usize = 100;
 
+/// A command as it runs: its arguments checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Create {
@@ -56,118 +59,128 @@ impl AdminError {
     }
 }
 
-fn usage(message: impl Into<String>) -> AdminError {
-    AdminError::Usage(message.into())
+/// The grammar, `USAGE`'s (clap's `help` subcommand and `--help`/`-h` ask for `USAGE`).
+/// Options take `--option value` or `--option=value`, each at most once, in any order.
+#[derive(Debug, Parser)]
+#[command(name = "osurender-admin", arg_required_else_help = false)]
+struct Cli {
+    #[command(subcommand)]
+    command: Group,
 }
 
-/// The command `args` (without the program's name) spell.
+#[derive(Debug, Subcommand)]
+enum Group {
+    /// API keys.
+    #[command(subcommand, arg_required_else_help = false)]
+    Keys(Keys),
+}
+
+#[derive(Debug, Subcommand)]
+enum Keys {
+    /// A new key: answers the key and its signing secret, once.
+    Create {
+        #[arg(long, value_name = "NAME", value_parser = key_name)]
+        name: KeyName,
+        #[arg(long, value_name = "LIMIT", value_parser = render_limit)]
+        render_limit: Option<RateLimit>,
+        #[arg(long, value_name = "N", value_parser = max_active, allow_negative_numbers = true)]
+        max_active: Option<u32>,
+        /// An `osr_test_` key.
+        #[arg(long)]
+        sandbox: bool,
+    },
+    /// The newest keys, without their secrets.
+    List {
+        #[arg(long, value_name = "N", value_parser = list_limit, default_value_t = DEFAULT_LIST)]
+        limit: usize,
+    },
+    /// Revokes a key (again: answers when it was).
+    Revoke {
+        #[arg(value_name = "ID", value_parser = key_id)]
+        id: KeyId,
+    },
+}
+
+fn key_name(text: &str) -> Result<KeyName, InvalidKeyName> {
+    KeyName::parse(text)
+}
+
+/// A rate limit within a key's bounds (`KeyLimits::new`).
+fn render_limit(text: &str) -> Result<RateLimit, String> {
+    let render = text.parse::<RateLimit>().map_err(|e| e.to_string())?;
+    KeyLimits::new(render, KeyLimits::default().max_active)
+        .map(|limits| limits.render)
+        .map_err(|e| e.to_string())
+}
+
+/// A number of active jobs within a key's bounds (`KeyLimits::new`).
+fn max_active(text: &str) -> Result<u32, String> {
+    let max_active = text
+        .parse::<u32>()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    KeyLimits::new(KeyLimits::default().render, max_active)
+        .map(|limits| limits.max_active)
+        .map_err(|e| e.to_string())
+}
+
+fn list_limit(text: &str) -> Result<usize, String> {
+    text.parse()
+        .ok()
+        .filter(|n| (1..=MAX_LIST).contains(n))
+        .ok_or_else(|| format!("1 to {MAX_LIST}"))
+}
+
+fn key_id(text: &str) -> Result<KeyId, String> {
+    text.parse()
+        .map_err(|_| format!("`{text}` is not a key id (a UUID)"))
+}
+
+/// The command `args` (without the program's name) spell. A usage error holds clap's message
+/// (and its tip, if any), without clap's usage line: the caller shows `USAGE`.
 pub fn parse(args: &[String]) -> Result<Command, AdminError> {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match args.as_slice() {
-        [] => Err(usage("no command")),
-        ["help" | "--help" | "-h"] => Ok(Command::Help),
-        ["keys", "create", options @ ..] => parse_create(options),
-        ["keys", "list", options @ ..] => {
-            let options = Options::parse(options, &["--limit"], &[])?;
-            let limit = match options.value("--limit") {
-                None => DEFAULT_LIST,
-                Some(text) => text
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=MAX_LIST).contains(n))
-                    .ok_or_else(|| usage(format!("--limit: 1 to {MAX_LIST}, not `{text}`")))?,
+    let args = std::iter::once("osurender-admin").chain(args.iter().map(String::as_str));
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) if error.kind() == ErrorKind::DisplayHelp => return Ok(Command::Help),
+        Err(error) => return Err(AdminError::Usage(clap_message(&error))),
+    };
+    let Group::Keys(keys) = cli.command;
+    Ok(match keys {
+        Keys::Create {
+            name,
+            render_limit,
+            max_active,
+            sandbox,
+        } => {
+            let defaults = KeyLimits::default();
+            let limits = KeyLimits::new(
+                render_limit.unwrap_or(defaults.render),
+                max_active.unwrap_or(defaults.max_active),
+            )
+            .map_err(|e| AdminError::Usage(e.to_string()))?;
+            let kind = match sandbox {
+                true => KeyKind::Sandbox,
+                false => KeyKind::Live,
             };
-            Ok(Command::List { limit })
+            Command::Create { name, kind, limits }
         }
-        ["keys", "revoke", id] => id
-            .parse()
-            .map(|id| Command::Revoke { id })
-            .map_err(|_| usage(format!("`{id}` is not a key id (a UUID)"))),
-        ["keys", "revoke", ..] => Err(usage("keys revoke takes one key id")),
-        _ => Err(usage(format!("unknown command `{}`", args.join(" ")))),
-    }
+        Keys::List { limit } => Command::List { limit },
+        Keys::Revoke { id } => Command::Revoke { id },
+    })
 }
 
-fn parse_create(args: &[&str]) -> Result<Command, AdminError> {
-    let options = Options::parse(
-        args,
-        &["--name", "--render-limit", "--max-active"],
-        &["--sandbox"],
-    )?;
-    let name = options
-        .value("--name")
-        .ok_or_else(|| usage("keys create needs --name"))?;
-    let name = KeyName::parse(name).map_err(|e| usage(format!("--name: {e}")))?;
-    let defaults = KeyLimits::default();
-    let render = match options.value("--render-limit") {
-        None => defaults.render,
-        Some(text) => text
-            .parse::<RateLimit>()
-            .map_err(|e| usage(format!("--render-limit: {e}")))?,
-    };
-    let max_active = match options.value("--max-active") {
-        None => defaults.max_active,
-        Some(text) => text
-            .parse()
-            .map_err(|_| usage(format!("--max-active: `{text}` is not a number")))?,
-    };
-    let limits = KeyLimits::new(render, max_active).map_err(|e| usage(e.to_string()))?;
-    let kind = match options.flag("--sandbox") {
-        true => KeyKind::Sandbox,
-        false => KeyKind::Live,
-    };
-    Ok(Command::Create { name, kind, limits })
-}
-
-/// `--option value`, `--option=value` and `--flag`, each at most once.
-struct Options<'a> {
-    values: Vec<(&'a str, &'a str)>,
-    flags: Vec<&'a str>,
-}
-
-impl<'a> Options<'a> {
-    fn parse(args: &[&'a str], with_value: &[&str], flags: &[&str]) -> Result<Self, AdminError> {
-        let mut parsed = Self {
-            values: Vec::new(),
-            flags: Vec::new(),
-        };
-        let mut rest = args.iter();
-        while let Some(&arg) = rest.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((name, value)) => (name, Some(value)),
-                None => (arg, None),
-            };
-            if parsed.flags.contains(&name) || parsed.value(name).is_some() {
-                return Err(usage(format!("{name} given twice")));
-            }
-            if with_value.contains(&name) {
-                let value = match inline {
-                    Some(value) => value,
-                    None => rest
-                        .next()
-                        .copied()
-                        .ok_or_else(|| usage(format!("{name} needs a value")))?,
-                };
-                parsed.values.push((name, value));
-            } else if flags.contains(&name) && inline.is_none() {
-                parsed.flags.push(name);
-            } else {
-                return Err(usage(format!("unexpected `{arg}`")));
-            }
-        }
-        Ok(parsed)
-    }
-
-    fn value(&self, name: &str) -> Option<&'a str> {
-        self.values
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| *v)
-    }
-
-    fn flag(&self, name: &str) -> bool {
-        self.flags.contains(&name)
-    }
+/// clap's error as text, up to its usage line or its pointer to `--help`.
+fn clap_message(error: &clap::Error) -> String {
+    let text = error.to_string();
+    let lines = text.lines().take_while(|line| {
+        !line.starts_with("Usage:") && !line.starts_with("For more information")
+    });
+    let message = lines.collect::<Vec<_>>().join("\n");
+    let message = message.trim();
+    message
+        .strip_prefix("error: ")
+        .unwrap_or(message)
+        .to_owned()
 }
 
 /// The answer to `help`: the usage, which needs no database.
@@ -281,6 +294,29 @@ mod tests {
             assert_eq!(error.exit_code(), 2, "{line}: {error}");
         }
         assert_eq!(parse(&args("--help")).unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn usage_errors_are_clap_messages_without_clap_usage_and_help_is_ours() {
+        for (line, said) in [
+            ("keys create", "--name <NAME>"),
+            (
+                "keys create --name x --max-active 0",
+                "max_active must be 1 to 10000",
+            ),
+            ("keys list --limit 0", "1 to 1000"),
+            ("keys revoke x", "`x` is not a key id (a UUID)"),
+            ("keys lst", "a similar subcommand exists: 'list'"),
+        ] {
+            let message = parse(&args(line)).expect_err(line).to_string();
+            assert!(message.contains(said), "{line}: {message}");
+            assert!(!message.starts_with("error:"), "{line}: {message}");
+            assert!(!message.contains("Usage:"), "{line}: {message}");
+            assert!(!message.contains("--help"), "{line}: {message}");
+        }
+        for line in ["help", "-h", "--help", "keys --help", "help keys create"] {
+            assert_eq!(parse(&args(line)).unwrap(), Command::Help, "{line}");
+        }
     }
 
     #[tokio::test]
