@@ -80,7 +80,7 @@ pub trait CallbackAddresses: Send + Sync {
     async fn check(&self, url: &CallbackUrl) -> Result<(), SendError>;
 }
 
-/// What sends callbacks: only the dispatcher has one (wiring.rs `callback_sender`), so no
+/// What sends callbacks: only the dispatcher has one (entry/wiring.rs `callback_sender`), so no
 /// other function carries an HTTP client it never uses.
 #[async_trait]
 pub trait CallbackSender: Send + Sync {

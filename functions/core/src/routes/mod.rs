@@ -47,7 +47,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
 impl App {
     /// Who this request is from: its API key's client (`Authorization: Bearer`), or the
     /// anonymous client of its address (and of its network, DESIGN.md §3); a 401 for a key that
-    /// does not count (keys/caller.rs).
+    /// does not count (usecases/keys/caller.rs).
     pub async fn caller(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Caller, Rejection> {
         let forwarded = headers
             .get(CF_CONNECTING_IP)

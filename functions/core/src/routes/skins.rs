@@ -1,6 +1,6 @@
 //! `GET /v1/skins`, `POST /v1/skins/upload` and the legacy `POST /skins/upload`: the skin use
 //! cases (skins/) over HTTP. As on every route, a request with `Authorization: Bearer` is its
-//! key's client (its limits are counted by the key), or a 401 (keys/caller.rs).
+//! key's client (its limits are counted by the key), or a 401 (usecases/keys/caller.rs).
 
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! Postgres settings on Lambda (README-deploy.md, "The database secret"): `DATABASE_URL` when
+//! Postgres settings on Lambda (docs/DEPLOY.md, "The database secret"): `DATABASE_URL` when
 //! set, else the `{username, password}` secret `DB_SECRET_ARN` names, at `DB_HOST`:`DB_PORT`,
 //! database `DB_NAME`. The fields are set one by one, so a generated password needs no escaping.
 
