@@ -2,14 +2,13 @@
 //! their URLs' addresses and the sender that reaches them (adapters/callback_sender.rs).
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::domain::callback::CallbackUrl;
 use crate::domain::job::JobId;
 use crate::domain::key::SigningSecret;
-use crate::ports::outbox::Retry;
+use crate::ports::outbox::{LeaseClaim, Retry};
 use crate::ports::StoreError;
 
 /// A callback to send, as claimed from `job_callbacks`.
@@ -26,22 +25,27 @@ pub struct Callback {
     pub signing_secret: Option<SigningSecret>,
 }
 
+/// How one key's callbacks share the dispatcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyShares {
+    /// The most of one client's callbacks a claim takes.
+    pub per_client: i64,
+    /// Recorded with the claim: past this many undelivered callbacks, a client's
+    /// progress-only callbacks are not queued (`MAX_PENDING_CALLBACKS_PER_KEY`).
+    pub max_pending_per_key: i64,
+}
+
 #[async_trait]
 pub trait CallbackStore: Send + Sync {
-    /// Takes up to `limit` due pending callbacks that have attempts left and are the earliest
-    /// pending one of their job (so a job's callbacks go out in order): clients (keys) first,
-    /// up to `limit` of those with a due callback, in turn from where the last claim stopped,
-    /// then at most `per_client` of each one's oldest, a round at a time; leases each for
-    /// `lease` and counts the attempt; committed before it returns. Records
-    /// `max_pending_per_key`, the bound past which a client's progress-only callbacks are not
-    /// queued (`MAX_PENDING_CALLBACKS_PER_KEY`).
+    /// Takes the callbacks `claim` asks for among those that are the earliest pending one of
+    /// their job (so a job's callbacks go out in order): clients (keys) first, up to `limit` of
+    /// those with a due callback, in turn from where the last claim stopped, then at most
+    /// `shares.per_client` of each one's oldest, a round at a time; committed before it
+    /// returns.
     async fn claim(
         &self,
-        limit: i64,
-        per_client: i64,
-        lease: Duration,
-        max_attempts: i32,
-        max_pending_per_key: i64,
+        claim: LeaseClaim,
+        shares: KeyShares,
     ) -> Result<Vec<Callback>, StoreError>;
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;

@@ -49,16 +49,20 @@ pub struct Retry {
     pub error: String,
 }
 
+/// What a claim of leased items (render events, callbacks) asks for: up to `limit` of the due
+/// pending ones that have attempts left (fewer than `max_attempts` begun), each leased for
+/// `lease` with its attempt counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseClaim {
+    pub limit: i64,
+    pub lease: Duration,
+    pub max_attempts: i32,
+}
+
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
-    /// Takes up to `limit` due pending events that have attempts left, leasing each for `lease`
-    /// and counting the attempt; committed before it returns.
-    async fn claim(
-        &self,
-        limit: i64,
-        lease: Duration,
-        max_attempts: i32,
-    ) -> Result<Vec<OutboxEvent>, StoreError>;
+    /// Takes the events `claim` asks for; committed before it returns.
+    async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError>;
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;
 

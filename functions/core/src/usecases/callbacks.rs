@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
-use crate::ports::callbacks::{Callback, CallbackSender, SendError};
-use crate::ports::outbox::Retry;
+use crate::ports::callbacks::{Callback, CallbackSender, KeyShares, SendError};
+use crate::ports::outbox::{LeaseClaim, Retry};
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
@@ -121,11 +121,15 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
             let claimed = app
                 .callbacks
                 .claim(
-                    free as i64,
-                    CLAIM_PER_KEY,
-                    app.config.callback_lease(),
-                    app.config.outbox_max_attempts,
-                    app.config.max_pending_callbacks_per_key,
+                    LeaseClaim {
+                        limit: free as i64,
+                        lease: app.config.callback_lease(),
+                        max_attempts: app.config.outbox_max_attempts,
+                    },
+                    KeyShares {
+                        per_client: CLAIM_PER_KEY,
+                        max_pending_per_key: app.config.max_pending_callbacks_per_key,
+                    },
                 )
                 .await;
             match claimed {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::ports::outbox::OutboxEvent;
-use crate::ports::outbox::Retry;
+use crate::ports::outbox::{LeaseClaim, Retry};
 use crate::ports::StoreError;
 use crate::usecases::app::App;
 /// Events one claim takes: ten `SendMessageBatch` calls, sent concurrently.
@@ -61,7 +61,11 @@ pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
     for _ in 0..MAX_CLAIMS_PER_SWEEP {
         let events = app
             .outbox
-            .claim(CLAIM_BATCH, lease, app.config.outbox_max_attempts)
+            .claim(LeaseClaim {
+                limit: CLAIM_BATCH,
+                lease,
+                max_attempts: app.config.outbox_max_attempts,
+            })
             .await?;
         report += deliver(app, &events).await?;
         if (events.len() as i64) < CLAIM_BATCH {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::domain::callback::{is_public, CallbackUrl};
 use crate::ports::callbacks::{
-    Callback, CallbackAddresses, CallbackSender, CallbackStore, SendError,
+    Callback, CallbackAddresses, CallbackSender, CallbackStore, KeyShares, SendError,
 };
 
 /// Jobs' callbacks and their sender. The memory database queues none itself (V10's trigger is
@@ -102,13 +102,10 @@ impl CallbackStore for MemoryCallbacks {
     /// queued here but what a test pushes, so `max_pending_per_key` bounds nothing.
     async fn claim(
         &self,
-        limit: i64,
-        per_client: i64,
-        lease: Duration,
-        max_attempts: i32,
-        _max_pending_per_key: i64,
+        claim: LeaseClaim,
+        shares: KeyShares,
     ) -> Result<Vec<Callback>, StoreError> {
-        let limit = limit.min(per_client);
+        let limit = claim.limit.min(shares.per_client);
         let mut queued = lock(&self.queued);
         let now = Utc::now();
         let pending = |job: JobId, before: i32, rows: &[(Callback, EventStatus, DateTime<Utc>)]| {
@@ -121,7 +118,7 @@ impl CallbackStore for MemoryCallbacks {
                 let (c, status, at) = &queued[i];
                 *status == EventStatus::Pending
                     && *at <= now
-                    && c.attempts < max_attempts
+                    && c.attempts < claim.max_attempts
                     && !pending(c.job_id, c.sequence, &queued)
             })
             .take(usize::try_from(limit).unwrap_or(0))
@@ -131,7 +128,7 @@ impl CallbackStore for MemoryCallbacks {
             .map(|i| {
                 let (c, _, at) = &mut queued[i];
                 c.attempts += 1;
-                *at = now + lease;
+                *at = now + claim.lease;
                 c.clone()
             })
             .collect())

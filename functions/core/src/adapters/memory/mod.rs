@@ -46,7 +46,7 @@ use crate::ports::jobs::{
     NewJob, NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
 };
 use crate::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};
-use crate::ports::outbox::{OutboxEvent, OutboxStore, Retry};
+use crate::ports::outbox::{LeaseClaim, OutboxEvent, OutboxStore, Retry};
 use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
 use crate::ports::secrets::{SecretStore, SecretVersions};

@@ -4,24 +4,19 @@ use super::*;
 
 #[async_trait]
 impl OutboxStore for MemoryDatabase {
-    async fn claim(
-        &self,
-        limit: i64,
-        lease: Duration,
-        max_attempts: i32,
-    ) -> Result<Vec<OutboxEvent>, StoreError> {
+    async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError> {
         self.calls.record("outbox.claim");
         let now = Utc::now();
         let mut tables = lock(&self.tables);
         let mut claimed = Vec::new();
         for row in tables.events.iter_mut() {
-            if claimed.len() as i64 >= limit {
+            if claimed.len() as i64 >= claim.limit {
                 break;
             }
             let due = row.status == EventStatus::Pending && row.available_at <= now;
-            if due && row.event.attempts < max_attempts {
+            if due && row.event.attempts < claim.max_attempts {
                 row.event.attempts += 1;
-                row.available_at = now + lease;
+                row.available_at = now + claim.lease;
                 claimed.push(row.event.clone());
             }
         }

@@ -1,17 +1,15 @@
 //! `job_callbacks` (migrations/V10, V12): the fair, in-order claim; the marks are the outbox's.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 
-use super::outbox::{leased_table, LeasedTable};
+use super::outbox::{lease_params, leased_table, LeasedTable};
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::job::JobId;
 use crate::domain::key::SigningSecret;
-use crate::ports::callbacks::{Callback, CallbackStore};
-use crate::ports::outbox::Retry;
+use crate::ports::callbacks::{Callback, CallbackStore, KeyShares};
+use crate::ports::outbox::{LeaseClaim, Retry};
 use crate::ports::StoreError;
 
 pub struct PgCallbackStore {
@@ -171,25 +169,20 @@ RETURNING c.id, c.job_id, c.sequence, c.url, c.body, c.attempts, k.signing_secre
 impl CallbackStore for PgCallbackStore {
     async fn claim(
         &self,
-        limit: i64,
-        per_client: i64,
-        lease: Duration,
-        max_attempts: i32,
-        max_pending_per_key: i64,
+        claim: LeaseClaim,
+        shares: KeyShares,
     ) -> Result<Vec<Callback>, StoreError> {
+        let lease = millis(claim.lease);
+        let [limit, lease, attempts] = lease_params(&claim, &lease);
+        let params: [(&(dyn ToSql + Sync), Type); 5] = [
+            limit,
+            lease,
+            attempts,
+            (&shares.per_client, Type::INT8),
+            (&shares.max_pending_per_key, Type::INT8),
+        ];
         let conn = db::checkout(&self.pool).await?;
-        let rows = conn
-            .query_typed(
-                CLAIM_SQL,
-                &[
-                    (&limit, Type::INT8),
-                    (&millis(lease), Type::INT8),
-                    (&max_attempts, Type::INT4),
-                    (&per_client, Type::INT8),
-                    (&max_pending_per_key, Type::INT8),
-                ],
-            )
-            .await?;
+        let rows = conn.query_typed(CLAIM_SQL, &params).await?;
         Ok(rows
             .iter()
             .map(|row| Callback {

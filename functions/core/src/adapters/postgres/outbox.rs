@@ -3,12 +3,11 @@
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::job::JobId;
 use crate::ports::outbox::OutboxEvent;
-use crate::ports::outbox::OutboxStore;
 use crate::ports::outbox::Retry;
+use crate::ports::outbox::{LeaseClaim, OutboxStore};
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 pub struct PgOutboxStore {
     pool: Pool,
@@ -136,24 +135,25 @@ impl LeasedTable {
 
 const OUTBOX: LeasedTable = leased_table!("outbox_events");
 
+/// A claim's `$1` to `$3`, as both tables' claims take them: limit, lease (ms), attempts.
+pub(super) fn lease_params<'a>(
+    claim: &'a LeaseClaim,
+    lease_ms: &'a i64,
+) -> [(&'a (dyn ToSql + Sync), Type); 3] {
+    [
+        (&claim.limit, Type::INT8),
+        (lease_ms, Type::INT8),
+        (&claim.max_attempts, Type::INT4),
+    ]
+}
+
 #[async_trait]
 impl OutboxStore for PgOutboxStore {
-    async fn claim(
-        &self,
-        limit: i64,
-        lease: Duration,
-        max_attempts: i32,
-    ) -> Result<Vec<OutboxEvent>, StoreError> {
+    async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError> {
+        let lease = millis(claim.lease);
         let conn = db::checkout(&self.pool).await?;
         let rows = conn
-            .query_typed(
-                CLAIM_SQL,
-                &[
-                    (&limit, Type::INT8),
-                    (&millis(lease), Type::INT8),
-                    (&max_attempts, Type::INT4),
-                ],
-            )
+            .query_typed(CLAIM_SQL, &lease_params(&claim, &lease))
             .await?;
         Ok(rows
             .iter()
