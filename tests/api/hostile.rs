@@ -347,7 +347,7 @@ async fn no_secret_signature_or_client_ip_in_logs_or_answers() {
 /// from the path extractor, the 404 and 405 fallbacks and a read route's 429.
 #[tokio::test]
 async fn every_answer_is_marked_no_store() {
-    let app = TestApp::spawn(&[("RATE_LIMIT_READ", "1/minute")]).await;
+    let app = TestApp::spawn(&[("RATE_LIMIT_READ", "1/hour")]).await;
     let ip = "203.0.113.77";
     let get = |path: &str| {
         app.http
