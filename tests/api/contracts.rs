@@ -4,7 +4,9 @@
 use osurender_core::adapters::dynamo::DynamoRateLimiter;
 use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
+use osurender_core::adapters::postgres::skins::PgSkinRegistry;
 use osurender_core::ports::contracts;
+use osurender_core::ports::skins::CLAIM_STALE_AFTER;
 use osurender_core::Clients;
 
 use crate::support::app::TestApp;
@@ -29,4 +31,12 @@ async fn the_postgres_idempotency_store_keeps_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();
     contracts::idempotency::suite(&PgIdempotencyStore::new(clients.pool.clone())).await;
+}
+
+#[tokio::test]
+async fn the_postgres_skin_registry_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let registry = PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER);
+    contracts::skin_names::suite(&registry).await;
 }

@@ -9,3 +9,4 @@
 pub mod idempotency;
 pub mod keys;
 pub mod limiter;
+pub mod skin_names;
