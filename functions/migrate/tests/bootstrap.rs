@@ -217,20 +217,12 @@ fn reason(answer: &Value) -> &str {
 /// A database name of this test run; dropped first if a previous run left it.
 async fn fresh_database(name: &str) -> String {
     let database = format!("migrate_bootstrap_{name}");
-    let admin = connect(&database_url("postgres")).await;
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .await
-        .unwrap();
+    support::drop_database(&database).await;
     database
 }
 
 async fn create_empty(database: &str) {
-    let admin = connect(&database_url("postgres")).await;
-    admin
-        .batch_execute(&format!("CREATE DATABASE {database}"))
-        .await
-        .unwrap();
+    support::fresh_database(database).await;
 }
 
 async fn history(client: &tokio_postgres::Client) -> Vec<(i32, String)> {

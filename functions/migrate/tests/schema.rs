@@ -77,13 +77,8 @@ fn normalize(dump: &str) -> String {
 
 /// Applies the migrations to `database` (created here) and returns the normalized dump.
 async fn regenerate(database: &str) -> Result<String, String> {
-    let admin = connect(&database_url("postgres")).await;
-    admin
-        .batch_execute(&format!("CREATE DATABASE {database}"))
-        .await
-        .map_err(|e| format!("CREATE DATABASE {database}: {e}"))?;
+    let mut db = support::fresh_database(database).await;
     let url = database_url(database);
-    let mut db = connect(&url).await;
     osurender_core::adapters::postgres::migrations::apply(&mut db, Duration::from_secs(10))
         .await
         .map_err(|e| format!("applying the migrations: {}", e.message()))?;
@@ -206,11 +201,8 @@ fn unified_diff(old: &str, new: &str) -> String {
 #[tokio::test]
 async fn the_schema_snapshot_matches_the_migrations() {
     let database = format!("migrate_schema_snapshot_{}", std::process::id());
-    let admin = connect(&database_url("postgres")).await;
-    let drop_it = format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)");
-    admin.batch_execute(&drop_it).await.unwrap();
     let generated = regenerate(&database).await;
-    admin.batch_execute(&drop_it).await.unwrap();
+    support::drop_database(&database).await;
     let generated = generated.unwrap_or_else(|e| panic!("regenerating the schema: {e}"));
 
     let path = snapshot_path();
@@ -222,7 +214,8 @@ async fn the_schema_snapshot_matches_the_migrations() {
     let checked_in = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; write it with:\n    {REWRITE}", path.display()));
     if checked_in != generated {
-        let server = admin
+        let server = connect(&database_url("postgres"))
+            .await
             .query_one("SHOW server_version", &[])
             .await
             .map(|row| row.get::<_, String>(0))

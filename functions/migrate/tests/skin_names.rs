@@ -10,7 +10,7 @@ use osurender_core::adapters::postgres::{parse_url, pool, skins::PgSkinRegistry,
 use osurender_core::domain::render::SkinName;
 use osurender_core::ports::skins::{NameClaim, NameState, SkinRegistry, CLAIM_STALE_AFTER};
 use osurender_core::support::config::DbSslMode;
-use support::{connect, database_url, shipped_migrations};
+use support::{database_url, drop_database, fresh_database, shipped_migrations};
 
 const V7: u32 = 7;
 
@@ -47,15 +47,8 @@ async fn stored(client: &tokio_postgres::Client) -> Vec<String> {
 #[tokio::test]
 async fn v7_keeps_legacy_names_that_fold_alike() {
     let database = "migrate_v7_skin_names";
-    let admin = connect(&database_url("postgres")).await;
-    for statement in [
-        format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
-        format!("CREATE DATABASE {database}"),
-    ] {
-        admin.batch_execute(&statement).await.unwrap();
-    }
+    let client = fresh_database(database).await;
     let url = database_url(database);
-    let client = connect(&url).await;
     let migrations = shipped_migrations();
     assert!(
         migrations.iter().any(|m| version(m) == V7),
@@ -184,8 +177,5 @@ async fn v7_keeps_legacy_names_that_fold_alike() {
     );
     assert_eq!(registry.list("Name", 2).await.unwrap(), ["Other", "name "]);
 
-    admin
-        .batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)"))
-        .await
-        .unwrap();
+    drop_database(database).await;
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use osurender_core::adapters::postgres::migrations::{self, Outcome, FUNCTIONS};
 use serde_json::{json, Value};
-use support::{connect, database_url, shipped_migrations};
+use support::{drop_database, fresh_database, shipped_migrations};
 
 mod support;
 
@@ -31,28 +31,13 @@ const SCRATCH: &str = "sql_function_source";
 /// A database of this process, migrated; dropped by `drop_database`.
 async fn migrated_database(name: &str) -> (String, tokio_postgres::Client) {
     let database = format!("migrate_sql_functions_{name}_{}", std::process::id());
-    let admin = connect(&database_url("postgres")).await;
-    for statement in [
-        format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
-        format!("CREATE DATABASE {database}"),
-    ] {
-        admin.batch_execute(&statement).await.unwrap();
-    }
-    let mut db = connect(&database_url(&database)).await;
+    let mut db = fresh_database(&database).await;
     let outcome = migrations::apply(&mut db, Duration::from_secs(10))
         .await
         .unwrap_or_else(|e| panic!("applying the migrations: {}", e.message()));
     // Every migration of the folder: a build older than a migration file would pass unnoticed.
     assert_eq!(outcome, Outcome::Applied(shipped_migrations()));
     (database, db)
-}
-
-async fn drop_database(database: &str) {
-    let admin = connect(&database_url("postgres")).await;
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .await
-        .unwrap();
 }
 
 /// A function as PostgreSQL stores it.

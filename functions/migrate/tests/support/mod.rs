@@ -27,6 +27,27 @@ pub async fn connect(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// An empty database `database` (one of an earlier run dropped first), connected.
+pub async fn fresh_database(database: &str) -> tokio_postgres::Client {
+    let admin = connect(&database_url("postgres")).await;
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+        format!("CREATE DATABASE {database}"),
+    ] {
+        admin.batch_execute(&statement).await.unwrap();
+    }
+    connect(&database_url(database)).await
+}
+
+/// Drops `database`, whoever is still connected to it.
+pub async fn drop_database(database: &str) {
+    let admin = connect(&database_url("postgres")).await;
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .await
+        .unwrap();
+}
+
 /// The migrations in `migrations/` (what this code embeds), by refinery's name (`V1__jobs_and_outbox`), oldest first.
 pub fn shipped_migrations() -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
