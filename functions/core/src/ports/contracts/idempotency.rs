@@ -1,10 +1,10 @@
 //! The idempotency store's guarantees (`IdempotencyStore`).
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use axum::http::HeaderValue;
 
+use super::fresh_client;
 use crate::domain::client::ClientKey;
 use crate::ports::idempotency::{Claim, Held, IdempotencyKey, IdempotencyStore, StoredResponse};
 
@@ -12,14 +12,6 @@ fn claim(client: &ClientKey, endpoint: &'static str, key: &str) -> Claim {
     let key =
         IdempotencyKey::parse(&HeaderValue::from_str(key).expect("a header value")).expect("a key");
     Claim::new(client, endpoint, key, Duration::from_secs(10))
-}
-
-fn fresh_client() -> ClientKey {
-    let n = uuid::Uuid::new_v4().as_u128();
-    ClientKey::new(
-        IpAddr::V4(Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8)),
-        64,
-    )
 }
 
 pub async fn suite(store: &dyn IdempotencyStore) {

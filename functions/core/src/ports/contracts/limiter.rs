@@ -1,17 +1,9 @@
 //! The rate limiter's guarantees (`RateLimiter`).
 
-use std::net::{IpAddr, Ipv4Addr};
-
+use super::fresh_client;
 use crate::domain::client::ClientKey;
 use crate::domain::rate::{RateDecision, RateLimit};
 use crate::ports::limiter::{Hit, RateLimiter};
-
-/// A client of its own for each run: the windows of a store shared between runs stay apart.
-fn fresh_client() -> ClientKey {
-    let n = uuid::Uuid::new_v4().as_u128();
-    let ip = Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8);
-    ClientKey::new(IpAddr::V4(ip), 64)
-}
 
 async fn hit(
     limiter: &dyn RateLimiter,

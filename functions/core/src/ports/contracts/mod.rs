@@ -10,3 +10,15 @@ pub mod idempotency;
 pub mod keys;
 pub mod limiter;
 pub mod skin_names;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::domain::client::ClientKey;
+
+/// A client of its own for each run: what a suite counts or claims on a store shared between
+/// runs stays apart.
+fn fresh_client() -> ClientKey {
+    let n = uuid::Uuid::new_v4().as_u128();
+    let ip = Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8);
+    ClientKey::new(IpAddr::V4(ip), 64)
+}
