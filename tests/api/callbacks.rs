@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use osurender_core::domain::key::KeyKind;
 use osurender_core::entry::wiring::callback_sender;
-use osurender_core::ports::callbacks::KeyShares;
-use osurender_core::ports::outbox::{LeaseClaim, Retry};
+use osurender_core::ports::callbacks::{CallbackClaim, KeyShares};
+use osurender_core::ports::leased::{LeaseClaim, Retry};
 use osurender_core::usecases::callbacks::CLAIM_PER_KEY;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
@@ -18,19 +18,21 @@ use crate::support::app::{header, problem, TestApp};
 use crate::support::callbacks::{callback_form, sweep_callbacks, Receiver, Trap};
 use crate::support::replays::valid_form;
 
-/// A claim of up to `limit` callbacks as the tests make them: a minute's lease, 10 attempts.
-fn lease_claim(limit: i64) -> LeaseClaim {
-    LeaseClaim {
-        limit,
-        lease: Duration::from_secs(60),
-        max_attempts: 10,
+/// A claim of up to `limit` callbacks as the tests make them: a minute's lease, 10 attempts,
+/// the dispatcher's share per key.
+fn lease_claim(limit: i64) -> CallbackClaim {
+    CallbackClaim {
+        lease: LeaseClaim {
+            limit,
+            lease: Duration::from_secs(60),
+            max_attempts: 10,
+        },
+        shares: KeyShares {
+            per_client: CLAIM_PER_KEY,
+            max_pending_per_key: 1000,
+        },
     }
 }
-
-const SHARES: KeyShares = KeyShares {
-    per_client: CLAIM_PER_KEY,
-    max_pending_per_key: 1000,
-};
 
 /// The job's callbacks as stored: sequence, status, attempts, last error.
 async fn stored_callbacks(app: &TestApp, job: &str) -> Vec<(i32, String, i32, Option<String>)> {
@@ -418,7 +420,7 @@ async fn one_key_takes_at_most_its_share_of_a_claim() {
         .instance()
         .await
         .callbacks
-        .claim(lease_claim(11), SHARES)
+        .claim(lease_claim(11))
         .await
         .unwrap();
     let jobs: Vec<String> = claimed.iter().map(|c| c.job_id.to_string()).collect();
@@ -552,7 +554,7 @@ async fn every_key_with_a_due_callback_gets_a_share_of_each_claim_in_turn() {
     };
     let mut served = HashSet::new();
     for _ in 0..2 {
-        let claimed = core.callbacks.claim(lease_claim(50), SHARES).await.unwrap();
+        let claimed = core.callbacks.claim(lease_claim(50)).await.unwrap();
         let clients = clients_of(claimed.iter().map(|c| c.id).collect()).await;
         assert_eq!(clients.len(), 50);
         // 60 keys are due: each of a claim's 50 places goes to a different key.
@@ -564,11 +566,7 @@ async fn every_key_with_a_due_callback_gets_a_share_of_each_claim_in_turn() {
     assert_eq!(served.len(), 60);
 
     // Fewer keys than places: each gives up to its share, no more.
-    let claimed = core
-        .callbacks
-        .claim(lease_claim(200), SHARES)
-        .await
-        .unwrap();
+    let claimed = core.callbacks.claim(lease_claim(200)).await.unwrap();
     let clients = clients_of(claimed.iter().map(|c| c.id).collect()).await;
     let big = clients
         .iter()
@@ -727,7 +725,7 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
 
     // The later callbacks wait with their job's first: none of the 20 keys is due, so the
     // first claim finds the other key's callback instead of 20 keys with nothing to give.
-    let claimed = core.callbacks.claim(lease_claim(20), SHARES).await.unwrap();
+    let claimed = core.callbacks.claim(lease_claim(20)).await.unwrap();
     let other_job: String = app
         .db
         .query_one(
@@ -751,7 +749,7 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
         .unwrap()
         .get(0);
     core.callbacks.mark_dispatched(&heads[..1]).await.unwrap();
-    let claimed = core.callbacks.claim(lease_claim(20), SHARES).await.unwrap();
+    let claimed = core.callbacks.claim(lease_claim(20)).await.unwrap();
     let next: Vec<(String, i32)> = claimed
         .iter()
         .map(|c| (c.job_id.to_string(), c.sequence))
@@ -849,7 +847,7 @@ async fn a_callback_queued_during_a_send_goes_out_next_however_that_send_ends() 
     let core = app.instance().await;
     let claim = || async {
         core.callbacks
-            .claim(lease_claim(10), SHARES)
+            .claim(lease_claim(10))
             .await
             .unwrap()
             .iter()

@@ -1,11 +1,19 @@
 //! The ports' contract suites (core `ports/contracts/`) against the real adapters: the same
 //! guarantees the in-memory fakes are held to in the core's unit tests.
 
+use std::time::Duration;
+
 use osurender_core::adapters::dynamo::DynamoRateLimiter;
+use osurender_core::adapters::postgres::callbacks::PgCallbackStore;
 use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
+use osurender_core::adapters::postgres::jobs::PgJobStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
+use osurender_core::adapters::postgres::outbox::PgOutboxStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
+use osurender_core::domain::callback::CallbackUrl;
+use osurender_core::ports::callbacks::{CallbackClaim, KeyShares};
 use osurender_core::ports::contracts;
+use osurender_core::ports::jobs::{Admission, JobAdmission};
 use osurender_core::ports::skins::CLAIM_STALE_AFTER;
 use osurender_core::Clients;
 
@@ -39,4 +47,57 @@ async fn the_postgres_skin_registry_keeps_the_ports_contract() {
     let clients = Clients::new(&app.config).await.unwrap();
     let registry = PgSkinRegistry::new(clients.pool.clone(), CLAIM_STALE_AFTER);
     contracts::skin_names::suite(&registry).await;
+}
+
+fn jobs_of(clients: &Clients) -> PgJobStore {
+    PgJobStore::new(
+        clients.pool.clone(),
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+    )
+}
+
+#[tokio::test]
+async fn the_postgres_job_store_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    contracts::jobs::suite(&jobs_of(&clients)).await;
+}
+
+#[tokio::test]
+async fn the_postgres_outbox_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let jobs = jobs_of(&clients);
+    let seed = async || contracts::leased::seed_event(&jobs).await;
+    let outbox = PgOutboxStore::new(clients.pool.clone());
+    contracts::leased::suite(&outbox, |lease| lease, seed).await;
+}
+
+#[tokio::test]
+async fn the_postgres_callback_queue_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let jobs = jobs_of(&clients);
+    // A job with a callback URL: admit_job queues its first callback.
+    let seed = async || {
+        let mut job = contracts::jobs::new_job(&contracts::fresh_caller(), "with a callback");
+        job.callback = Some(CallbackUrl::parse("https://example.com/hook", false).unwrap());
+        let admitted = jobs.admit(&job, &contracts::jobs::ROOMY).await.unwrap();
+        assert!(matches!(admitted, Admission::Admitted(_)), "{admitted:?}");
+        app.db
+            .query_one(
+                "SELECT id FROM job_callbacks WHERE job_id = $1::text::uuid",
+                &[&job.id.to_string()],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let shares = KeyShares {
+        per_client: 1000,
+        max_pending_per_key: 1000,
+    };
+    let callbacks = PgCallbackStore::new(clients.pool.clone());
+    contracts::leased::suite(&callbacks, |lease| CallbackClaim { lease, shares }, seed).await;
 }

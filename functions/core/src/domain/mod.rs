@@ -6,6 +6,7 @@ pub mod caller;
 pub mod client;
 pub mod deadline;
 pub mod form;
+pub mod hash;
 pub mod job;
 pub mod key;
 pub mod rate;

@@ -84,7 +84,7 @@ impl Clients {
             &config.render_queue_name,
         ));
         let postgres = Arc::new(PostgresCheck::new(self.pool.clone()));
-        let database = Arc::new(PgJobStore::new(
+        let jobs = Arc::new(PgJobStore::new(
             self.pool.clone(),
             config.db_timeout,
             config.event_lease(),
@@ -96,7 +96,10 @@ impl Clients {
                 &config.artifact_bucket,
             )),
             limiter,
-            jobs: database,
+            admissions: jobs.clone(),
+            job_reads: jobs.clone(),
+            transitions: jobs.clone(),
+            housekeeping: jobs,
             replays,
             outbox: Arc::new(PgOutboxStore::new(self.pool.clone())),
             queue,

@@ -8,8 +8,7 @@ use async_trait::async_trait;
 use crate::domain::callback::CallbackUrl;
 use crate::domain::job::JobId;
 use crate::domain::key::SigningSecret;
-use crate::ports::outbox::{LeaseClaim, Retry};
-use crate::ports::StoreError;
+use crate::ports::leased::{LeaseClaim, Leased, LeasedQueue};
 
 /// A callback to send, as claimed from `job_callbacks`.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,28 +34,28 @@ pub struct KeyShares {
     pub max_pending_per_key: i64,
 }
 
-#[async_trait]
-pub trait CallbackStore: Send + Sync {
-    /// Takes the callbacks `claim` asks for among those that are the earliest pending one of
-    /// their job (so a job's callbacks go out in order): clients (keys) first, up to `limit` of
-    /// those with a due callback, in turn from where the last claim stopped, then at most
-    /// `shares.per_client` of each one's oldest, a round at a time; committed before it
-    /// returns.
-    async fn claim(
-        &self,
-        claim: LeaseClaim,
-        shares: KeyShares,
-    ) -> Result<Vec<Callback>, StoreError>;
-
-    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;
-
-    /// Schedules each retry; a callback out of attempts becomes `failed`. Returns how many did.
-    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError>;
-
-    /// Fails the due pending callbacks with no attempts left (their sender died). Returns how
-    /// many.
-    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
+/// What a claim of callbacks asks for: clients (keys) first, up to `lease.limit` of those with
+/// a due callback, in turn from where the last claim stopped, then at most `shares.per_client`
+/// of each one's oldest, a round at a time; only callbacks that are the earliest pending one of
+/// their job (so a job's callbacks go out in order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallbackClaim {
+    pub lease: LeaseClaim,
+    pub shares: KeyShares,
 }
+
+impl Leased for Callback {
+    fn id(&self) -> i64 {
+        self.id
+    }
+
+    fn attempts(&self) -> i32 {
+        self.attempts
+    }
+}
+
+/// Jobs' callbacks, leased out to the dispatcher.
+pub type CallbackQueue = dyn LeasedQueue<Item = Callback, Claim = CallbackClaim>;
 
 /// Why a callback URL may not be used, or a send did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

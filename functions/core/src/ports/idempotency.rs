@@ -2,6 +2,7 @@
 //! that holds them (adapters/postgres/idempotency.rs). The use case is idempotency.rs.
 
 use crate::domain::client::ClientKey;
+use crate::domain::hash::RequestHash;
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use async_trait::async_trait;
@@ -114,10 +115,10 @@ impl Claim {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Held {
     InProgress {
-        request_hash: Vec<u8>,
+        request_hash: RequestHash,
     },
     Completed {
-        request_hash: Vec<u8>,
+        request_hash: RequestHash,
         response: StoredResponse,
     },
 }
@@ -129,7 +130,7 @@ pub trait IdempotencyStore: Send + Sync {
     async fn claim(
         &self,
         claim: &Claim,
-        request_hash: &[u8; 32],
+        request_hash: &RequestHash,
     ) -> Result<Result<(), Option<Held>>, StoreError>;
 
     /// The current holder of the key, if any (and not expired).

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
+use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::sandbox;
@@ -122,7 +123,7 @@ pub struct NewJob {
     pub network: Option<ClientKey>,
     pub options: RenderOptions,
     pub replay_key: String,
-    pub replay_sha256: [u8; 32],
+    pub replay_sha256: ReplayHash,
     /// The idempotency claim this admission completes, with the response its retries get.
     pub completes: Option<(Claim, StoredResponse)>,
     /// A sandbox key's job: admitted by the same checks, but stored final and never queued
@@ -333,8 +334,10 @@ pub enum TransitionOutcome {
     Illegal { current: JobStatus },
 }
 
+/// Steps 3b and 5–9 of admission: the unlocked looks that refuse early, and the locked admit
+/// (with its settlement when no answer came).
 #[async_trait]
-pub trait JobStore: Send + Sync {
+pub trait JobAdmission: Send + Sync {
     /// An unlocked look at occupancy and at the client's active job of this replay, to refuse
     /// early before anything is stored; with `claim`, the idempotency claim is tried in the same
     /// round trip (pipelined) and whether it was made comes back too.
@@ -345,8 +348,8 @@ pub trait JobStore: Send + Sync {
     async fn occupancy(
         &self,
         caller: &Caller,
-        replay_sha256: &[u8; 32],
-        claim: Option<(&Claim, &[u8; 32])>,
+        replay: &ReplayHash,
+        claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError>;
 
     /// The global counts alone, as admission reads them: one row, however long the queue.
@@ -364,12 +367,20 @@ pub trait JobStore: Send + Sync {
     /// Settles an `admit` of `job` whose outcome is unknown (no answer came): the job if it
     /// was committed, else a fence that makes a late `admit` of it refuse. Final either way.
     async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError>;
+}
 
+/// What `GET /v1/jobs` and `GET /v1/jobs/{id}` read.
+#[async_trait]
+pub trait JobReads: Send + Sync {
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError>;
 
     /// One page of `client`'s own jobs: nobody lists another client's.
     async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError>;
+}
 
+/// The render workers' reports.
+#[async_trait]
+pub trait JobTransitions: Send + Sync {
     /// Spends the nonce and, if it was fresh and the job's current state may move to
     /// `transition.to`, applies the transition; one statement, so it is all or nothing and a
     /// concurrent change of the job is re-checked rather than overwritten.
@@ -379,7 +390,11 @@ pub trait JobStore: Send + Sync {
         transition: &Transition,
         nonce: &Nonce,
     ) -> Result<TransitionOutcome, StoreError>;
+}
 
+/// The janitor's sweeps, each bounded by a batch.
+#[async_trait]
+pub trait JobHousekeeping: Send + Sync {
     /// Ends the jobs queued longer than `ttl` as `expired`. Returns how many.
     async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError>;
 

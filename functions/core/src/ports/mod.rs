@@ -10,6 +10,7 @@ pub mod health;
 pub mod idempotency;
 pub mod jobs;
 pub mod keys;
+pub mod leased;
 pub mod limiter;
 pub mod outbox;
 pub mod queue;
@@ -24,11 +25,14 @@ use std::sync::Arc;
 /// made from it (`App::from_ports`).
 pub struct Ports {
     pub limiter: Arc<dyn limiter::RateLimiter>,
-    pub jobs: Arc<dyn jobs::JobStore>,
+    pub admissions: Arc<dyn jobs::JobAdmission>,
+    pub job_reads: Arc<dyn jobs::JobReads>,
+    pub transitions: Arc<dyn jobs::JobTransitions>,
+    pub housekeeping: Arc<dyn jobs::JobHousekeeping>,
     pub replays: Arc<dyn replays::ReplayStore>,
-    pub outbox: Arc<dyn outbox::OutboxStore>,
+    pub outbox: Arc<outbox::OutboxQueue>,
     pub queue: Arc<dyn queue::EventPublisher>,
-    pub callbacks: Arc<dyn callbacks::CallbackStore>,
+    pub callbacks: Arc<callbacks::CallbackQueue>,
     pub callback_addresses: Arc<dyn callbacks::CallbackAddresses>,
     pub skins: Arc<dyn skins::SkinStore>,
     pub skin_names: Arc<dyn skins::SkinRegistry>,

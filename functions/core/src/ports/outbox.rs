@@ -1,11 +1,10 @@
 //! The outbox port: the events admission records with its job, and the store that leases them
 //! out to publishers (adapters/postgres/outbox.rs).
 
-use crate::domain::job::JobId;
-use crate::ports::StoreError;
-use async_trait::async_trait;
 use serde::Serialize;
-use std::time::Duration;
+
+use crate::domain::job::JobId;
+use crate::ports::leased::{LeaseClaim, Leased, LeasedQueue};
 
 /// The event a job's admission records, and the type of its queue message.
 pub const RENDER_JOB_CREATED: &str = "render_job_created";
@@ -41,35 +40,15 @@ impl OutboxEvent {
     }
 }
 
-/// A publish that failed: when to try again, and why it failed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Retry {
-    pub id: i64,
-    pub delay: Duration,
-    pub error: String,
+impl Leased for OutboxEvent {
+    fn id(&self) -> i64 {
+        self.id
+    }
+
+    fn attempts(&self) -> i32 {
+        self.attempts
+    }
 }
 
-/// What a claim of leased items (render events, callbacks) asks for: up to `limit` of the due
-/// pending ones that have attempts left (fewer than `max_attempts` begun), each leased for
-/// `lease` with its attempt counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseClaim {
-    pub limit: i64,
-    pub lease: Duration,
-    pub max_attempts: i32,
-}
-
-#[async_trait]
-pub trait OutboxStore: Send + Sync {
-    /// Takes the events `claim` asks for; committed before it returns.
-    async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError>;
-
-    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;
-
-    /// Schedules each retry; an event out of attempts becomes `failed`. Returns how many did.
-    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError>;
-
-    /// Fails the due pending events that have no attempts left: their last publisher died
-    /// before it could say how the publish went. Returns how many.
-    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
-}
+/// The render events, leased out to publishers.
+pub type OutboxQueue = dyn LeasedQueue<Item = OutboxEvent, Claim = LeaseClaim>;

@@ -24,12 +24,12 @@ use axum::http::HeaderValue;
 use bytes::Bytes;
 use futures_util::Stream;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::deadline;
 use crate::domain::form::{last_field, FormSpec, TextValue, UploadedFile};
+use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
 use crate::domain::render::{FieldError, RenderOptions};
@@ -55,7 +55,7 @@ pub const RENDER_NETWORK_ENDPOINT: &str = "render_network";
 #[derive(Debug, Clone)]
 pub struct ReplayFile {
     bytes: Bytes,
-    sha256: [u8; 32],
+    sha256: ReplayHash,
 }
 
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
@@ -157,7 +157,7 @@ fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
             "only osu!standard replays can be rendered".into(),
         ));
     }
-    let sha256 = Sha256::digest(&file.bytes).into();
+    let sha256 = ReplayHash::of(&file.bytes);
     Ok(ReplayFile {
         bytes: file.bytes,
         sha256,
@@ -197,13 +197,13 @@ fn truncate(name: &str) -> &str {
 
 /// The same replay with the same options (and callback) is the same request, however the
 /// form was framed. (Without a callback, the hash is what it was before callbacks existed.)
-fn render_request_hash(request: &RenderRequest) -> [u8; 32] {
+fn render_request_hash(request: &RenderRequest) -> RequestHash {
     let options = serde_json::to_vec(&request.options).expect("options serialize");
-    let mut parts: Vec<&[u8]> = vec![&request.replay.sha256, &options[..]];
+    let mut parts: Vec<&[u8]> = vec![request.replay.sha256.as_bytes(), &options[..]];
     if let Some(callback) = &request.callback {
         parts.push(callback.as_str().as_bytes());
     }
-    idempotency::request_hash(&parts)
+    RequestHash::of(&parts)
 }
 
 /// How step 3a came out.
@@ -222,7 +222,7 @@ async fn claim_and_look(
     caller: &Caller,
     replay: &ReplayFile,
     claim: Option<Claim>,
-    request_hash: &[u8; 32],
+    request_hash: &RequestHash,
 ) -> Result<Looked, Rejection> {
     let with_claim = claim.as_ref().map(|claim| (claim, request_hash));
     let (occupancy, claimed) = look(app, caller, replay, with_claim).await?;
@@ -244,9 +244,9 @@ async fn look(
     app: &App,
     caller: &Caller,
     replay: &ReplayFile,
-    claim: Option<(&Claim, &[u8; 32])>,
+    claim: Option<(&Claim, &RequestHash)>,
 ) -> Result<(Occupancy, Option<bool>), Rejection> {
-    app.jobs
+    app.admissions
         .occupancy(caller, &replay.sha256, claim)
         .await
         .map_err(|error| {
@@ -401,7 +401,7 @@ async fn no_room_rejection(
     }
     let load = match no_room {
         NoRoom::Duplicate(_) => Load::default(),
-        _ => app.jobs.load(caller).await.unwrap_or_else(|error| {
+        _ => app.admissions.load(caller).await.unwrap_or_else(|error| {
             tracing::warn!(%error, "could not read the load for a Retry-After estimate");
             Load::default()
         }),
@@ -477,7 +477,7 @@ async fn admit_or_resolve(
     limits: &CapacityLimits,
 ) -> Result<Option<OutboxEvent>, NotAdmitted> {
     let reserve = app.config.settle_reserve(app.config.db_timeout);
-    let error = match deadline::reserving(reserve, app.jobs.admit(job, limits)).await {
+    let error = match deadline::reserving(reserve, app.admissions.admit(job, limits)).await {
         Ok(Admission::Admitted(event)) => return Ok(event),
         Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
         Ok(Admission::ClaimLost) => return Err(NotAdmitted::ClaimLost),
@@ -489,7 +489,7 @@ async fn admit_or_resolve(
         return Err(NotAdmitted::Failed);
     }
     tracing::warn!(%error, job_id = %job.id, "admission outcome unknown; resolving it");
-    match app.jobs.resolve(job).await {
+    match app.admissions.resolve(job).await {
         Ok(Resolved::Admitted(event)) => Ok(event),
         Ok(Resolved::Abandoned) => Err(NotAdmitted::Failed),
         Err(error) => {

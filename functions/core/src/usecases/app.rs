@@ -1,15 +1,15 @@
 //! The application: the configuration and the ports every use case reaches the outside world
 //! through, built once per process (per Lambda instance: entry/wiring.rs) and shared by every
-//! request. Unit tests build it from the in-memory adapters (adapters/memory.rs).
+//! request. Unit tests build it from the in-memory adapters (adapters/memory/).
 
 use std::sync::Arc;
 
 use crate::ports::artifacts::ArtifactLinks;
-use crate::ports::callbacks::{CallbackAddresses, CallbackStore};
+use crate::ports::callbacks::{CallbackAddresses, CallbackQueue};
 use crate::ports::idempotency::IdempotencyStore;
-use crate::ports::jobs::JobStore;
+use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobTransitions};
 use crate::ports::limiter::RateLimiter;
-use crate::ports::outbox::OutboxStore;
+use crate::ports::outbox::OutboxQueue;
 use crate::ports::queue::EventPublisher;
 use crate::ports::replays::ReplayStore;
 use crate::ports::secrets::SecretStore;
@@ -27,13 +27,17 @@ use crate::usecases::secrets::RotatingSecret;
 pub struct App {
     pub config: Arc<Config>,
     pub limiter: Arc<dyn RateLimiter>,
-    pub jobs: Arc<dyn JobStore>,
+    /// The jobs table, by who uses it: admission, the reads, the workers' reports, the janitor.
+    pub admissions: Arc<dyn JobAdmission>,
+    pub job_reads: Arc<dyn JobReads>,
+    pub transitions: Arc<dyn JobTransitions>,
+    pub housekeeping: Arc<dyn JobHousekeeping>,
     pub replays: Arc<dyn ReplayStore>,
-    pub outbox: Arc<dyn OutboxStore>,
+    pub outbox: Arc<OutboxQueue>,
     pub queue: Arc<dyn EventPublisher>,
     /// Jobs' queued callbacks, and what checks their URLs' addresses. (Sending them is the
     /// dispatcher's alone: `callbacks::sweep` is handed the sender.)
-    pub callbacks: Arc<dyn CallbackStore>,
+    pub callbacks: Arc<CallbackQueue>,
     pub callback_addresses: Arc<dyn CallbackAddresses>,
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
@@ -64,7 +68,10 @@ impl App {
         });
         Self {
             limiter: ports.limiter,
-            jobs: ports.jobs,
+            admissions: ports.admissions,
+            job_reads: ports.job_reads,
+            transitions: ports.transitions,
+            housekeeping: ports.housekeeping,
             replays: ports.replays,
             outbox: ports.outbox,
             queue: ports.queue,

@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
-use crate::ports::callbacks::{Callback, CallbackSender, KeyShares, SendError};
-use crate::ports::outbox::{LeaseClaim, Retry};
+use crate::ports::callbacks::{Callback, CallbackClaim, CallbackSender, KeyShares, SendError};
+use crate::ports::leased::{LeaseClaim, Retry};
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
@@ -120,17 +120,17 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
         if may_claim && (free >= CLAIM_WHEN_FREE || in_flight.is_empty()) {
             let claimed = app
                 .callbacks
-                .claim(
-                    LeaseClaim {
+                .claim(CallbackClaim {
+                    lease: LeaseClaim {
                         limit: free as i64,
                         lease: app.config.callback_lease(),
                         max_attempts: app.config.outbox_max_attempts,
                     },
-                    KeyShares {
+                    shares: KeyShares {
                         per_client: CLAIM_PER_KEY,
                         max_pending_per_key: app.config.max_pending_callbacks_per_key,
                     },
-                )
+                })
                 .await;
             match claimed {
                 Ok(claimed) => {

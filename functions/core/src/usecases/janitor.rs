@@ -60,9 +60,12 @@ pub struct JanitorReport {
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     let mut report = JanitorReport {
-        expired: app.jobs.expire_queued(app.config.queued_ttl).await?,
+        expired: app
+            .housekeeping
+            .expire_queued(app.config.queued_ttl)
+            .await?,
         timed_out: app
-            .jobs
+            .housekeeping
             .fail_stalled(app.config.render_stall_timeout)
             .await?,
         outbox_failed: app
@@ -76,11 +79,11 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
         ..JanitorReport::default()
     };
     let until = Instant::now() + app.config.request_deadline;
-    report.nonces_pruned = in_batches(until, || app.jobs.prune_nonces(PRUNE_BATCH)).await?;
+    report.nonces_pruned = in_batches(until, || app.housekeeping.prune_nonces(PRUNE_BATCH)).await?;
     report.idempotency_keys_pruned =
         in_batches(until, || app.idempotency.prune(PRUNE_BATCH)).await?;
     report.admission_fences_pruned =
-        in_batches(until, || app.jobs.prune_fences(PRUNE_BATCH)).await?;
+        in_batches(until, || app.housekeeping.prune_fences(PRUNE_BATCH)).await?;
     report.skin_ingests_pruned = in_batches(until, || {
         app.skin_names
             .prune_ingests(ingest::CLAIMS_KEPT, PRUNE_BATCH.unsigned_abs())
@@ -89,7 +92,10 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     let retention = app.config.job_retention;
     let outbox_events_deleted = &AtomicU64::new(0);
     report.jobs_deleted = in_batches(until, || async move {
-        let deleted = app.jobs.delete_ended(retention, PRUNE_BATCH).await?;
+        let deleted = app
+            .housekeeping
+            .delete_ended(retention, PRUNE_BATCH)
+            .await?;
         outbox_events_deleted.fetch_add(deleted.outbox_events, Ordering::Relaxed);
         Ok(deleted.jobs)
     })

@@ -38,7 +38,7 @@ pub async fn read_job(app: &App, caller: &Caller, id: JobId) -> Submission<JobVi
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let outcome = match app.jobs.find(id).await {
+    let outcome = match app.job_reads.find(id).await {
         Ok(Some(job)) => {
             let artifacts = artifacts_of(app, &job).await;
             Ok(JobView::new(app, job, artifacts))
@@ -60,7 +60,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let outcome = match app.jobs.list(&caller.client, query).await {
+    let outcome = match app.job_reads.list(&caller.client, query).await {
         Ok(page) => {
             let next_cursor = page.next.map(|cursor| cursor.encode());
             Ok(JobPage {

@@ -132,7 +132,7 @@ pub async fn receive(
     let transition = check_report(&report, app.config.render_stall_timeout)?;
     let nonce = check_freshness(&report, epoch_secs() as i64)?;
     let outcome = app
-        .jobs
+        .transitions
         .transition(id, &transition, &nonce)
         .await
         .map_err(|error| {

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::ports::leased::{LeaseClaim, Retry};
 use crate::ports::outbox::OutboxEvent;
-use crate::ports::outbox::{LeaseClaim, Retry};
 use crate::ports::StoreError;
 use crate::usecases::app::App;
 /// Events one claim takes: ten `SendMessageBatch` calls, sent concurrently.

@@ -3,7 +3,7 @@
 use super::*;
 use crate::domain::callback::{is_public, CallbackUrl};
 use crate::ports::callbacks::{
-    Callback, CallbackAddresses, CallbackSender, CallbackStore, KeyShares, SendError,
+    Callback, CallbackAddresses, CallbackClaim, CallbackSender, SendError,
 };
 
 /// Jobs' callbacks and their sender. The memory database queues none itself (V10's trigger is
@@ -97,14 +97,17 @@ impl MemoryCallbacks {
 }
 
 #[async_trait]
-impl CallbackStore for MemoryCallbacks {
+impl LeasedQueue for MemoryCallbacks {
+    type Item = Callback;
+    type Claim = CallbackClaim;
+
     /// Every callback counts as one client's here: `per_client` caps a claim too. Nothing is
     /// queued here but what a test pushes, so `max_pending_per_key` bounds nothing.
-    async fn claim(
-        &self,
-        claim: LeaseClaim,
-        shares: KeyShares,
-    ) -> Result<Vec<Callback>, StoreError> {
+    async fn claim(&self, claim: CallbackClaim) -> Result<Vec<Callback>, StoreError> {
+        let CallbackClaim {
+            lease: claim,
+            shares,
+        } = claim;
         let limit = claim.limit.min(shares.per_client);
         let mut queued = lock(&self.queued);
         let now = Utc::now();
@@ -222,5 +225,39 @@ impl CallbackSender for MemoryCallbacks {
         }
         lock(&self.sent).push((url.as_str().to_owned(), body, signature.to_owned()));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicI64;
+
+    use super::*;
+    use crate::ports::callbacks::KeyShares;
+    use crate::ports::contracts;
+
+    #[tokio::test]
+    async fn keeps_the_ports_contract() {
+        let callbacks = MemoryCallbacks::default();
+        let next_id = AtomicI64::new(1);
+        let seed = async || {
+            let id = next_id.fetch_add(1, Ordering::SeqCst);
+            callbacks.push(Callback {
+                id,
+                job_id: JobId::new(),
+                sequence: 1,
+                url: "https://example.com/hook".into(),
+                body: serde_json::json!({}),
+                attempts: 0,
+                signing_secret: None,
+            });
+            id
+        };
+        let shares = KeyShares {
+            per_client: 1000,
+            max_pending_per_key: 1000,
+        };
+        let claim_of = |lease| CallbackClaim { lease, shares };
+        contracts::leased::suite(&callbacks, claim_of, seed).await;
     }
 }

@@ -7,7 +7,7 @@ impl IdempotencyStore for MemoryDatabase {
     async fn claim(
         &self,
         claim: &Claim,
-        request_hash: &[u8; 32],
+        request_hash: &RequestHash,
     ) -> Result<Result<(), Option<Held>>, StoreError> {
         self.calls.record("idempotency.claim");
         let mut tables = lock(&self.tables);

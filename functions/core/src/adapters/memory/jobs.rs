@@ -3,12 +3,12 @@
 use super::*;
 
 #[async_trait]
-impl JobStore for MemoryDatabase {
+impl JobAdmission for MemoryDatabase {
     async fn occupancy(
         &self,
         caller: &Caller,
-        replay_sha256: &[u8; 32],
-        claim: Option<(&Claim, &[u8; 32])>,
+        replay: &ReplayHash,
+        claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         self.calls.record("jobs.occupancy");
         let mut tables = lock(&self.tables);
@@ -17,7 +17,7 @@ impl JobStore for MemoryDatabase {
             &tables,
             &caller.client,
             caller.network.as_ref(),
-            replay_sha256,
+            replay,
             caller.is_sandbox(),
         );
         Ok((occupancy, claimed))
@@ -95,7 +95,10 @@ impl JobStore for MemoryDatabase {
         }
         Ok(resolved)
     }
+}
 
+#[async_trait]
+impl JobReads for MemoryDatabase {
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         self.calls.record("jobs.find");
         let tables = lock(&self.tables);
@@ -129,7 +132,10 @@ impl JobStore for MemoryDatabase {
             .collect();
         Ok(JobPage::from_rows(rows, query.limit))
     }
+}
 
+#[async_trait]
+impl JobTransitions for MemoryDatabase {
     async fn transition(
         &self,
         id: JobId,
@@ -163,12 +169,16 @@ impl JobStore for MemoryDatabase {
         job.thumb_key = transition.thumb_key.clone().or(job.thumb_key.take());
         job.error = transition.error.clone().or(job.error.take());
         job.updated_at = Utc::now();
+        job.deadline = transition.deadline_in.map(|within| job.updated_at + within);
         Ok(TransitionOutcome::Applied {
             status: job.status,
             progress,
         })
     }
+}
 
+#[async_trait]
+impl JobHousekeeping for MemoryDatabase {
     async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.expire_queued");
         let before = Utc::now() - ttl;
@@ -177,6 +187,7 @@ impl JobStore for MemoryDatabase {
         for job in tables.jobs.iter_mut() {
             if job.status == JobStatus::Queued && job.created_at < before {
                 job.status = JobStatus::Expired;
+                job.error = Some("no renderer took the job in time".into());
                 job.updated_at = Utc::now();
                 expired += 1;
             }
@@ -186,14 +197,17 @@ impl JobStore for MemoryDatabase {
 
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.fail_stalled");
-        let before = Utc::now() - stall_timeout;
+        let now = Utc::now();
         let mut tables = lock(&self.tables);
         let mut failed = 0;
         for job in tables.jobs.iter_mut() {
             let working = matches!(job.status, JobStatus::Downloading | JobStatus::Rendering);
-            if working && job.updated_at < before {
+            let deadline = job.deadline.unwrap_or(job.updated_at + stall_timeout);
+            if working && deadline < now {
                 job.status = JobStatus::Failed;
-                job.updated_at = Utc::now();
+                job.error = Some("timed out".into());
+                job.deadline = None;
+                job.updated_at = now;
                 failed += 1;
             }
         }
@@ -238,5 +252,15 @@ impl JobStore for MemoryDatabase {
             batch,
             |fenced_at| (*fenced_at < day_ago).then_some(*fenced_at),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn keeps_the_ports_contract() {
+        crate::ports::contracts::jobs::suite(&MemoryDatabase::new(Calls::default())).await;
     }
 }

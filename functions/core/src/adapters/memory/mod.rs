@@ -35,6 +35,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use crate::domain::caller::Caller;
+use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::rate::LimitScope;
 use crate::domain::sandbox;
 use crate::domain::{ClientKey, JobId, JobStatus, RateDecision, SkinName};
@@ -42,11 +43,13 @@ use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
 use crate::ports::jobs::{
-    Admission, Capacity, CapacityLimits, Deleted, JobPage, JobQuery, JobRecord, JobStore, Load,
-    NewJob, NoRoom, Nonce, Occupancy, Resolved, Transition, TransitionOutcome,
+    Admission, Capacity, CapacityLimits, Deleted, JobAdmission, JobHousekeeping, JobPage, JobQuery,
+    JobReads, JobRecord, JobTransitions, Load, NewJob, NoRoom, Nonce, Occupancy, Resolved,
+    Transition, TransitionOutcome,
 };
+use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry};
 use crate::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};
-use crate::ports::outbox::{LeaseClaim, OutboxEvent, OutboxStore, Retry};
+use crate::ports::outbox::OutboxEvent;
 use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
 use crate::ports::secrets::{SecretStore, SecretVersions};
@@ -90,7 +93,10 @@ impl Memory {
     pub fn ports(&self) -> Ports {
         Ports {
             limiter: self.limiter.clone(),
-            jobs: self.database.clone(),
+            admissions: self.database.clone(),
+            job_reads: self.database.clone(),
+            transitions: self.database.clone(),
+            housekeeping: self.database.clone(),
             replays: self.objects.clone(),
             outbox: self.database.clone(),
             queue: self.queue.clone(),
@@ -152,7 +158,7 @@ struct MemoryJob {
     network: Option<ClientKey>,
     status: JobStatus,
     progress: f32,
-    replay_sha256: [u8; 32],
+    replay_sha256: ReplayHash,
     config: serde_json::Value,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -160,6 +166,8 @@ struct MemoryJob {
     video_key: Option<String>,
     thumb_key: Option<String>,
     sandbox: bool,
+    /// When the janitor fails the job if no report came (jobs.deadline_at).
+    deadline: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +186,7 @@ struct MemoryEvent {
 
 #[derive(Debug, Clone)]
 struct KeyRow {
-    request_hash: Vec<u8>,
+    request_hash: RequestHash,
     token: uuid::Uuid,
     response: Option<StoredResponse>,
     claimed_at: DateTime<Utc>,
@@ -276,7 +284,7 @@ impl MemoryDatabase {
                 network: None,
                 status,
                 progress: 0.0,
-                replay_sha256: [n as u8; 32],
+                replay_sha256: ReplayHash::of(&n.to_be_bytes()),
                 config: serde_json::json!({}),
                 created_at: Utc::now(),
                 updated_at: Utc::now(),
@@ -284,6 +292,7 @@ impl MemoryDatabase {
                 video_key: None,
                 thumb_key: None,
                 sandbox: false,
+                deadline: None,
             });
         }
     }
@@ -293,6 +302,7 @@ impl MemoryDatabase {
         for job in lock(&self.tables).jobs.iter_mut() {
             job.created_at -= age;
             job.updated_at -= age;
+            job.deadline = job.deadline.map(|deadline| deadline - age);
         }
     }
 
@@ -342,6 +352,7 @@ impl MemoryDatabase {
             video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
             thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
             sandbox: job.sandbox,
+            deadline: None,
         });
         let event_id = (!job.sandbox).then_some(tables.events.len() as i64 + 1);
         let event = job.event(event_id).unwrap_or_default();
@@ -368,7 +379,7 @@ fn occupancy_of(
     tables: &Tables,
     client: &ClientKey,
     network: Option<&ClientKey>,
-    sha256: &[u8; 32],
+    sha256: &ReplayHash,
     sandbox: bool,
 ) -> Occupancy {
     if sandbox {
@@ -425,7 +436,7 @@ fn expired(row: &KeyRow, now: DateTime<Utc>) -> bool {
     row.claimed_at + KEY_TTL <= now
 }
 
-fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &[u8; 32]) -> bool {
+fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &RequestHash) -> bool {
     let stale_before = Utc::now() - claim.stale_after;
     let key = key_of(claim);
     let free = match tables.keys.get(&key) {
@@ -438,7 +449,7 @@ fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &[u8; 32]) -> boo
         tables.keys.insert(
             key,
             KeyRow {
-                request_hash: request_hash.to_vec(),
+                request_hash: *request_hash,
                 token: claim.token,
                 response: None,
                 claimed_at: Utc::now(),

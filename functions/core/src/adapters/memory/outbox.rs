@@ -3,7 +3,10 @@
 use super::*;
 
 #[async_trait]
-impl OutboxStore for MemoryDatabase {
+impl LeasedQueue for MemoryDatabase {
+    type Item = OutboxEvent;
+    type Claim = LeaseClaim;
+
     async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError> {
         self.calls.record("outbox.claim");
         let now = Utc::now();
@@ -26,7 +29,7 @@ impl OutboxStore for MemoryDatabase {
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
         self.calls.record("outbox.mark_dispatched");
         for row in lock(&self.tables).events.iter_mut() {
-            if ids.contains(&row.event.id) {
+            if ids.contains(&row.event.id) && row.status == EventStatus::Pending {
                 row.status = EventStatus::Dispatched;
             }
         }
@@ -35,17 +38,19 @@ impl OutboxStore for MemoryDatabase {
 
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
         self.calls.record("outbox.mark_retry");
-        let mut changed = 0;
+        let mut failed = 0;
         for row in lock(&self.tables).events.iter_mut() {
-            if let Some(retry) = retries.iter().find(|r| r.id == row.event.id) {
-                row.available_at = Utc::now() + retry.delay;
-                if row.event.attempts >= max_attempts {
-                    row.status = EventStatus::Failed;
-                }
-                changed += 1;
+            let retry = retries.iter().find(|r| r.id == row.event.id);
+            let Some(retry) = retry.filter(|_| row.status == EventStatus::Pending) else {
+                continue;
+            };
+            row.available_at = Utc::now() + retry.delay;
+            if row.event.attempts >= max_attempts {
+                row.status = EventStatus::Failed;
+                failed += 1;
             }
         }
-        Ok(changed)
+        Ok(failed)
     }
 
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
@@ -60,5 +65,18 @@ impl OutboxStore for MemoryDatabase {
             }
         }
         Ok(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::contracts;
+
+    #[tokio::test]
+    async fn keeps_the_ports_contract() {
+        let database = MemoryDatabase::new(Calls::default());
+        let seed = async || contracts::leased::seed_event(&database).await;
+        contracts::leased::suite(&database, |lease| lease, seed).await;
     }
 }

@@ -8,8 +8,8 @@ use super::outbox::{lease_params, leased_table, LeasedTable};
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::job::JobId;
 use crate::domain::key::SigningSecret;
-use crate::ports::callbacks::{Callback, CallbackStore, KeyShares};
-use crate::ports::outbox::{LeaseClaim, Retry};
+use crate::ports::callbacks::{Callback, CallbackClaim};
+use crate::ports::leased::{LeasedQueue, Retry};
 use crate::ports::StoreError;
 
 pub struct PgCallbackStore {
@@ -166,14 +166,14 @@ UPDATE job_callbacks c
 RETURNING c.id, c.job_id, c.sequence, c.url, c.body, c.attempts, k.signing_secret";
 
 #[async_trait]
-impl CallbackStore for PgCallbackStore {
-    async fn claim(
-        &self,
-        claim: LeaseClaim,
-        shares: KeyShares,
-    ) -> Result<Vec<Callback>, StoreError> {
-        let lease = millis(claim.lease);
-        let [limit, lease, attempts] = lease_params(&claim, &lease);
+impl LeasedQueue for PgCallbackStore {
+    type Item = Callback;
+    type Claim = CallbackClaim;
+
+    async fn claim(&self, claim: CallbackClaim) -> Result<Vec<Callback>, StoreError> {
+        let CallbackClaim { lease, shares } = claim;
+        let lease_ms = millis(lease.lease);
+        let [limit, lease, attempts] = lease_params(&lease, &lease_ms);
         let params: [(&(dyn ToSql + Sync), Type); 5] = [
             limit,
             lease,

@@ -1,6 +1,7 @@
 //! `idempotency_keys` (migrations/V4): the claims of `Idempotency-Key`s.
 
 use crate::adapters::postgres::{self as db, millis};
+use crate::domain::hash::RequestHash;
 use crate::ports::idempotency::Claim;
 use crate::ports::idempotency::Held;
 use crate::ports::idempotency::IdempotencyStore;
@@ -60,9 +61,9 @@ DELETE FROM idempotency_keys
 pub(crate) async fn try_claim(
     conn: &db::Conn,
     claim: &Claim,
-    request_hash: &[u8; 32],
+    request_hash: &RequestHash,
 ) -> Result<bool, StoreError> {
-    let hash = request_hash.as_slice();
+    let hash = request_hash.as_bytes().as_slice();
     let params: [(&(dyn ToSql + Sync), Type); 7] = [
         (&claim.client.as_str(), Type::TEXT),
         (&claim.endpoint, Type::TEXT),
@@ -80,7 +81,7 @@ impl IdempotencyStore for PgIdempotencyStore {
     async fn claim(
         &self,
         claim: &Claim,
-        request_hash: &[u8; 32],
+        request_hash: &RequestHash,
     ) -> Result<Result<(), Option<Held>>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         if try_claim(&conn, claim, request_hash).await? {
@@ -102,7 +103,8 @@ impl IdempotencyStore for PgIdempotencyStore {
             return Ok(None);
         };
         let status: &str = row.get(0);
-        let request_hash: Vec<u8> = row.get(1);
+        let request_hash = RequestHash::from_stored(row.get(1))
+            .ok_or_else(|| StoreError::new("a stored request hash that is not 32 bytes"))?;
         let response: Option<serde_json::Value> = row.get(2);
         Ok(Some(match (status, response) {
             ("completed", Some(response)) => Held::Completed {

@@ -8,6 +8,7 @@ use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
 use crate::domain::client::advisory_lock_id;
 use crate::domain::client::ClientKey;
+use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::sandbox;
@@ -20,7 +21,6 @@ use crate::ports::jobs::Deleted;
 use crate::ports::jobs::JobPage;
 use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::JobRecord;
-use crate::ports::jobs::JobStore;
 use crate::ports::jobs::Load;
 use crate::ports::jobs::NewJob;
 use crate::ports::jobs::NoRoom;
@@ -29,6 +29,7 @@ use crate::ports::jobs::Occupancy;
 use crate::ports::jobs::Resolved;
 use crate::ports::jobs::Transition;
 use crate::ports::jobs::TransitionOutcome;
+use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobTransitions};
 use crate::ports::StoreError;
 use crate::support::estimate::{self, Recent};
 use async_trait::async_trait;
@@ -166,7 +167,7 @@ impl<'a> AdmitArgs<'a> {
             skin: job.options.skin.as_str(),
             config: &job.options,
             replay_key: &job.replay_key,
-            replay_sha256: hex::encode(job.replay_sha256),
+            replay_sha256: hex::encode(job.replay_sha256.as_bytes()),
             max_queued: limits.max_queued,
             max_anonymous_queued: limits.max_anonymous_queued,
             max_rendering: limits.max_rendering,
@@ -410,14 +411,14 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
 }
 
 #[async_trait]
-impl JobStore for PgJobStore {
+impl JobAdmission for PgJobStore {
     async fn occupancy(
         &self,
         caller: &Caller,
-        replay_sha256: &[u8; 32],
-        claim: Option<(&Claim, &[u8; 32])>,
+        replay: &ReplayHash,
+        claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
-        let hash = replay_sha256.as_slice();
+        let hash = replay.as_bytes().as_slice();
         let active_ms = millis(sandbox::ACTIVE_FOR);
         let client = caller.client.as_str();
         let network = caller.network.as_ref().map(ClientKey::as_str);
@@ -544,7 +545,10 @@ impl JobStore for PgJobStore {
             ResolveVerdict::Abandoned => Ok(Resolved::Abandoned),
         }
     }
+}
 
+#[async_trait]
+impl JobReads for PgJobStore {
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let sql = format!("{JOB_SELECT} WHERE j.id = $1");
@@ -566,7 +570,10 @@ impl JobStore for PgJobStore {
             .collect::<Result<_, _>>()?;
         Ok(JobPage::from_rows(rows, query.limit))
     }
+}
 
+#[async_trait]
+impl JobTransitions for PgJobStore {
     async fn transition(
         &self,
         id: JobId,
@@ -613,7 +620,10 @@ impl JobStore for PgJobStore {
             },
         })
     }
+}
 
+#[async_trait]
+impl JobHousekeeping for PgJobStore {
     async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn
@@ -684,7 +694,7 @@ mod tests {
             network: None,
             options: RenderOptions::default(),
             replay_key: "replays/x.osr".into(),
-            replay_sha256: [7; 32],
+            replay_sha256: ReplayHash::of(b"replay"),
             completes: None,
             sandbox: false,
             callback: None,

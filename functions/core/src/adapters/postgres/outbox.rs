@@ -2,9 +2,8 @@
 
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::job::JobId;
+use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry};
 use crate::ports::outbox::OutboxEvent;
-use crate::ports::outbox::Retry;
-use crate::ports::outbox::{LeaseClaim, OutboxStore};
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -148,7 +147,10 @@ pub(super) fn lease_params<'a>(
 }
 
 #[async_trait]
-impl OutboxStore for PgOutboxStore {
+impl LeasedQueue for PgOutboxStore {
+    type Item = OutboxEvent;
+    type Claim = LeaseClaim;
+
     async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError> {
         let lease = millis(claim.lease);
         let conn = db::checkout(&self.pool).await?;

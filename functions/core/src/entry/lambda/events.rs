@@ -50,7 +50,7 @@ pub async fn dispatch_outbox(
     if report.events.claimed + report.callbacks.claimed > 0 {
         tracing::info!(?report, "outbox sweep");
     }
-    match app.jobs.capacity().await {
+    match app.admissions.capacity().await {
         Ok(capacity) => metrics::render_capacity(capacity.queued, capacity.rendering),
         Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
     }

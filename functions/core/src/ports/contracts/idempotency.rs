@@ -6,6 +6,7 @@ use axum::http::HeaderValue;
 
 use super::fresh_client;
 use crate::domain::client::ClientKey;
+use crate::domain::hash::RequestHash;
 use crate::ports::idempotency::{Claim, Held, IdempotencyKey, IdempotencyStore, StoredResponse};
 
 fn claim(client: &ClientKey, endpoint: &'static str, key: &str) -> Claim {
@@ -16,7 +17,7 @@ fn claim(client: &ClientKey, endpoint: &'static str, key: &str) -> Claim {
 
 pub async fn suite(store: &dyn IdempotencyStore) {
     let client = fresh_client();
-    let (first_hash, other_hash) = ([1u8; 32], [2u8; 32]);
+    let (first_hash, other_hash) = (RequestHash::of(&[b"first"]), RequestHash::of(&[b"other"]));
     let first = claim(&client, "contract", "key-1");
     assert_eq!(
         store.claim(&first, &first_hash).await.expect("answered"),
@@ -25,7 +26,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     );
     let retry = claim(&client, "contract", "key-1");
     let in_progress = Some(Held::InProgress {
-        request_hash: first_hash.to_vec(),
+        request_hash: first_hash,
     });
     assert_eq!(
         store.claim(&retry, &other_hash).await.expect("answered"),
@@ -55,7 +56,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
         .await
         .expect("answered");
     let completed = Some(Held::Completed {
-        request_hash: first_hash.to_vec(),
+        request_hash: first_hash,
         response: response(202),
     });
     assert_eq!(
@@ -135,7 +136,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     assert_eq!(
         store.held(&takeover).await.expect("answered"),
         Some(Held::InProgress {
-            request_hash: other_hash.to_vec()
+            request_hash: other_hash
         }),
         "the claim taken over is no longer the old owner's to complete"
     );

@@ -7,18 +7,34 @@
 //! runs on a store that holds other data too.
 
 pub mod idempotency;
+pub mod jobs;
 pub mod keys;
+pub mod leased;
 pub mod limiter;
 pub mod skin_names;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::domain::client::ClientKey;
+use crate::domain::caller::Caller;
+use crate::domain::client::{ClientKey, NetworkPrefixes};
 
 /// A client of its own for each run: what a suite counts or claims on a store shared between
 /// runs stays apart.
 fn fresh_client() -> ClientKey {
+    ClientKey::new(fresh_address(), 64)
+}
+
+/// An anonymous caller of its own, alone in its network (a /32).
+pub fn fresh_caller() -> Caller {
+    let ip = fresh_address();
+    let alone = NetworkPrefixes {
+        ipv4: 32,
+        ipv6: 128,
+    };
+    Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, alone))
+}
+
+fn fresh_address() -> IpAddr {
     let n = uuid::Uuid::new_v4().as_u128();
-    let ip = Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8);
-    ClientKey::new(IpAddr::V4(ip), 64)
+    IpAddr::V4(Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8))
 }

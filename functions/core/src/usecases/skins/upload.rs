@@ -28,6 +28,7 @@ use crate::domain::archive::{self, ArchiveError, ArchiveLimits};
 use crate::domain::client::ClientKey;
 use crate::domain::deadline;
 use crate::domain::form::{last_field, FormSpec, TextValue, UploadedFile};
+use crate::domain::hash::RequestHash;
 use crate::domain::rate::RateLimit;
 use crate::domain::render::{FieldError, SkinName};
 use crate::ports::idempotency::{Claim as KeyClaim, IdempotencyKey, Reply, StoredResponse};
@@ -107,7 +108,7 @@ where
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let request_hash = idempotency::request_hash(&[&skin.bytes, name.as_str().as_bytes()]);
+    let request_hash = RequestHash::of(&[&skin.bytes, name.as_str().as_bytes()]);
     let claim = match idempotency::begin(app, client, route.endpoint(), key, &request_hash).await {
         Ok(Begin::Run(claim)) => claim,
         Ok(Begin::Replay(response)) => return Submission::replayed(response),

@@ -1,0 +1,68 @@
+//! The two SHA-256 digests admission compares, typed so that one cannot be passed for the other.
+
+use sha2::{Digest, Sha256};
+
+/// The SHA-256 of a replay file's bytes: a client's duplicate is the same replay, active again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReplayHash([u8; 32]);
+
+impl ReplayHash {
+    pub fn of(replay: &[u8]) -> Self {
+        Self(Sha256::digest(replay).into())
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+/// The SHA-256 of what makes two requests the same (idempotency): over the request's parts,
+/// each length-prefixed so no two splits hash alike. Callers pass the file's bytes and the
+/// parsed (normalized) fields, so the multipart framing — the boundary, the part order, the
+/// file name — does not make two equal requests differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestHash([u8; 32]);
+
+impl RequestHash {
+    pub fn of(parts: &[&[u8]]) -> Self {
+        let mut hasher = Sha256::new();
+        for part in parts {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part);
+        }
+        Self(hasher.finalize().into())
+    }
+
+    /// A hash as the store kept it; `None` if it is not 32 bytes.
+    pub fn from_stored(bytes: &[u8]) -> Option<Self> {
+        bytes.try_into().ok().map(Self)
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_length_prefixed() {
+        assert_ne!(
+            RequestHash::of(&[b"ab", b"c"]),
+            RequestHash::of(&[b"a", b"bc"])
+        );
+        assert_eq!(
+            RequestHash::of(&[b"ab", b"c"]),
+            RequestHash::of(&[b"ab", b"c"])
+        );
+    }
+
+    #[test]
+    fn a_stored_hash_round_trips_and_a_short_one_is_refused() {
+        let hash = RequestHash::of(&[b"x"]);
+        assert_eq!(RequestHash::from_stored(hash.as_bytes()), Some(hash));
+        assert_eq!(RequestHash::from_stored(&[0; 31]), None);
+    }
+}

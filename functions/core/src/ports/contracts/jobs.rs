@@ -1,0 +1,362 @@
+//! The jobs table's guarantees, by port: admission (`JobAdmission`), the reads (`JobReads`), the
+//! workers' reports (`JobTransitions`) and the janitor's sweeps (`JobHousekeeping`).
+
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::fresh_caller;
+use crate::domain::caller::Caller;
+use crate::domain::hash::ReplayHash;
+use crate::domain::job::{JobId, JobStatus};
+use crate::domain::render::RenderOptions;
+use crate::ports::jobs::{
+    Admission, CapacityLimits, JobAdmission, JobHousekeeping, JobQuery, JobReads, JobTransitions,
+    NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
+};
+use crate::ports::outbox::RENDER_JOB_CREATED;
+
+/// Room for everything but the client's own cap (2).
+pub const ROOMY: CapacityLimits = CapacityLimits {
+    max_queued: 1_000_000,
+    max_anonymous_queued: None,
+    max_rendering: 1_000_000,
+    max_active_per_client: 2,
+    max_active_per_network: None,
+};
+
+/// A job of `caller`'s, of a replay whose bytes are `replay`, as admission would make it.
+pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
+    let id = JobId::new();
+    NewJob {
+        id,
+        client: caller.client.clone(),
+        address: None,
+        network: caller.network.clone(),
+        options: RenderOptions::default(),
+        replay_key: id.replay_key(),
+        replay_sha256: ReplayHash::of(replay.as_bytes()),
+        completes: None,
+        sandbox: false,
+        callback: None,
+    }
+}
+
+fn report(to: JobStatus) -> Transition {
+    Transition {
+        to,
+        progress: None,
+        video_key: None,
+        thumb_key: None,
+        error: None,
+        deadline_in: to.is_active().then_some(Duration::from_secs(600)),
+    }
+}
+
+fn fresh_nonce() -> Nonce {
+    Nonce {
+        value: format!("contract-{}", uuid::Uuid::new_v4()),
+        expires_at: Utc::now() + chrono::Duration::minutes(10),
+    }
+}
+
+async fn admitted(store: &dyn JobAdmission, job: &NewJob) {
+    match store.admit(job, &ROOMY).await.expect("answered") {
+        Admission::Admitted(Some(event)) => {
+            assert_eq!(
+                (event.job_id, event.event_type.as_str()),
+                (job.id, RENDER_JOB_CREATED),
+                "an admitted job comes with its render event"
+            );
+        }
+        other => panic!("a job with room is admitted with its event, got {other:?}"),
+    }
+}
+
+pub async fn suite<S>(store: &S)
+where
+    S: JobAdmission + JobReads + JobTransitions + JobHousekeeping,
+{
+    admission(store).await;
+    reads(store).await;
+    transitions(store).await;
+    housekeeping(store).await;
+}
+
+async fn admission(store: &dyn JobAdmission) {
+    let caller = fresh_caller();
+    let before = store.capacity().await.expect("answered");
+    let job = new_job(&caller, "contract-replay-1");
+    admitted(store, &job).await;
+    let after = store.capacity().await.expect("answered");
+    assert_eq!(
+        (after.queued, after.anonymous_queued),
+        (before.queued + 1, before.anonymous_queued + 1),
+        "an anonymous client's admitted job counts in the queue and the anonymous share"
+    );
+
+    let (occupancy, claimed) = store
+        .occupancy(&caller, &job.replay_sha256, None)
+        .await
+        .expect("answered");
+    assert_eq!(claimed, None, "no claim asked, none answered");
+    assert_eq!(
+        (
+            occupancy.duplicate,
+            occupancy.active_for_client,
+            occupancy.active_for_network
+        ),
+        (Some(job.id), 1, 1),
+        "the look sees the client's active job of this replay, and counts it for its network"
+    );
+
+    let again = new_job(&caller, "contract-replay-1");
+    assert_eq!(
+        store.admit(&again, &ROOMY).await.expect("answered"),
+        Admission::NoRoom(NoRoom::Duplicate(job.id)),
+        "the same replay of the same client is refused under the lock, naming the job"
+    );
+    let one_each = CapacityLimits {
+        max_active_per_client: 1,
+        ..ROOMY
+    };
+    let other = new_job(&caller, "contract-replay-2");
+    assert_eq!(
+        store.admit(&other, &one_each).await.expect("answered"),
+        Admission::NoRoom(NoRoom::TooManyActiveJobs),
+        "the client's cap is re-checked under the lock"
+    );
+    let network_full = CapacityLimits {
+        max_active_per_network: Some(1),
+        ..ROOMY
+    };
+    assert_eq!(
+        store.admit(&other, &network_full).await.expect("answered"),
+        Admission::NoRoom(NoRoom::TooManyNetworkJobs),
+        "the network's cap is re-checked under the lock"
+    );
+    let queue_full = CapacityLimits {
+        max_queued: after.queued,
+        ..ROOMY
+    };
+    assert_eq!(
+        store.admit(&other, &queue_full).await.expect("answered"),
+        Admission::NoRoom(NoRoom::QueueFull),
+        "the global queue cap is re-checked under the lock"
+    );
+
+    assert!(
+        matches!(
+            store.resolve(&job).await.expect("answered"),
+            Resolved::Admitted(Some(event)) if event.job_id == job.id
+        ),
+        "resolving a committed admission finds the job and its event"
+    );
+    let never = new_job(&fresh_caller(), "contract-replay-3");
+    assert_eq!(
+        store.resolve(&never).await.expect("answered"),
+        Resolved::Abandoned,
+        "resolving an admission that never ran gives it up"
+    );
+    assert_eq!(
+        store.admit(&never, &ROOMY).await.expect("answered"),
+        Admission::Abandoned,
+        "a late admission of a given-up job inserts nothing"
+    );
+}
+
+async fn reads<S: JobAdmission + JobReads>(store: &S) {
+    let caller = fresh_caller();
+    let (first, second) = (
+        new_job(&caller, "contract-read-1"),
+        new_job(&caller, "contract-read-2"),
+    );
+    admitted(store, &first).await;
+    admitted(store, &second).await;
+    let record = store
+        .find(first.id)
+        .await
+        .expect("answered")
+        .expect("an admitted job is found");
+    assert_eq!(
+        (record.status, record.progress, record.sandbox),
+        (JobStatus::Queued, 0.0, false),
+        "a new job is queued"
+    );
+    assert!(
+        record.queue_position.is_some_and(|place| place >= 1),
+        "a queued job has a place in the queue"
+    );
+    assert_eq!(
+        store.find(JobId::new()).await.expect("answered"),
+        None,
+        "an unknown id finds nothing"
+    );
+
+    let all = JobQuery {
+        status: None,
+        limit: 10,
+        after: None,
+    };
+    let page = store.list(&caller.client, &all).await.expect("answered");
+    let ids: Vec<JobId> = page.jobs.iter().map(|job| job.id).collect();
+    assert_eq!(
+        (ids, page.next),
+        (vec![second.id, first.id], None),
+        "a client lists its own jobs, newest first"
+    );
+    let one = JobQuery { limit: 1, ..all };
+    let page = store.list(&caller.client, &one).await.expect("answered");
+    assert_eq!(page.jobs.len(), 1, "a page holds at most its limit");
+    let next = JobQuery {
+        after: page.next,
+        ..one
+    };
+    assert!(
+        page.next.is_some(),
+        "a full page says where the next starts"
+    );
+    let rest = store.list(&caller.client, &next).await.expect("answered");
+    assert_eq!(
+        rest.jobs.iter().map(|job| job.id).collect::<Vec<_>>(),
+        vec![first.id],
+        "the next page continues after the cursor"
+    );
+    let stranger = fresh_caller();
+    assert!(
+        store
+            .list(&stranger.client, &all)
+            .await
+            .expect("answered")
+            .jobs
+            .is_empty(),
+        "nobody lists another client's jobs"
+    );
+}
+
+async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
+    let caller = fresh_caller();
+    let job = new_job(&caller, "contract-move");
+    admitted(store, &job).await;
+    let nonce = fresh_nonce();
+    assert_eq!(
+        store
+            .transition(job.id, &report(JobStatus::Downloading), &nonce)
+            .await
+            .expect("answered"),
+        TransitionOutcome::Applied {
+            status: JobStatus::Downloading,
+            progress: 0.0
+        },
+        "a legal report moves the job"
+    );
+    assert_eq!(
+        store
+            .transition(job.id, &report(JobStatus::Rendering), &nonce)
+            .await
+            .expect("answered"),
+        TransitionOutcome::NonceReused,
+        "a nonce is spent once"
+    );
+    assert_eq!(
+        store
+            .transition(job.id, &report(JobStatus::Completed), &fresh_nonce())
+            .await
+            .expect("answered"),
+        TransitionOutcome::Illegal {
+            current: JobStatus::Downloading
+        },
+        "an illegal move is refused, naming the current state"
+    );
+    assert_eq!(
+        store
+            .transition(JobId::new(), &report(JobStatus::Rendering), &fresh_nonce())
+            .await
+            .expect("answered"),
+        TransitionOutcome::UnknownJob,
+        "a report of an unknown job changes nothing"
+    );
+    let rendering = Transition {
+        progress: Some(40.0),
+        ..report(JobStatus::Rendering)
+    };
+    store
+        .transition(job.id, &rendering, &fresh_nonce())
+        .await
+        .expect("answered");
+    let record = store.find(job.id).await.expect("answered").expect("found");
+    assert_eq!(
+        (record.status, record.progress, record.queue_position),
+        (JobStatus::Rendering, 40.0, None),
+        "a read shows the reported state and progress, and no place in the queue"
+    );
+}
+
+async fn housekeeping<S: JobAdmission + JobReads + JobTransitions + JobHousekeeping>(store: &S) {
+    let caller = fresh_caller();
+    let queued = new_job(&caller, "contract-expire");
+    admitted(store, &queued).await;
+    assert_eq!(
+        store
+            .expire_queued(Duration::from_secs(3600))
+            .await
+            .expect("answered"),
+        0,
+        "a young queued job is not expired"
+    );
+    // Any time past its admission is more than a zero TTL.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(store.expire_queued(Duration::ZERO).await.expect("answered") >= 1);
+    let record = store
+        .find(queued.id)
+        .await
+        .expect("answered")
+        .expect("found");
+    assert_eq!(
+        (record.status, record.error.is_some()),
+        (JobStatus::Expired, true),
+        "a queued job past its TTL expires, saying why"
+    );
+
+    let active = new_job(&caller, "contract-stall");
+    admitted(store, &active).await;
+    store
+        .transition(active.id, &report(JobStatus::Rendering), &fresh_nonce())
+        .await
+        .expect("answered");
+    store.fail_stalled(Duration::ZERO).await.expect("answered");
+    let record = store
+        .find(active.id)
+        .await
+        .expect("answered")
+        .expect("found");
+    assert_eq!(
+        record.status,
+        JobStatus::Rendering,
+        "a job within its reported deadline is not failed"
+    );
+    store
+        .delete_ended(Duration::ZERO, 1_000_000)
+        .await
+        .expect("answered");
+    assert!(
+        store.find(active.id).await.expect("answered").is_some(),
+        "an active job is never deleted"
+    );
+    assert_eq!(
+        store.find(queued.id).await.expect("answered"),
+        None,
+        "an ended job past its retention is deleted"
+    );
+    assert_eq!(
+        store
+            .delete_ended(Duration::ZERO, 0)
+            .await
+            .expect("answered")
+            .jobs,
+        0,
+        "a batch of 0 deletes nothing"
+    );
+    store.prune_nonces(1_000_000).await.expect("answered");
+    store.prune_fences(1_000_000).await.expect("answered");
+}

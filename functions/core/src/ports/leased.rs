@@ -1,0 +1,55 @@
+//! One leased queue, two tables: the render events (`outbox_events`, ports/outbox.rs) and the
+//! jobs' callbacks (`job_callbacks`, ports/callbacks.rs) are claimed, leased, marked and given up
+//! by the same protocol, so a sender that dies mid-way loses nothing and sends at most again.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::ports::StoreError;
+
+/// What a claim of leased items asks for: up to `limit` of the due pending ones that have
+/// attempts left (fewer than `max_attempts` begun), each leased for `lease` with its attempt
+/// counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseClaim {
+    pub limit: i64,
+    pub lease: Duration,
+    pub max_attempts: i32,
+}
+
+/// A send that failed: when to try again, and why it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    pub id: i64,
+    pub delay: Duration,
+    pub error: String,
+}
+
+/// An item of a leased queue.
+pub trait Leased {
+    fn id(&self) -> i64;
+    /// Sends begun, the claimed one included.
+    fn attempts(&self) -> i32;
+}
+
+#[async_trait]
+pub trait LeasedQueue: Send + Sync {
+    type Item: Leased + Send;
+    /// A `LeaseClaim`, with whatever else decides which due items a claim takes.
+    type Claim: Send;
+
+    /// Takes the items `claim` asks for; committed before it returns.
+    async fn claim(&self, claim: Self::Claim) -> Result<Vec<Self::Item>, StoreError>;
+
+    /// The items were delivered: they are never claimed again.
+    async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError>;
+
+    /// Schedules each retry of a pending item; an item out of attempts becomes `failed`.
+    /// Returns how many did.
+    async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError>;
+
+    /// Fails the due pending items that have no attempts left: their last sender died before
+    /// it could say how the send went. Returns how many.
+    async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
+}
