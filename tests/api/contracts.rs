@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use osurender_core::adapters::dynamo::DynamoRateLimiter;
 use osurender_core::adapters::postgres::callbacks::PgCallbackStore;
 use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
@@ -10,6 +12,9 @@ use osurender_core::adapters::postgres::jobs::PgJobStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::outbox::PgOutboxStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
+use osurender_core::adapters::s3::{S3ReplayStore, S3SkinStore};
+use osurender_core::adapters::secrets::SecretsManagerStore;
+use osurender_core::adapters::sqs::SqsRenderQueue;
 use osurender_core::domain::callback::CallbackUrl;
 use osurender_core::ports::callbacks::{CallbackClaim, KeyShares};
 use osurender_core::ports::contracts;
@@ -100,4 +105,55 @@ async fn the_postgres_callback_queue_keeps_the_ports_contract() {
     };
     let callbacks = PgCallbackStore::new(clients.pool.clone());
     contracts::leased::suite(&callbacks, |lease| CallbackClaim { lease, shares }, seed).await;
+}
+
+#[tokio::test]
+async fn the_s3_object_stores_keep_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let (s3, config) = (&clients.s3, &app.config);
+    let exists = async |key: &str| {
+        let head = s3.head_object().bucket(&config.replay_bucket).key(key);
+        head.send().await.is_ok()
+    };
+    let replays = S3ReplayStore::new(s3.clone(), &config.replay_bucket);
+    contracts::objects::replays(&replays, exists).await;
+    let place = async |key: &str, body: Bytes| {
+        let put = s3.put_object().bucket(&config.skin_bucket).key(key);
+        put.body(body.into()).send().await.unwrap();
+    };
+    let skins = S3SkinStore::new(s3.clone(), clients.sdk.clone(), &config.skin_bucket);
+    contracts::objects::skins(&skins, place).await;
+}
+
+#[tokio::test]
+async fn the_sqs_render_queue_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let queue = SqsRenderQueue::new(clients.sqs.clone(), None, &app.queue);
+    contracts::queue::suite(&queue).await;
+    assert_eq!(
+        app.drain_queue().await.len(),
+        23,
+        "what was sent is on the queue"
+    );
+}
+
+#[tokio::test]
+async fn the_secrets_manager_store_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let manager = &clients.secretsmanager;
+    let put = async |id: &str, value: &str| {
+        let rotated = manager
+            .put_secret_value()
+            .secret_id(id)
+            .secret_string(value);
+        if rotated.send().await.is_err() {
+            let create = manager.create_secret().name(id).secret_string(value);
+            create.send().await.expect("created");
+        }
+    };
+    let secrets = SecretsManagerStore::new(manager.clone());
+    contracts::secrets::suite(&secrets, put).await;
 }

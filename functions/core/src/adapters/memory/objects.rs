@@ -24,6 +24,11 @@ impl MemoryObjects {
         keys
     }
 
+    /// Puts `body` at `key` as a client's presigned upload does.
+    pub fn place(&self, key: &str, body: Bytes) {
+        lock(&self.objects).insert(key.to_owned(), (body, None));
+    }
+
     /// Writes fail (transiently) until told otherwise.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
@@ -143,8 +148,9 @@ impl SkinStore for MemoryObjects {
         let mut objects = lock(&self.objects);
         let body = objects
             .get(key)
+            .filter(|(body, _)| skins::content_id(body) == version.etag)
             .map(|(body, _)| body.clone())
-            .ok_or_else(|| StorageError::new(format!("{key} is gone")))?;
+            .ok_or_else(|| StorageError::new(format!("{key} is gone or changed")))?;
         let content = skins::incoming_content_id(version);
         match objects.get(&skins::skin_key(name)) {
             Some((_, stored)) if stored.as_deref() == Some(content.as_str()) => Ok(Copied::Stored),
@@ -168,5 +174,20 @@ impl ArtifactLinks for MemoryObjects {
     async fn link(&self, key: &str, ttl: Duration) -> Result<String, StorageError> {
         self.calls.record("artifacts.link");
         Ok(format!("memory://bucket/{key}?ttl={}", ttl.as_secs()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::contracts;
+
+    #[tokio::test]
+    async fn keeps_the_ports_contract() {
+        let objects = MemoryObjects::new(Calls::default());
+        let exists = async |key: &str| objects.keys().iter().any(|stored| stored == key);
+        contracts::objects::replays(&objects, exists).await;
+        let place = async |key: &str, body: Bytes| objects.place(key, body);
+        contracts::objects::skins(&objects, place).await;
     }
 }

@@ -11,6 +11,9 @@ pub mod jobs;
 pub mod keys;
 pub mod leased;
 pub mod limiter;
+pub mod objects;
+pub mod queue;
+pub mod secrets;
 pub mod skin_names;
 
 use std::net::{IpAddr, Ipv4Addr};
