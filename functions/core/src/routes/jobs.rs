@@ -2,15 +2,16 @@
 //!
 //! The reads themselves are a use case (usecases/jobs.rs).
 
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
-use super::PeerAddr;
+use super::{QueryParams, ValidQuery};
+use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
+use crate::ports::jobs::JobQuery;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::jobs::{self, ListParams};
@@ -36,28 +37,26 @@ impl<S: Send + Sync> FromRequestParts<S> for JobPath {
     }
 }
 
-async fn get_job(
-    State(app): State<App>,
-    PeerAddr(peer): PeerAddr,
-    headers: HeaderMap,
-    JobPath(id): JobPath,
-) -> Result<Response, Rejection> {
-    let caller = app.caller(peer, &headers).await?;
-    Ok(jobs::read_job(&app, &caller, id)
+async fn get_job(State(app): State<App>, JobPath(id): JobPath, caller: Caller) -> Response {
+    jobs::read_job(&app, &caller, id)
         .await
-        .respond(|view| Json(view).into_response()))
+        .respond(|view| Json(view).into_response())
+}
+
+impl QueryParams for ListParams {
+    type Checked = JobQuery;
+
+    fn check(self) -> Result<JobQuery, Rejection> {
+        self.query()
+    }
 }
 
 async fn list_jobs(
     State(app): State<App>,
-    PeerAddr(peer): PeerAddr,
-    headers: HeaderMap,
-    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, Rejection> {
-    let Query(params) = params.map_err(|e| Rejection::InvalidField(e.body_text()))?;
-    let query = params.query()?;
-    let caller = app.caller(peer, &headers).await?;
-    Ok(jobs::list_jobs(&app, &caller, &query)
+    ValidQuery(query): ValidQuery<ListParams>,
+    caller: Caller,
+) -> Response {
+    jobs::list_jobs(&app, &caller, &query)
         .await
-        .respond(|page| Json(page).into_response()))
+        .respond(|page| Json(page).into_response())
 }

@@ -44,6 +44,41 @@ impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
     }
 }
 
+/// Who the request is from (`App::caller`), as a handler's argument: resolved where it stands
+/// in the arguments, so a path's or a query's checks before it come first, and a body after it
+/// is not read for a refused key.
+impl FromRequestParts<App> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        let PeerAddr(peer) = PeerAddr::from_request_parts(parts, app).await?;
+        app.caller(peer, &parts.headers)
+            .await
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+/// A route's query parameters, and the check that makes them what its use case takes.
+pub trait QueryParams: serde::de::DeserializeOwned {
+    type Checked;
+    fn check(self) -> Result<Self::Checked, Rejection>;
+}
+
+/// A query string parsed and checked (`QueryParams`), or a 400 problem saying what is wrong
+/// with it: before the caller, so a malformed read costs no key lookup.
+pub struct ValidQuery<T: QueryParams>(pub T::Checked);
+
+impl<T: QueryParams, S: Send + Sync> FromRequestParts<S> for ValidQuery<T> {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let query = axum::extract::Query::<T>::from_request_parts(parts, state).await;
+        let axum::extract::Query(params) =
+            query.map_err(|rejection| Rejection::InvalidField(rejection.body_text()))?;
+        params.check().map(ValidQuery)
+    }
+}
+
 impl App {
     /// Who this request is from: its API key's client (`Authorization: Bearer`), or the
     /// anonymous client of its address (and of its network, DESIGN.md §3); a 401 for a key that

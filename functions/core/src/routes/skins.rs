@@ -5,14 +5,15 @@
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::{form_upload, PeerAddr};
+use super::{form_upload, QueryParams, ValidQuery};
+use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::render::SkinName;
 use crate::support::metrics;
@@ -57,31 +58,35 @@ struct ListParams {
 }
 
 /// A malformed page request is refused before the rate limit counts it.
+impl QueryParams for ListParams {
+    type Checked = PageRequest;
+
+    fn check(self) -> Result<PageRequest, Rejection> {
+        PageRequest::parse(self.cursor.as_deref(), self.limit)
+    }
+}
+
 async fn list(
     State(app): State<App>,
-    PeerAddr(peer): PeerAddr,
-    headers: HeaderMap,
-    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, Rejection> {
-    let Query(params) = params.map_err(|e| Rejection::InvalidField(e.body_text()))?;
-    let page = PageRequest::parse(params.cursor.as_deref(), params.limit)?;
-    let client = app.caller(peer, &headers).await?.client;
-    Ok(list_skins(&app, &client, &page)
+    ValidQuery(page): ValidQuery<ListParams>,
+    caller: Caller,
+) -> Response {
+    list_skins(&app, &caller.client, &page)
         .await
-        .respond(|page| Json(page).into_response()))
+        .respond(|page| Json(page).into_response())
 }
 
 /// A multipart upload, or with a JSON body the request for a presigned one.
 async fn upload_v1(
     State(app): State<App>,
-    PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
+    caller: Caller,
     body: Body,
-) -> Result<Response, Rejection> {
+) -> Response {
     let started = Instant::now();
-    let client = app.caller(peer, &headers).await?.client;
+    let client = caller.client;
     if !is_json(&headers) {
-        return Ok(direct_upload(&app, &client, UploadRoute::V1, &headers, body).await);
+        return direct_upload(&app, &client, UploadRoute::V1, &headers, body).await;
     }
     let submission = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(request) => upload::request_upload(&app, &client, &request).await,
@@ -99,17 +104,16 @@ async fn upload_v1(
         &submission.outcome,
         started.elapsed(),
     );
-    Ok(submission.respond(|presigned| Json(presigned).into_response()))
+    submission.respond(|presigned| Json(presigned).into_response())
 }
 
 async fn upload_legacy(
     State(app): State<App>,
-    PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
+    caller: Caller,
     body: Body,
-) -> Result<Response, Rejection> {
-    let client = app.caller(peer, &headers).await?.client;
-    Ok(direct_upload(&app, &client, UploadRoute::Legacy, &headers, body).await)
+) -> Response {
+    direct_upload(&app, &caller.client, UploadRoute::Legacy, &headers, body).await
 }
 
 async fn direct_upload(

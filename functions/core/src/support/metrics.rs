@@ -163,65 +163,58 @@ mod tests {
         assert!(!line.to_string().contains('\n'));
     }
 
-    #[test]
-    fn render_capacity_line_matches_the_dashboard() {
-        let line = render_capacity_line("osurender-dev-OutboxDispatcher", 7, 20, 1);
+    /// A line's dimensions, its metrics as (name, unit) and their values, as a dashboard or an
+    /// alarm reads them (`admission_line_is_emf` checks a whole line).
+    fn reads(line: &Value) -> (Value, Vec<(String, String)>, Value) {
         let meta = &line["_aws"]["CloudWatchMetrics"][0];
-        assert_eq!(meta["Dimensions"], json!([["FunctionName"]]));
-        assert_eq!(
-            meta["Metrics"],
-            json!([{"Name": "QueuedJobs", "Unit": "Count"}, {"Name": "RenderingJobs", "Unit": "Count"}])
-        );
-        assert_eq!(line["QueuedJobs"], 7);
-        assert_eq!(line["RenderingJobs"], 20);
-        assert_eq!(line["FunctionName"], "osurender-dev-OutboxDispatcher");
+        assert_eq!(meta["Namespace"], "osurender");
+        let metrics: Vec<(String, String)> = meta["Metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .map(|m| {
+                (
+                    m["Name"].as_str().unwrap().into(),
+                    m["Unit"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let values = metrics.iter().map(|(name, _)| line[name].clone()).collect();
+        (meta["Dimensions"].clone(), metrics, values)
+    }
+
+    fn counts(names: &[&str]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|name| (name.to_string(), "Count".into()))
+            .collect()
     }
 
     #[test]
-    fn callbacks_line_matches_the_alarm() {
-        // template.yaml's CallbacksFailedAlarm: namespace osurender, metric CallbacksFailed,
-        // dimension FunctionName.
-        let line = callbacks_line("osurender-dev-OutboxDispatcher", 40, 2, 1_764_471_660_000);
-        assert_eq!(
-            line,
-            json!({
-                "_aws": {
-                    "Timestamp": 1_764_471_660_000u64,
-                    "CloudWatchMetrics": [{
-                        "Namespace": "osurender",
-                        "Dimensions": [["FunctionName"]],
-                        "Metrics": [
-                            {"Name": "CallbacksDelivered", "Unit": "Count"},
-                            {"Name": "CallbacksFailed", "Unit": "Count"},
-                        ],
-                    }],
-                },
-                "FunctionName": "osurender-dev-OutboxDispatcher",
-                "CallbacksDelivered": 40,
-                "CallbacksFailed": 2,
-            })
-        );
-    }
-
-    #[test]
-    fn outbox_failed_line_matches_the_alarm() {
-        // template.yaml's OutboxFailedAlarm: namespace osurender, metric OutboxFailed,
-        // dimension FunctionName.
-        let line = outbox_failed_line("osurender-dev-OutboxDispatcher", 3, 1_764_471_660_000);
-        assert_eq!(
-            line,
-            json!({
-                "_aws": {
-                    "Timestamp": 1_764_471_660_000u64,
-                    "CloudWatchMetrics": [{
-                        "Namespace": "osurender",
-                        "Dimensions": [["FunctionName"]],
-                        "Metrics": [{"Name": "OutboxFailed", "Unit": "Count"}],
-                    }],
-                },
-                "FunctionName": "osurender-dev-OutboxDispatcher",
-                "OutboxFailed": 3,
-            })
-        );
+    fn function_lines_match_the_dashboard_and_the_alarms() {
+        let function = "osurender-dev-OutboxDispatcher";
+        // template.yaml's dashboard, CallbacksFailedAlarm and OutboxFailedAlarm: namespace
+        // osurender, dimension FunctionName.
+        let cases = [
+            (
+                render_capacity_line(function, 7, 20, 1),
+                counts(&["QueuedJobs", "RenderingJobs"]),
+                json!([7, 20]),
+            ),
+            (
+                callbacks_line(function, 40, 2, 1),
+                counts(&["CallbacksDelivered", "CallbacksFailed"]),
+                json!([40, 2]),
+            ),
+            (
+                outbox_failed_line(function, 3, 1),
+                counts(&["OutboxFailed"]),
+                json!([3]),
+            ),
+        ];
+        for (line, metrics, values) in cases {
+            assert_eq!(reads(&line), (json!([["FunctionName"]]), metrics, values));
+            assert_eq!(line["FunctionName"], function);
+        }
     }
 }

@@ -59,31 +59,21 @@ pub struct JanitorReport {
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
+    let (jobs, config) = (&app.housekeeping, &app.config);
+    let attempts = config.outbox_max_attempts;
     let mut report = JanitorReport {
-        expired: app
-            .housekeeping
-            .expire_queued(app.config.queued_ttl)
-            .await?,
-        timed_out: app
-            .housekeeping
-            .fail_stalled(app.config.render_stall_timeout)
-            .await?,
-        outbox_failed: app
-            .outbox
-            .fail_exhausted(app.config.outbox_max_attempts)
-            .await?,
-        callbacks_failed: app
-            .callbacks
-            .fail_exhausted(app.config.outbox_max_attempts)
-            .await?,
+        expired: jobs.expire_queued(config.queued_ttl).await?,
+        timed_out: jobs.fail_stalled(config.render_stall_timeout).await?,
+        // Both leased queues give up after the same attempts.
+        outbox_failed: app.outbox.fail_exhausted(attempts).await?,
+        callbacks_failed: app.callbacks.fail_exhausted(attempts).await?,
         ..JanitorReport::default()
     };
     let until = Instant::now() + app.config.request_deadline;
-    report.nonces_pruned = in_batches(until, || app.housekeeping.prune_nonces(PRUNE_BATCH)).await?;
+    report.nonces_pruned = in_batches(until, || jobs.prune_nonces(PRUNE_BATCH)).await?;
     report.idempotency_keys_pruned =
         in_batches(until, || app.idempotency.prune(PRUNE_BATCH)).await?;
-    report.admission_fences_pruned =
-        in_batches(until, || app.housekeeping.prune_fences(PRUNE_BATCH)).await?;
+    report.admission_fences_pruned = in_batches(until, || jobs.prune_fences(PRUNE_BATCH)).await?;
     report.skin_ingests_pruned = in_batches(until, || {
         app.skin_names
             .prune_ingests(ingest::CLAIMS_KEPT, PRUNE_BATCH.unsigned_abs())
@@ -92,10 +82,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     let retention = app.config.job_retention;
     let outbox_events_deleted = &AtomicU64::new(0);
     report.jobs_deleted = in_batches(until, || async move {
-        let deleted = app
-            .housekeeping
-            .delete_ended(retention, PRUNE_BATCH)
-            .await?;
+        let deleted = jobs.delete_ended(retention, PRUNE_BATCH).await?;
         outbox_events_deleted.fetch_add(deleted.outbox_events, Ordering::Relaxed);
         Ok(deleted.jobs)
     })

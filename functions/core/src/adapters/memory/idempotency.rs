@@ -63,11 +63,11 @@ fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
         .filter(|row| !expired(row, now))
         .map(|row| match &row.response {
             Some(response) => Held::Completed {
-                request_hash: row.request_hash.clone(),
+                request_hash: row.request_hash,
                 response: response.clone(),
             },
             None => Held::InProgress {
-                request_hash: row.request_hash.clone(),
+                request_hash: row.request_hash,
             },
         })
 }
