@@ -17,6 +17,7 @@ use crate::ports::skins::PresignedPost;
 use crate::ports::skins::SkinStore;
 use crate::ports::skins::INCOMING_PREFIX;
 use async_trait::async_trait;
+use aws_sdk_s3::operation::head_object::HeadObjectOutput;
 use aws_sdk_s3::presigning::PresigningConfig;
 
 use crate::ports::artifacts::ArtifactLinks;
@@ -157,6 +158,21 @@ pub struct S3SkinStore {
 impl S3SkinStore {
     /// `sdk` supplies what presigning needs and the S3 client does not expose: the
     /// credentials, the region and the endpoint.
+    /// The object at `key`, or `None` if there is none; bounded by the request's deadline.
+    async fn head_object(&self, key: &str) -> Result<Option<HeadObjectOutput>, StorageError> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send();
+        match deadline::within(head).await? {
+            Ok(object) => Ok(Some(object)),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
     pub fn new(client: aws_sdk_s3::Client, sdk: SdkConfig, bucket: impl Into<String>) -> Self {
         Self {
             client,
@@ -194,18 +210,7 @@ impl S3SkinStore {
 #[async_trait]
 impl SkinStore for S3SkinStore {
     async fn exists(&self, name: &SkinName) -> Result<bool, StorageError> {
-        let head = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(skin_key(name))
-            .send();
-        let head = deadline::within(head).await?;
-        match head {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
-            Err(e) => Err(storage_error(e)),
-        }
+        Ok(self.head_object(&skin_key(name)).await?.is_some())
     }
 
     async fn put_new(&self, name: &SkinName, body: Bytes) -> Result<bool, StorageError> {
@@ -230,20 +235,11 @@ impl SkinStore for S3SkinStore {
     }
 
     async fn holds(&self, name: &SkinName, content: &str) -> Result<bool, StorageError> {
-        let head = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(skin_key(name))
-            .send();
-        match deadline::within(head).await? {
-            Ok(object) => Ok(object
-                .metadata()
-                .and_then(|metadata| metadata.get(CONTENT_METADATA))
-                .is_some_and(|stored| stored == content)),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
-            Err(e) => Err(storage_error(e)),
-        }
+        let head = self.head_object(&skin_key(name)).await?;
+        Ok(head
+            .as_ref()
+            .and_then(|object| object.metadata()?.get(CONTENT_METADATA))
+            .is_some_and(|stored| stored == content))
     }
 
     async fn presign_post(
@@ -284,21 +280,10 @@ impl SkinStore for S3SkinStore {
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectVersion>, StorageError> {
-        let head = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await;
-        match head {
-            Ok(head) => Ok(Some(ObjectVersion {
-                size: head.content_length().unwrap_or_default().max(0) as u64,
-                etag: head.e_tag().unwrap_or_default().to_owned(),
-            })),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
-            Err(e) => Err(storage_error(e)),
-        }
+        Ok(self.head_object(key).await?.map(|head| ObjectVersion {
+            size: head.content_length().unwrap_or_default().max(0) as u64,
+            etag: head.e_tag().unwrap_or_default().to_owned(),
+        }))
     }
 
     async fn read(

@@ -11,8 +11,8 @@ use crate::domain::hash::ReplayHash;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::ports::jobs::{
-    Admission, CapacityLimits, JobAdmission, JobHousekeeping, JobQuery, JobReads, JobTransitions,
-    NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
+    Admission, CapacityLimits, JobAdmission, JobHousekeeping, JobQuery, JobReads, JobRecord,
+    JobTransitions, NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
 };
 use crate::ports::outbox::RENDER_JOB_CREATED;
 
@@ -58,6 +58,27 @@ fn fresh_nonce() -> Nonce {
         value: format!("contract-{}", uuid::Uuid::new_v4()),
         expires_at: Utc::now() + chrono::Duration::minutes(10),
     }
+}
+
+/// The job as a read shows it; it must be there.
+async fn found(store: &dyn JobReads, id: JobId) -> JobRecord {
+    let found = store.find(id).await.expect("answered");
+    found.expect("the job is found")
+}
+
+/// A worker's report of `transition`, with `nonce` (a fresh one if `None`).
+async fn reported(
+    store: &dyn JobTransitions,
+    id: JobId,
+    transition: Transition,
+    nonce: Option<&Nonce>,
+) -> TransitionOutcome {
+    let fresh = fresh_nonce();
+    let nonce = nonce.unwrap_or(&fresh);
+    store
+        .transition(id, &transition, nonce)
+        .await
+        .expect("answered")
 }
 
 async fn admitted(store: &dyn JobAdmission, job: &NewJob) {
@@ -173,11 +194,7 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
     );
     admitted(store, &first).await;
     admitted(store, &second).await;
-    let record = store
-        .find(first.id)
-        .await
-        .expect("answered")
-        .expect("an admitted job is found");
+    let record = found(store, first.id).await;
     assert_eq!(
         (record.status, record.progress, record.sandbox),
         (JobStatus::Queued, 0.0, false),
@@ -239,11 +256,9 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
     let job = new_job(&caller, "contract-move");
     admitted(store, &job).await;
     let nonce = fresh_nonce();
+    let downloading = report(JobStatus::Downloading);
     assert_eq!(
-        store
-            .transition(job.id, &report(JobStatus::Downloading), &nonce)
-            .await
-            .expect("answered"),
+        reported(store, job.id, downloading, Some(&nonce)).await,
         TransitionOutcome::Applied {
             status: JobStatus::Downloading,
             progress: 0.0
@@ -251,28 +266,19 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
         "a legal report moves the job"
     );
     assert_eq!(
-        store
-            .transition(job.id, &report(JobStatus::Rendering), &nonce)
-            .await
-            .expect("answered"),
+        reported(store, job.id, report(JobStatus::Rendering), Some(&nonce)).await,
         TransitionOutcome::NonceReused,
         "a nonce is spent once"
     );
     assert_eq!(
-        store
-            .transition(job.id, &report(JobStatus::Completed), &fresh_nonce())
-            .await
-            .expect("answered"),
+        reported(store, job.id, report(JobStatus::Completed), None).await,
         TransitionOutcome::Illegal {
             current: JobStatus::Downloading
         },
         "an illegal move is refused, naming the current state"
     );
     assert_eq!(
-        store
-            .transition(JobId::new(), &report(JobStatus::Rendering), &fresh_nonce())
-            .await
-            .expect("answered"),
+        reported(store, JobId::new(), report(JobStatus::Rendering), None).await,
         TransitionOutcome::UnknownJob,
         "a report of an unknown job changes nothing"
     );
@@ -280,11 +286,8 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
         progress: Some(40.0),
         ..report(JobStatus::Rendering)
     };
-    store
-        .transition(job.id, &rendering, &fresh_nonce())
-        .await
-        .expect("answered");
-    let record = store.find(job.id).await.expect("answered").expect("found");
+    reported(store, job.id, rendering, None).await;
+    let record = found(store, job.id).await;
     assert_eq!(
         (record.status, record.progress, record.queue_position),
         (JobStatus::Rendering, 40.0, None),
@@ -307,11 +310,7 @@ async fn housekeeping<S: JobAdmission + JobReads + JobTransitions + JobHousekeep
     // Any time past its admission is more than a zero TTL.
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(store.expire_queued(Duration::ZERO).await.expect("answered") >= 1);
-    let record = store
-        .find(queued.id)
-        .await
-        .expect("answered")
-        .expect("found");
+    let record = found(store, queued.id).await;
     assert_eq!(
         (record.status, record.error.is_some()),
         (JobStatus::Expired, true),
@@ -320,18 +319,10 @@ async fn housekeeping<S: JobAdmission + JobReads + JobTransitions + JobHousekeep
 
     let active = new_job(&caller, "contract-stall");
     admitted(store, &active).await;
-    store
-        .transition(active.id, &report(JobStatus::Rendering), &fresh_nonce())
-        .await
-        .expect("answered");
+    reported(store, active.id, report(JobStatus::Rendering), None).await;
     store.fail_stalled(Duration::ZERO).await.expect("answered");
-    let record = store
-        .find(active.id)
-        .await
-        .expect("answered")
-        .expect("found");
     assert_eq!(
-        record.status,
+        found(store, active.id).await.status,
         JobStatus::Rendering,
         "a job within its reported deadline is not failed"
     );

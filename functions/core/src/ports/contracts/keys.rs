@@ -16,13 +16,13 @@ fn new_key(kind: KeyKind) -> NewKey {
 }
 
 pub async fn suite(store: &dyn KeyStore) {
+    let found_by_hash = async |hash| {
+        let found = store.find_by_hash(hash).await.expect("answered");
+        found.expect("a stored key, revoked or not, is found by its hash")
+    };
     let first = new_key(KeyKind::Live);
     let created = store.create(&first).await.expect("stored");
-    let found = store
-        .find_by_hash(&first.hash)
-        .await
-        .expect("answered")
-        .expect("a stored key is found by its hash");
+    let found = found_by_hash(&first.hash).await;
     assert_eq!(
         (found.summary.id, &found.summary.name, found.summary.kind),
         (first.id, &first.name, first.kind),
@@ -78,11 +78,7 @@ pub async fn suite(store: &dyn KeyStore) {
         Revocation::NoSuchKey,
         "revoking an id no key has"
     );
-    let found = store
-        .find_by_hash(&first.hash)
-        .await
-        .expect("answered")
-        .expect("a revoked key is still found");
+    let found = found_by_hash(&first.hash).await;
     assert_eq!(
         found.summary.revoked_at,
         Some(revoked_at),

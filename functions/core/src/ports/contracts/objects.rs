@@ -121,34 +121,27 @@ where
         store.copy_new(&upload, &stale, &copy).await.is_err(),
         "a copy of another version fails"
     );
+    let copy_to = async |name: &SkinName| {
+        let copied = store.copy_new(&upload, &version, name).await;
+        copied.expect("answered")
+    };
     assert_eq!(
-        store
-            .copy_new(&upload, &version, &copy)
-            .await
-            .expect("copied"),
+        copy_to(&copy).await,
         Copied::Stored,
         "an upload is copied to a free name"
     );
+    let upload_id = skins::incoming_content_id(&version);
     assert!(
-        store
-            .holds(&copy, &skins::incoming_content_id(&version))
-            .await
-            .expect("answered"),
+        store.holds(&copy, &upload_id).await.expect("answered"),
         "the copy names the upload it came from"
     );
     assert_eq!(
-        store
-            .copy_new(&upload, &version, &copy)
-            .await
-            .expect("answered"),
+        copy_to(&copy).await,
         Copied::Stored,
         "the same upload copied again counts as stored"
     );
     assert_eq!(
-        store
-            .copy_new(&upload, &version, &name)
-            .await
-            .expect("answered"),
+        copy_to(&name).await,
         Copied::Exists,
         "an upload is never copied over another skin"
     );

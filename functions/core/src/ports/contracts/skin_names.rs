@@ -18,62 +18,42 @@ pub async fn suite(registry: &dyn SkinRegistry) {
 }
 
 async fn names(registry: &dyn SkinRegistry) {
+    let state_is = async |skin: &SkinName, expected: NameState, why: &str| {
+        let state = registry.state(skin).await.expect("answered");
+        assert_eq!(state, expected, "{why}");
+    };
     let spelled = fresh_name("Contract");
     let (skin, folded) = (name(&spelled), name(&spelled.to_uppercase()));
-    assert_eq!(
-        registry.state(&skin).await.expect("answered"),
-        NameState::Free,
-        "a new name is free"
-    );
+    state_is(&skin, NameState::Free, "a new name is free").await;
     let NameClaim::Claimed(first) = registry.claim(&skin).await.expect("answered") else {
         panic!("a free name is claimed");
     };
-    assert_eq!(
-        registry.state(&folded).await.expect("answered"),
-        NameState::Held,
-        "held, in any case"
-    );
-    assert!(
-        matches!(
-            registry.claim(&folded).await.expect("answered"),
-            NameClaim::Held
-        ),
-        "a held name, in another case, is not claimed again"
-    );
+    state_is(&folded, NameState::Held, "held, in any case").await;
+    let refused = async |expected: NameState| {
+        let claim = registry.claim(&folded).await.expect("answered");
+        match (claim, expected) {
+            (NameClaim::Held, NameState::Held) | (NameClaim::Stored, NameState::Stored) => {}
+            (claim, _) => panic!("a {expected:?} name is not claimed again, got {claim:?}"),
+        }
+    };
+    refused(NameState::Held).await;
     registry.release(&first).await.expect("answered");
-    assert_eq!(
-        registry.state(&skin).await.expect("answered"),
-        NameState::Free,
-        "a released name is free"
-    );
+    state_is(&skin, NameState::Free, "a released name is free").await;
     let NameClaim::Claimed(second) = registry.claim(&skin).await.expect("answered") else {
         panic!("a released name is claimed again");
     };
     registry.release(&first).await.expect("answered");
-    assert_eq!(
-        registry.state(&skin).await.expect("answered"),
+    state_is(
+        &skin,
         NameState::Held,
-        "an old claim's release leaves the new claim alone"
-    );
+        "an old claim's release leaves the new claim alone",
+    )
+    .await;
     registry.confirm(&second, None).await.expect("answered");
-    assert_eq!(
-        registry.state(&folded).await.expect("answered"),
-        NameState::Stored,
-        "stored, in any case"
-    );
-    assert!(
-        matches!(
-            registry.claim(&folded).await.expect("answered"),
-            NameClaim::Stored
-        ),
-        "a stored name is not claimed"
-    );
+    state_is(&folded, NameState::Stored, "stored, in any case").await;
+    refused(NameState::Stored).await;
     registry.release(&second).await.expect("answered");
-    assert_eq!(
-        registry.state(&skin).await.expect("answered"),
-        NameState::Stored,
-        "a confirmed name stays"
-    );
+    state_is(&skin, NameState::Stored, "a confirmed name stays").await;
 
     let before = spelled.clone() + " ";
     let listed = registry
@@ -103,50 +83,49 @@ async fn names(registry: &dyn SkinRegistry) {
 }
 
 async fn ingests(registry: &dyn SkinRegistry) {
+    let claims = async |ticket: &IngestTicket, etag: &str, expected: IngestClaim, why: &str| {
+        let claimed = registry.claim_ingest(ticket, etag).await.expect("answered");
+        assert_eq!(claimed, expected, "{why}");
+    };
     let key = format!("incoming/{}/contract.osk", uuid::Uuid::new_v4().simple());
     let first = IngestTicket::new(&key);
-    assert_eq!(
-        registry
-            .claim_ingest(&first, "etag-1")
-            .await
-            .expect("answered"),
+    claims(
+        &first,
+        "etag-1",
         IngestClaim::Ours,
-        "a new upload's ingest is claimed"
-    );
+        "a new upload's ingest is claimed",
+    )
+    .await;
     let second = IngestTicket::new(&key);
-    assert_eq!(
-        registry
-            .claim_ingest(&second, "etag-1")
-            .await
-            .expect("answered"),
+    claims(
+        &second,
+        "etag-1",
         IngestClaim::Running,
-        "the same version, claimed and live, is running elsewhere"
-    );
-    assert_eq!(
-        registry
-            .claim_ingest(&second, "etag-2")
-            .await
-            .expect("answered"),
+        "the same version, claimed and live, is running elsewhere",
+    )
+    .await;
+    claims(
+        &second,
+        "etag-2",
         IngestClaim::Replaced,
-        "another version of the same key was posted again"
-    );
+        "another version of the same key was posted again",
+    )
+    .await;
     registry.release_ingest(&first).await.expect("answered");
-    assert_eq!(
-        registry
-            .claim_ingest(&second, "etag-1")
-            .await
-            .expect("answered"),
+    claims(
+        &second,
+        "etag-1",
         IngestClaim::Ours,
-        "a released ingest is claimed again at once"
-    );
+        "a released ingest is claimed again at once",
+    )
+    .await;
     registry.finish_ingest(&second).await.expect("answered");
     let third = IngestTicket::new(&key);
-    assert_eq!(
-        registry
-            .claim_ingest(&third, "etag-1")
-            .await
-            .expect("answered"),
+    claims(
+        &third,
+        "etag-1",
         IngestClaim::Done,
-        "a finished ingest is done for good"
-    );
+        "a finished ingest is done for good",
+    )
+    .await;
 }
