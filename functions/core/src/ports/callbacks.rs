@@ -45,12 +45,8 @@ pub struct CallbackClaim {
 }
 
 impl Leased for Callback {
-    fn id(&self) -> i64 {
-        self.id
-    }
-
-    fn attempts(&self) -> i32 {
-        self.attempts
+    fn lease(&self) -> (i64, i32) {
+        (self.id, self.attempts)
     }
 }
 

@@ -509,24 +509,18 @@ mod tests {
                 duplicate: None,
             }
         };
-        assert_eq!(at(2, 1, 0, 0, 1).check(&limits), Ok(()));
-        assert_eq!(at(3, 2, 1, 1, 2).check(&limits), Err(NoRoom::QueueFull));
-        assert_eq!(
-            at(2, 2, 1, 1, 2).check(&limits),
-            Err(NoRoom::AnonymousQueueFull)
-        );
-        assert_eq!(
-            at(2, 1, 1, 1, 2).check(&limits),
-            Err(NoRoom::RenderCapacity)
-        );
-        assert_eq!(
-            at(2, 1, 0, 1, 2).check(&limits),
-            Err(NoRoom::TooManyActiveJobs)
-        );
-        assert_eq!(
-            at(2, 1, 0, 0, 2).check(&limits),
-            Err(NoRoom::TooManyNetworkJobs)
-        );
+        // Each count at its cap refuses, the earlier checks first.
+        let cases = [
+            (at(2, 1, 0, 0, 1), Ok(())),
+            (at(3, 2, 1, 1, 2), Err(NoRoom::QueueFull)),
+            (at(2, 2, 1, 1, 2), Err(NoRoom::AnonymousQueueFull)),
+            (at(2, 1, 1, 1, 2), Err(NoRoom::RenderCapacity)),
+            (at(2, 1, 0, 1, 2), Err(NoRoom::TooManyActiveJobs)),
+            (at(2, 1, 0, 0, 2), Err(NoRoom::TooManyNetworkJobs)),
+        ];
+        for (occupancy, expected) in cases {
+            assert_eq!(occupancy.check(&limits), expected, "{occupancy:?}");
+        }
         // A key's job: no share, no network cap.
         let keyed = CapacityLimits {
             max_anonymous_queued: None,

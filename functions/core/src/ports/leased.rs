@@ -26,11 +26,9 @@ pub struct Retry {
     pub error: String,
 }
 
-/// An item of a leased queue.
+/// An item of a leased queue: its id, and the sends begun (the claimed one included).
 pub trait Leased {
-    fn id(&self) -> i64;
-    /// Sends begun, the claimed one included.
-    fn attempts(&self) -> i32;
+    fn lease(&self) -> (i64, i32);
 }
 
 #[async_trait]

@@ -41,12 +41,8 @@ impl OutboxEvent {
 }
 
 impl Leased for OutboxEvent {
-    fn id(&self) -> i64 {
-        self.id
-    }
-
-    fn attempts(&self) -> i32 {
-        self.attempts
+    fn lease(&self) -> (i64, i32) {
+        (self.id, self.attempts)
     }
 }
 

@@ -30,54 +30,64 @@ pub trait Accepted {
 
 /// The events one outbox sweep gave up on (the `OutboxFailedAlarm` watches this), by function.
 pub fn outbox_failed(count: u64) {
-    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
-    emit(&outbox_failed_line(&function, count, now_millis()));
+    emit(&outbox_failed_line(&function_name(), count, now_millis()));
 }
 
 /// The callbacks one sweep delivered and gave up on (the `CallbacksFailedAlarm` watches the
 /// latter), by function.
 pub fn callbacks(delivered: u64, failed: u64) {
-    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
-    emit(&callbacks_line(&function, delivered, failed, now_millis()));
-}
-
-fn callbacks_line(function: &str, delivered: u64, failed: u64, timestamp: u64) -> Value {
-    json!({
-        "_aws": metadata(
-            timestamp,
-            &["FunctionName"],
-            &[("CallbacksDelivered", "Count"), ("CallbacksFailed", "Count")],
-        ),
-        "FunctionName": function,
-        "CallbacksDelivered": delivered,
-        "CallbacksFailed": failed,
-    })
+    emit(&callbacks_line(
+        &function_name(),
+        delivered,
+        failed,
+        now_millis(),
+    ));
 }
 
 /// Jobs holding the render capacity (`downloading` + `rendering`, against `MAX_RENDERING`) and
 /// waiting for it (`queued`, against `MAX_QUEUED`), by function: the dashboard's gauge, printed
 /// by outbox-dispatcher once a minute.
 pub fn render_capacity(queued: i64, rendering: i64) {
-    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
-    emit(&render_capacity_line(
-        &function,
-        queued,
-        rendering,
-        now_millis(),
-    ));
+    let line = render_capacity_line(&function_name(), queued, rendering, now_millis());
+    emit(&line);
+}
+
+fn outbox_failed_line(function: &str, count: u64, timestamp: u64) -> Value {
+    function_counts_line(function, &[("OutboxFailed", json!(count))], timestamp)
+}
+
+fn callbacks_line(function: &str, delivered: u64, failed: u64, timestamp: u64) -> Value {
+    let counts = [
+        ("CallbacksDelivered", json!(delivered)),
+        ("CallbacksFailed", json!(failed)),
+    ];
+    function_counts_line(function, &counts, timestamp)
 }
 
 fn render_capacity_line(function: &str, queued: i64, rendering: i64, timestamp: u64) -> Value {
-    json!({
-        "_aws": metadata(
-            timestamp,
-            &["FunctionName"],
-            &[("QueuedJobs", "Count"), ("RenderingJobs", "Count")],
-        ),
+    let counts = [
+        ("QueuedJobs", json!(queued)),
+        ("RenderingJobs", json!(rendering)),
+    ];
+    function_counts_line(function, &counts, timestamp)
+}
+
+/// Counts by function (the `FunctionName` dimension), as a dashboard or an alarm reads them.
+fn function_counts_line(function: &str, counts: &[(&str, Value)], timestamp: u64) -> Value {
+    let metrics: Vec<(&str, &str)> = counts.iter().map(|(name, _)| (*name, "Count")).collect();
+    let mut line = json!({
+        "_aws": metadata(timestamp, &["FunctionName"], &metrics),
         "FunctionName": function,
-        "QueuedJobs": queued,
-        "RenderingJobs": rendering,
-    })
+    });
+    for (name, count) in counts {
+        line[*name] = count.clone();
+    }
+    line
+}
+
+/// The Lambda function this runs in (empty on the dev server).
+fn function_name() -> String {
+    std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default()
 }
 
 fn admission_line(endpoint: &str, decision: &str, latency: Duration, timestamp: u64) -> Value {
@@ -91,14 +101,6 @@ fn admission_line(endpoint: &str, decision: &str, latency: Duration, timestamp: 
         "Decision": decision,
         "AdmissionLatency": latency.as_secs_f64() * 1000.0,
         "Admissions": 1,
-    })
-}
-
-fn outbox_failed_line(function: &str, count: u64, timestamp: u64) -> Value {
-    json!({
-        "_aws": metadata(timestamp, &["FunctionName"], &[("OutboxFailed", "Count")]),
-        "FunctionName": function,
-        "OutboxFailed": count,
     })
 }
 

@@ -375,6 +375,15 @@ DELETE FROM admission_fences
                    ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
 
 /// The first three columns of the occupancy, capacity and load reads.
+/// A SQL function's verdict, its row's first column, as one of `V`'s snake_case names; another
+/// word is a function this code does not know (newer or broken): its outcome is unknown.
+fn verdict<V: serde::de::DeserializeOwned>(row: &Row, function: &str) -> Result<V, StoreError> {
+    let word: &str = row.get(0);
+    V::deserialize(word.into_deserializer()).map_err(|_: serde::de::value::Error| {
+        StoreError::unknown(format!("{function} answered `{word}`"))
+    })
+}
+
 fn capacity_of(row: &Row) -> Capacity {
     Capacity {
         queued: row.get(0),
@@ -474,11 +483,7 @@ impl JobAdmission for PgJobStore {
             (&network, Type::TEXT),
         ];
         let conn = db::checkout(&self.pool).await?;
-        let row = conn
-            .query_typed(LOAD_SQL, &params)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::new("load returned no row"))?;
+        let row = conn.query_row(LOAD_SQL, &params, "load").await?;
         Ok(Load {
             capacity: capacity_of(&row),
             oldest_active_age_secs: row.get(3),
@@ -496,16 +501,9 @@ impl JobAdmission for PgJobStore {
             .map_err(|e| StoreError::new(format!("admit_job's argument: {e}")))?;
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(ADMIT_SQL, &[(&args, Type::JSONB)])
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::unknown("admit_job returned no row"))?;
-        let verdict: &str = row.get(0);
-        let verdict = AdmitVerdict::deserialize(verdict.into_deserializer()).map_err(
-            |_: serde::de::value::Error| {
-                StoreError::unknown(format!("admit_job answered `{verdict}`"))
-            },
-        )?;
+            .query_row(ADMIT_SQL, &[(&args, Type::JSONB)], "admit_job")
+            .await?;
+        let verdict: AdmitVerdict = verdict(&row, "admit_job")?;
         Ok(match verdict {
             AdmitVerdict::Admitted => Admission::Admitted(job.event(row.get(1))?),
             AdmitVerdict::Duplicate => {
@@ -530,16 +528,9 @@ impl JobAdmission for PgJobStore {
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(RESOLVE_SQL, &params)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::unknown("resolve_admission returned no row"))?;
-        let verdict: &str = row.get(0);
-        let verdict = ResolveVerdict::deserialize(verdict.into_deserializer()).map_err(
-            |_: serde::de::value::Error| {
-                StoreError::unknown(format!("resolve_admission answered `{verdict}`"))
-            },
-        )?;
+            .query_row(RESOLVE_SQL, &params, "resolve_admission")
+            .await?;
+        let verdict: ResolveVerdict = verdict(&row, "resolve_admission")?;
         match verdict {
             ResolveVerdict::Admitted => Ok(Resolved::Admitted(job.event(row.get(1))?)),
             ResolveVerdict::Abandoned => Ok(Resolved::Abandoned),
@@ -601,10 +592,8 @@ impl JobTransitions for PgJobStore {
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(TRANSITION_SQL, &params)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::unknown("transition returned no row"))?;
+            .query_row(TRANSITION_SQL, &params, "transition")
+            .await?;
         let fresh: bool = row.get(0);
         let moved: Option<&str> = row.get(1);
         let current: Option<&str> = row.get(3);
@@ -643,10 +632,8 @@ impl JobHousekeeping for PgJobStore {
             [(&millis(retention), Type::INT8), (&batch, Type::INT8)];
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(DELETE_ENDED_SQL, &params)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::new("delete_ended returned no row"))?;
+            .query_row(DELETE_ENDED_SQL, &params, "delete_ended")
+            .await?;
         let count = |n: i64| u64::try_from(n).unwrap_or_default();
         Ok(Deleted {
             jobs: count(row.get(0)),

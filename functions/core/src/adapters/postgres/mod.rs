@@ -161,6 +161,19 @@ impl Conn {
         self.bounded(self.client().query_typed(sql, params)).await
     }
 
+    /// A statement that answers one row (a function's verdict, a count, an insert's id). No row
+    /// is a server that did not do what it was asked: unknown, as a lost answer is.
+    pub async fn query_row(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+        statement: &str,
+    ) -> Result<Row, StoreError> {
+        let mut rows = self.query_typed(sql, params).await?;
+        rows.pop()
+            .ok_or_else(|| StoreError::unknown(format!("{statement} returned no row")))
+    }
+
     pub async fn execute_typed(
         &self,
         sql: &str,

@@ -136,11 +136,7 @@ impl SkinRegistry for PgSkinRegistry {
             (&self.stale_after_secs, Type::FLOAT8),
         ];
         let conn = db::checkout(&self.pool).await?;
-        let row = conn
-            .query_typed(CLAIM_SQL, &params)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::unknown("the name claim returned no row"))?;
+        let row = conn.query_row(CLAIM_SQL, &params, "the name claim").await?;
         Ok(match (row.get(0), row.get(1)) {
             (true, _) => NameClaim::Claimed(Claim {
                 name: name.clone(),
@@ -172,10 +168,8 @@ impl SkinRegistry for PgSkinRegistry {
         ];
         let conn = db::checkout(&self.pool).await?;
         let confirmed: i64 = conn
-            .query_typed(CONFIRM_SQL, &params)
+            .query_row(CONFIRM_SQL, &params, "the confirmation")
             .await?
-            .pop()
-            .ok_or_else(|| StoreError::unknown("the confirmation returned no row"))?
             .get(0);
         if confirmed == 1 {
             Ok(())
@@ -229,10 +223,8 @@ impl SkinRegistry for PgSkinRegistry {
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn
-            .query_typed(CLAIM_INGEST_SQL, &params)
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::unknown("the ingest claim returned no row"))?;
+            .query_row(CLAIM_INGEST_SQL, &params, "the ingest claim")
+            .await?;
         let claimed: bool = row.get(0);
         let same_etag: Option<bool> = row.get(1);
         let finished: Option<bool> = row.get(2);

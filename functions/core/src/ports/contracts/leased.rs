@@ -29,10 +29,7 @@ where
             max_attempts,
         });
         let items = queue.claim(claim).await.expect("answered");
-        items
-            .iter()
-            .map(|item| (item.id(), item.attempts()))
-            .collect()
+        items.iter().map(Leased::lease).collect()
     };
     let retry = async |ids: &[i64], delay: Duration, max_attempts: i32| -> u64 {
         let retries: Vec<Retry> = ids
