@@ -182,33 +182,30 @@ mod tests {
     }
 
     #[test]
-    fn header_is_believed_only_from_a_trusted_peer() {
+    fn the_header_is_believed_only_from_a_trusted_peer() {
         let trusted = TrustedProxies::parse("10.0.0.0/8, 2400:cb00::/32").unwrap();
-        assert_eq!(
-            resolve_client_ip(ip("10.1.2.3"), Some("203.0.113.9"), &trusted),
-            ip("203.0.113.9")
-        );
-        assert_eq!(
-            resolve_client_ip(ip("198.51.100.1"), Some("203.0.113.9"), &trusted),
-            ip("198.51.100.1")
-        );
-        assert_eq!(
-            resolve_client_ip(ip("10.1.2.3"), Some("not an ip"), &trusted),
-            ip("10.1.2.3")
-        );
-        assert_eq!(
-            resolve_client_ip(ip("10.1.2.3"), None, &trusted),
-            ip("10.1.2.3")
-        );
-    }
-
-    #[test]
-    fn empty_list_trusts_no_one() {
         let none = TrustedProxies::parse("").unwrap();
-        assert_eq!(
-            resolve_client_ip(ip("127.0.0.1"), Some("203.0.113.9"), &none),
-            ip("127.0.0.1")
-        );
+        // (peer, CF-Connecting-IP, trusted proxies, the client)
+        let cases = [
+            ("10.1.2.3", Some("203.0.113.9"), &trusted, "203.0.113.9"),
+            (
+                "198.51.100.1",
+                Some("203.0.113.9"),
+                &trusted,
+                "198.51.100.1",
+            ),
+            ("10.1.2.3", Some("not an ip"), &trusted, "10.1.2.3"),
+            ("10.1.2.3", None, &trusted, "10.1.2.3"),
+            // An empty list trusts no one.
+            ("127.0.0.1", Some("203.0.113.9"), &none, "127.0.0.1"),
+        ];
+        for (peer, header, proxies, client) in cases {
+            assert_eq!(
+                resolve_client_ip(ip(peer), header, proxies),
+                ip(client),
+                "{peer} {header:?}"
+            );
+        }
     }
 
     #[test]

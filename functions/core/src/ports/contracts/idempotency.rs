@@ -16,28 +16,33 @@ fn claim(client: &ClientKey, endpoint: &'static str, key: &str) -> Claim {
 }
 
 pub async fn suite(store: &dyn IdempotencyStore) {
+    let held_is = async |claim: &Claim, expected: Option<Held>, why: &str| {
+        assert_eq!(
+            store.held(claim).await.expect("answered"),
+            expected,
+            "{why}"
+        );
+    };
+    let claim_is = async |claim: &Claim, hash: &RequestHash, expected, why: &str| {
+        let claimed = store.claim(claim, hash).await.expect("answered");
+        assert_eq!(claimed, expected, "{why}");
+    };
     let client = fresh_client();
     let (first_hash, other_hash) = (RequestHash::of(&[b"first"]), RequestHash::of(&[b"other"]));
     let first = claim(&client, "contract", "key-1");
-    assert_eq!(
-        store.claim(&first, &first_hash).await.expect("answered"),
-        Ok(()),
-        "a free key is claimed"
-    );
+    claim_is(&first, &first_hash, Ok(()), "a free key is claimed").await;
     let retry = claim(&client, "contract", "key-1");
     let in_progress = Some(Held::InProgress {
         request_hash: first_hash,
     });
-    assert_eq!(
-        store.claim(&retry, &other_hash).await.expect("answered"),
+    claim_is(
+        &retry,
+        &other_hash,
         Err(in_progress.clone()),
-        "a held key reports its holder's request"
-    );
-    assert_eq!(
-        store.held(&retry).await.expect("answered"),
-        in_progress,
-        "held: in progress"
-    );
+        "a held key reports its holder's request",
+    )
+    .await;
+    held_is(&retry, in_progress.clone(), "held: in progress").await;
 
     let stranger = claim(&client, "contract", "key-1");
     store.release(&stranger).await.expect("answered");
@@ -45,11 +50,12 @@ pub async fn suite(store: &dyn IdempotencyStore) {
         .complete(&stranger, &response(409))
         .await
         .expect("answered");
-    assert_eq!(
-        store.held(&retry).await.expect("answered"),
+    held_is(
+        &retry,
         in_progress,
-        "only the claim's owner (its token) releases or completes it"
-    );
+        "only the claim's owner (its token) releases or completes it",
+    )
+    .await;
 
     store
         .complete(&first, &response(202))
@@ -59,16 +65,19 @@ pub async fn suite(store: &dyn IdempotencyStore) {
         request_hash: first_hash,
         response: response(202),
     });
-    assert_eq!(
-        store.held(&retry).await.expect("answered"),
-        completed,
-        "held: completed, with the response"
-    );
-    assert_eq!(
-        store.claim(&retry, &first_hash).await.expect("answered"),
+    held_is(
+        &retry,
+        completed.clone(),
+        "held: completed, with the response",
+    )
+    .await;
+    claim_is(
+        &retry,
+        &first_hash,
         Err(completed),
-        "a completed key answers with its first response"
-    );
+        "a completed key answers with its first response",
+    )
+    .await;
     store.release(&first).await.expect("answered");
     assert!(
         matches!(
@@ -103,16 +112,8 @@ pub async fn suite(store: &dyn IdempotencyStore) {
         .expect("claimed");
     store.release(&released).await.expect("answered");
     let again = claim(&client, "contract", "key-2");
-    assert_eq!(
-        store.held(&again).await.expect("answered"),
-        None,
-        "a released key is free"
-    );
-    assert_eq!(
-        store.claim(&again, &other_hash).await.expect("answered"),
-        Ok(()),
-        "and is claimed afresh"
-    );
+    held_is(&again, None, "a released key is free").await;
+    claim_is(&again, &other_hash, Ok(()), "and is claimed afresh").await;
 
     let mut stale = claim(&client, "contract", "key-3");
     stale.stale_after = Duration::ZERO;
@@ -124,11 +125,13 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut takeover = claim(&client, "contract", "key-3");
     takeover.stale_after = Duration::ZERO;
-    assert_eq!(
-        store.claim(&takeover, &other_hash).await.expect("answered"),
+    claim_is(
+        &takeover,
+        &other_hash,
         Ok(()),
-        "a claim in progress past its staleness is taken over"
-    );
+        "a claim in progress past its staleness is taken over",
+    )
+    .await;
     store
         .complete(&stale, &response(202))
         .await

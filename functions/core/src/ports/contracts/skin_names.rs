@@ -88,29 +88,30 @@ async fn ingests(registry: &dyn SkinRegistry) {
         assert_eq!(claimed, expected, "{why}");
     };
     let key = format!("incoming/{}/contract.osk", uuid::Uuid::new_v4().simple());
-    let first = IngestTicket::new(&key);
-    claims(
-        &first,
-        "etag-1",
-        IngestClaim::Ours,
-        "a new upload's ingest is claimed",
-    )
-    .await;
-    let second = IngestTicket::new(&key);
-    claims(
-        &second,
-        "etag-1",
-        IngestClaim::Running,
-        "the same version, claimed and live, is running elsewhere",
-    )
-    .await;
-    claims(
-        &second,
-        "etag-2",
-        IngestClaim::Replaced,
-        "another version of the same key was posted again",
-    )
-    .await;
+    let (first, second) = (IngestTicket::new(&key), IngestTicket::new(&key));
+    let steps = [
+        (
+            &first,
+            "etag-1",
+            IngestClaim::Ours,
+            "a new upload's ingest is claimed",
+        ),
+        (
+            &second,
+            "etag-1",
+            IngestClaim::Running,
+            "the same version, claimed and live, is running elsewhere",
+        ),
+        (
+            &second,
+            "etag-2",
+            IngestClaim::Replaced,
+            "another version of the same key was posted again",
+        ),
+    ];
+    for (ticket, etag, expected, why) in steps {
+        claims(ticket, etag, expected, why).await;
+    }
     registry.release_ingest(&first).await.expect("answered");
     claims(
         &second,

@@ -15,18 +15,18 @@ async fn authenticate(lookup: &KeyLookup, authorization: &str) -> Result<KeyReco
     lookup.authenticate(authorization, async { Ok(()) }).await
 }
 
+/// A new live key named `name` in `store`.
+async fn live_key(store: &MemoryKeys, name: &str) -> ApiKey {
+    let name = KeyName::parse(name).unwrap();
+    let created = create(store, name, KeyKind::Live, KeyLimits::default()).await;
+    created.unwrap().key
+}
+
 async fn setup() -> (Arc<MemoryKeys>, KeyLookup, ApiKey) {
     let store = Arc::new(MemoryKeys::default());
-    let created = create(
-        store.as_ref(),
-        KeyName::parse("ci").unwrap(),
-        KeyKind::Live,
-        KeyLimits::default(),
-    )
-    .await
-    .unwrap();
+    let key = live_key(&store, "ci").await;
     let lookup = KeyLookup::new(store.clone(), LOOKUP_TTL);
-    (store, lookup, created.key)
+    (store, lookup, key)
 }
 
 fn bearer(key: &ApiKey) -> String {
@@ -137,15 +137,7 @@ async fn the_live_list_is_loaded_once_per_refresh_however_many_are_refused_at_on
     assert_eq!(store.lookups(), 0);
 
     // A key made after the load is not on the list until the next one: the gate applies.
-    let young = create(
-        store.as_ref(),
-        KeyName::parse("young").unwrap(),
-        KeyKind::Live,
-        KeyLimits::default(),
-    )
-    .await
-    .unwrap()
-    .key;
+    let young = live_key(&store, "young").await;
     tokio::time::advance(LIVE_KEYS_REFRESH - Duration::from_millis(1)).await;
     assert!(matches!(
         lookup.authenticate(&bearer(&young), spent()).await,
