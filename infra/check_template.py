@@ -294,7 +294,14 @@ def main(template_path, samconfig_path):
                     for item in resource if isinstance(resource, list) else [resource]:
                         check(ref(item) is not None, f"{name}: a secret policy names exact ARNs")
                         readable.add(ref(item))
-        needed = {"DbSecretArn"} if "DB_SECRET_ARN" in env else set()
+        # The database secrets it is given (migrate: the master's, and the application role's
+        # to create the role from; every other Postgres function: the application role's).
+        needed = {ref(env[v]) for v in ("DB_SECRET_ARN", "DB_APP_SECRET_ARN") if v in env}
+        expected = ({"DbMigrateSecretArn", "DbSecretArn"} if name == "MigrateFunction"
+                    else {"DbSecretArn"} if "DB_SECRET_ARN" in env else set())
+        check(needed == expected, f"{name}: database secrets {sorted(needed)}, expected {sorted(expected)}")
+        if name == "MigrateFunction":
+            check(ref(env.get("DB_SECRET_ARN")) == "DbMigrateSecretArn", "MigrateFunction: DB_SECRET_ARN is the master's")
         if http:
             check(ref(env.get("CF_ORIGIN_SECRET_ARN")) == "OriginSecretArn",
                   f"{name}: CF_ORIGIN_SECRET_ARN from OriginSecretArn")
@@ -341,6 +348,20 @@ def main(template_path, samconfig_path):
                     re.search(r'"%s",\s*"FunctionName",\s*"\$\{%s\}"' % (metric, name), body),
                     f"Dashboard: no {metric} of {name}",
                 )
+
+    # Callbacks (issue 22): outbox-dispatcher alone runs in the callback subnets (the NAT
+    # gateway's), every other Postgres function in the private ones; every function knows
+    # whether callbacks can leave (CALLBACKS_ENABLED from the base's CallbackEgress).
+    for name, fn in functions.items():
+        vpc = fn["Properties"].get("VpcConfig", {})
+        if name == "OutboxDispatcherFunction":
+            check(ref(vpc.get("SubnetIds")) == "CallbackSubnetIds"
+                  and ref(vpc.get("SecurityGroupIds")) == "CallbackSecurityGroupIds",
+                  "OutboxDispatcherFunction: in CallbackSubnetIds with CallbackSecurityGroupIds")
+        elif vpc:
+            check(ref(vpc.get("SubnetIds")) == "VpcSubnetIds" and ref(vpc.get("SecurityGroupIds")) == "VpcSecurityGroupIds",
+                  f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
+    check(ref(globals_env.get("CALLBACKS_ENABLED")) == "CallbackEgress", "Globals: CALLBACKS_ENABLED from CallbackEgress")
 
     # samconfig's prod names DbSslMode explicitly and says what the first deploy must add.
     # (Text, not tomllib: the deploy venv's Python may predate 3.11.)
