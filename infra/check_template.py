@@ -363,6 +363,44 @@ def main(template_path, samconfig_path):
                   f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
     check(ref(globals_env.get("CALLBACKS_ENABLED")) == "CallbackEgress", "Globals: CALLBACKS_ENABLED from CallbackEgress")
 
+    # Alarms that reach someone: prod refuses to deploy without a topic, and every alarm tells it.
+    check(
+        any(
+            rule.get("RuleCondition") == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
+            and {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}
+            in [a.get("Assert") for a in rule.get("Assertions", [])]
+            for rule in template.get("Rules", {}).values()
+        ),
+        "Rules: prod refuses an empty AlarmTopicArn",
+    )
+    notify = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    alarms = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    for name, p in alarms.items():
+        check(p.get("AlarmActions") == notify and p.get("OKActions") == notify, f"{name}: notifies AlarmTopicArn")
+
+    def watches(metric, namespace=None, dimension_ref=None):
+        for p in alarms.values():
+            stats = [p] + [m.get("MetricStat", {}).get("Metric", {}) for m in p.get("Metrics", [])]
+            for s in stats:
+                if s.get("MetricName") == metric and (namespace is None or s.get("Namespace") == namespace):
+                    dims = [d.get("Value") for d in s.get("Dimensions", [])]
+                    if dimension_ref is None or dimension_ref in dims:
+                        yield p
+
+    queue_name = lambda q: {"Fn::GetAtt": [q, "QueueName"]}
+    check(any(watches("ApproximateAgeOfOldestMessage", "AWS/SQS", queue_name("RenderQueue"))),
+          "an alarm on the render queue's ApproximateAgeOfOldestMessage")
+    check(any(watches("4XXError", "AWS/ApiGateway")), "an alarm on the API's 4XX")
+    check(any(watches("CallbacksFailed", "osurender", {"Ref": "OutboxDispatcherFunction"})),
+          "an alarm on osurender CallbacksFailed of outbox-dispatcher")
+    check(any(p.get("MetricName") == "NumberOfMessagesSent" for p in watches("NumberOfMessagesSent", "AWS/SQS", queue_name("SkinIngestFailureQueue"))),
+          "SkinIngestFailureQueue: an alarm on arrivals (NumberOfMessagesSent)")
+    check(any("DIFF(" in json.dumps(p.get("Metrics")) for p in watches("ApproximateNumberOfMessagesVisible", "AWS/SQS", queue_name("RenderDeadLetterQueue"))),
+          "RenderDeadLetterQueue: an alarm on arrivals (DIFF of its depth)")
+    check(resources.get("PublicHealthCheck", {}).get("Condition") == "HasSyntheticCheck"
+          and any(watches("HealthCheckStatus", "AWS/Route53", {"Ref": "PublicHealthCheck"})),
+          "the synthetic /health check (parameter-gated) and its alarm")
+
     # samconfig's prod names DbSslMode explicitly and says what the first deploy must add.
     # (Text, not tomllib: the deploy venv's Python may predate 3.11.)
     samconfig = open(samconfig_path).read()
