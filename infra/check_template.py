@@ -363,6 +363,23 @@ def main(template_path, samconfig_path):
                   f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
     check(ref(globals_env.get("CALLBACKS_ENABLED")) == "CallbackEgress", "Globals: CALLBACKS_ENABLED from CallbackEgress")
 
+    # Lifecycles: renders/ go with their jobs (JOB_RETENTION), incoming/ stays as long as the
+    # failure queue keeps the events that point at it; prod keeps its log groups.
+    check(globals_env.get("JOB_RETENTION") == {"Fn::Sub": "${JobRetentionDays}d"}, "Globals: JOB_RETENTION from JobRetentionDays")
+    rules = {r.get("Prefix"): r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+    check(ref(rules.get("renders/", {}).get("ExpirationInDays")) == "JobRetentionDays",
+          "Bucket: renders/ expire after JobRetentionDays")
+    incoming_days = rules.get("incoming/", {}).get("ExpirationInDays")
+    failure_retention = resources["SkinIngestFailureQueue"]["Properties"].get("MessageRetentionPeriod")
+    check(isinstance(incoming_days, int) and incoming_days * 86400 == failure_retention,
+          f"Bucket: incoming/ kept {incoming_days} days, SkinIngestFailureQueue keeps events {failure_retention} s")
+    prod_kept = {"Fn::If": ["IsProd", "RetainExceptOnCreate", "Delete"]}
+    for name, r in resources.items():
+        if r["Type"] == "AWS::Logs::LogGroup":
+            check(r.get("DeletionPolicy") == prod_kept and r.get("UpdateReplacePolicy") == {"Fn::If": ["IsProd", "Retain", "Delete"]},
+                  f"{name}: kept in prod (DeletionPolicy RetainExceptOnCreate there)")
+    check(template.get("Conditions", {}).get("IsProd") == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}, "Conditions: IsProd")
+
     # Alarms that reach someone: prod refuses to deploy without a topic, and every alarm tells it.
     check(
         any(
