@@ -418,6 +418,19 @@ def main(template_path, samconfig_path):
           and any(watches("HealthCheckStatus", "AWS/Route53", {"Ref": "PublicHealthCheck"})),
           "the synthetic /health check (parameter-gated) and its alarm")
 
+    # The worker contract: a policy document, only what a render worker does, on this stack's things.
+    worker = template.get("Outputs", {}).get("RenderWorkerPolicy", {}).get("Value", {}).get("Fn::Sub", [""])[0]
+    try:
+        statements = json.loads(re.sub(r"\$\{[^}]+\}", "x", worker))["Statement"]
+        actions = sorted(a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))
+        check(actions == sorted(["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+                                 "sqs:GetQueueAttributes", "s3:GetObject", "s3:PutObject", "secretsmanager:GetSecretValue"]),
+              f"RenderWorkerPolicy: actions {actions}")
+        check("${RenderQueue.Arn}" in worker and "${BucketArn}/renders/*" in worker and "${WebhookSecretArn}" in worker,
+              "RenderWorkerPolicy: this stack's queue, renders/ and webhook key")
+    except (ValueError, KeyError, TypeError):
+        failures.append("RenderWorkerPolicy: not a policy document")
+
     # samconfig's prod names DbSslMode explicitly and says what the first deploy must add.
     # (Text, not tomllib: the deploy venv's Python may predate 3.11.)
     samconfig = open(samconfig_path).read()
