@@ -294,7 +294,14 @@ def main(template_path, samconfig_path):
                     for item in resource if isinstance(resource, list) else [resource]:
                         check(ref(item) is not None, f"{name}: a secret policy names exact ARNs")
                         readable.add(ref(item))
-        needed = {"DbSecretArn"} if "DB_SECRET_ARN" in env else set()
+        # The database secrets it is given (migrate: the master's, and the application role's
+        # to create the role from; every other Postgres function: the application role's).
+        needed = {ref(env[v]) for v in ("DB_SECRET_ARN", "DB_APP_SECRET_ARN") if v in env}
+        expected = ({"DbMigrateSecretArn", "DbSecretArn"} if name == "MigrateFunction"
+                    else {"DbSecretArn"} if "DB_SECRET_ARN" in env else set())
+        check(needed == expected, f"{name}: database secrets {sorted(needed)}, expected {sorted(expected)}")
+        if name == "MigrateFunction":
+            check(ref(env.get("DB_SECRET_ARN")) == "DbMigrateSecretArn", "MigrateFunction: DB_SECRET_ARN is the master's")
         if http:
             check(ref(env.get("CF_ORIGIN_SECRET_ARN")) == "OriginSecretArn",
                   f"{name}: CF_ORIGIN_SECRET_ARN from OriginSecretArn")
@@ -341,6 +348,88 @@ def main(template_path, samconfig_path):
                     re.search(r'"%s",\s*"FunctionName",\s*"\$\{%s\}"' % (metric, name), body),
                     f"Dashboard: no {metric} of {name}",
                 )
+
+    # Callbacks (issue 22): outbox-dispatcher alone runs in the callback subnets (the NAT
+    # gateway's), every other Postgres function in the private ones; every function knows
+    # whether callbacks can leave (CALLBACKS_ENABLED from the base's CallbackEgress).
+    for name, fn in functions.items():
+        vpc = fn["Properties"].get("VpcConfig", {})
+        if name == "OutboxDispatcherFunction":
+            check(ref(vpc.get("SubnetIds")) == "CallbackSubnetIds"
+                  and ref(vpc.get("SecurityGroupIds")) == "CallbackSecurityGroupIds",
+                  "OutboxDispatcherFunction: in CallbackSubnetIds with CallbackSecurityGroupIds")
+        elif vpc:
+            check(ref(vpc.get("SubnetIds")) == "VpcSubnetIds" and ref(vpc.get("SecurityGroupIds")) == "VpcSecurityGroupIds",
+                  f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
+    check(ref(globals_env.get("CALLBACKS_ENABLED")) == "CallbackEgress", "Globals: CALLBACKS_ENABLED from CallbackEgress")
+
+    # Lifecycles: renders/ go with their jobs (JOB_RETENTION), incoming/ stays as long as the
+    # failure queue keeps the events that point at it; prod keeps its log groups.
+    check(globals_env.get("JOB_RETENTION") == {"Fn::Sub": "${JobRetentionDays}d"}, "Globals: JOB_RETENTION from JobRetentionDays")
+    rules = {r.get("Prefix"): r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+    check(ref(rules.get("renders/", {}).get("ExpirationInDays")) == "JobRetentionDays",
+          "Bucket: renders/ expire after JobRetentionDays")
+    incoming_days = rules.get("incoming/", {}).get("ExpirationInDays")
+    failure_retention = resources["SkinIngestFailureQueue"]["Properties"].get("MessageRetentionPeriod")
+    check(isinstance(incoming_days, int) and incoming_days * 86400 == failure_retention,
+          f"Bucket: incoming/ kept {incoming_days} days, SkinIngestFailureQueue keeps events {failure_retention} s")
+    prod_kept = {"Fn::If": ["IsProd", "RetainExceptOnCreate", "Delete"]}
+    for name, r in resources.items():
+        if r["Type"] == "AWS::Logs::LogGroup":
+            check(r.get("DeletionPolicy") == prod_kept and r.get("UpdateReplacePolicy") == {"Fn::If": ["IsProd", "Retain", "Delete"]},
+                  f"{name}: kept in prod (DeletionPolicy RetainExceptOnCreate there)")
+    check(template.get("Conditions", {}).get("IsProd") == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}, "Conditions: IsProd")
+
+    # Alarms that reach someone: prod refuses to deploy without a topic, and every alarm tells it.
+    check(
+        any(
+            rule.get("RuleCondition") == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
+            and {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}
+            in [a.get("Assert") for a in rule.get("Assertions", [])]
+            for rule in template.get("Rules", {}).values()
+        ),
+        "Rules: prod refuses an empty AlarmTopicArn",
+    )
+    notify = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    alarms = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    for name, p in alarms.items():
+        check(p.get("AlarmActions") == notify and p.get("OKActions") == notify, f"{name}: notifies AlarmTopicArn")
+
+    def watches(metric, namespace=None, dimension_ref=None):
+        for p in alarms.values():
+            stats = [p] + [m.get("MetricStat", {}).get("Metric", {}) for m in p.get("Metrics", [])]
+            for s in stats:
+                if s.get("MetricName") == metric and (namespace is None or s.get("Namespace") == namespace):
+                    dims = [d.get("Value") for d in s.get("Dimensions", [])]
+                    if dimension_ref is None or dimension_ref in dims:
+                        yield p
+
+    queue_name = lambda q: {"Fn::GetAtt": [q, "QueueName"]}
+    check(any(watches("ApproximateAgeOfOldestMessage", "AWS/SQS", queue_name("RenderQueue"))),
+          "an alarm on the render queue's ApproximateAgeOfOldestMessage")
+    check(any(watches("4XXError", "AWS/ApiGateway")), "an alarm on the API's 4XX")
+    check(any(watches("CallbacksFailed", "osurender", {"Ref": "OutboxDispatcherFunction"})),
+          "an alarm on osurender CallbacksFailed of outbox-dispatcher")
+    check(any(p.get("MetricName") == "NumberOfMessagesSent" for p in watches("NumberOfMessagesSent", "AWS/SQS", queue_name("SkinIngestFailureQueue"))),
+          "SkinIngestFailureQueue: an alarm on arrivals (NumberOfMessagesSent)")
+    check(any("DIFF(" in json.dumps(p.get("Metrics")) for p in watches("ApproximateNumberOfMessagesVisible", "AWS/SQS", queue_name("RenderDeadLetterQueue"))),
+          "RenderDeadLetterQueue: an alarm on arrivals (DIFF of its depth)")
+    check(resources.get("PublicHealthCheck", {}).get("Condition") == "HasSyntheticCheck"
+          and any(watches("HealthCheckStatus", "AWS/Route53", {"Ref": "PublicHealthCheck"})),
+          "the synthetic /health check (parameter-gated) and its alarm")
+
+    # The worker contract: a policy document, only what a render worker does, on this stack's things.
+    worker = template.get("Outputs", {}).get("RenderWorkerPolicy", {}).get("Value", {}).get("Fn::Sub", [""])[0]
+    try:
+        statements = json.loads(re.sub(r"\$\{[^}]+\}", "x", worker))["Statement"]
+        actions = sorted(a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))
+        check(actions == sorted(["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+                                 "sqs:GetQueueAttributes", "s3:GetObject", "s3:PutObject", "secretsmanager:GetSecretValue"]),
+              f"RenderWorkerPolicy: actions {actions}")
+        check("${RenderQueue.Arn}" in worker and "${BucketArn}/renders/*" in worker and "${WebhookSecretArn}" in worker,
+              "RenderWorkerPolicy: this stack's queue, renders/ and webhook key")
+    except (ValueError, KeyError, TypeError):
+        failures.append("RenderWorkerPolicy: not a policy document")
 
     # samconfig's prod names DbSslMode explicitly and says what the first deploy must add.
     # (Text, not tomllib: the deploy venv's Python may predate 3.11.)
