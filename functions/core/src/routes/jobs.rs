@@ -11,10 +11,9 @@ use axum::{Json, Router};
 use super::{QueryParams, ValidQuery};
 use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
-use crate::ports::jobs::JobQuery;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
-use crate::usecases::jobs::{self, ListParams};
+use crate::usecases::jobs::{self, JobQuery, ListParams};
 
 pub fn routes() -> Router<App> {
     Router::new()

@@ -20,7 +20,9 @@ use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::rate::RateDecision;
-use crate::ports::jobs::{JobQuery, JobRecord, PageCursor};
+/// A page of the listing, as `list_jobs` takes it (what `ListParams::query` checks).
+pub use crate::ports::jobs::JobQuery;
+use crate::ports::jobs::{JobRecord, PageCursor};
 use crate::ports::StoreError;
 use crate::support::estimate::{Defaults, Recent};
 use crate::support::problem::Rejection;
