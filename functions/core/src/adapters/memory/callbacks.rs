@@ -227,37 +227,3 @@ impl CallbackSender for MemoryCallbacks {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicI64;
-
-    use super::*;
-    use crate::ports::callbacks::KeyShares;
-    use crate::ports::contracts;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        let callbacks = MemoryCallbacks::default();
-        let next_id = AtomicI64::new(1);
-        let seed = async || {
-            let id = next_id.fetch_add(1, Ordering::SeqCst);
-            callbacks.push(Callback {
-                id,
-                job_id: JobId::new(),
-                sequence: 1,
-                url: "https://example.com/hook".into(),
-                body: serde_json::json!({}),
-                attempts: 0,
-                signing_secret: None,
-            });
-            id
-        };
-        let shares = KeyShares {
-            per_client: 1000,
-            max_pending_per_key: 1000,
-        };
-        let claim_of = |lease| CallbackClaim { lease, shares };
-        contracts::leased::suite(&callbacks, claim_of, seed).await;
-    }
-}

@@ -71,14 +71,3 @@ fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
             },
         })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        let database = MemoryDatabase::new(Calls::default());
-        crate::ports::contracts::idempotency::suite(&database).await;
-    }
-}

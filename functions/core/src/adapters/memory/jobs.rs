@@ -254,13 +254,3 @@ impl JobHousekeeping for MemoryDatabase {
         ))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        crate::ports::contracts::jobs::suite(&MemoryDatabase::new(Calls::default())).await;
-    }
-}

@@ -116,13 +116,3 @@ impl KeyStore for MemoryKeys {
             .collect())
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        crate::ports::contracts::keys::suite(&MemoryKeys::default()).await;
-    }
-}

@@ -40,13 +40,3 @@ impl RateLimiter for MemoryLimiter {
         Ok(hit.decision(allowed.then_some(*count)))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        crate::ports::contracts::limiter::suite(&MemoryLimiter::new(Calls::default())).await;
-    }
-}

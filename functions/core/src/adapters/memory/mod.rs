@@ -7,6 +7,8 @@
 //! and the decisions of the use cases, fast.
 
 mod callbacks;
+#[cfg(test)]
+mod contracts;
 mod idempotency;
 mod jobs;
 mod keys;

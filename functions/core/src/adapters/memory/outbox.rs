@@ -67,16 +67,3 @@ impl LeasedQueue for MemoryDatabase {
         Ok(failed)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ports::contracts;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        let database = MemoryDatabase::new(Calls::default());
-        let seed = async || contracts::leased::seed_event(&database).await;
-        contracts::leased::suite(&database, |lease| lease, seed).await;
-    }
-}

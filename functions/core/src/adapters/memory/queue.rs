@@ -48,13 +48,3 @@ impl EventPublisher for MemoryQueue {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        crate::ports::contracts::queue::suite(&MemoryQueue::new(Calls::default())).await;
-    }
-}

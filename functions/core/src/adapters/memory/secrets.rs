@@ -38,15 +38,3 @@ impl SecretStore for MemorySecrets {
             .ok_or_else(|| StoreError::new(format!("no secret `{id}`")))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        let secrets = MemorySecrets::default();
-        let put = async |id: &str, value: &str| secrets.put(id, value);
-        crate::ports::contracts::secrets::suite(&secrets, put).await;
-    }
-}

@@ -156,14 +156,3 @@ impl SkinRegistry for MemoryDatabase {
 fn folded(name: &str) -> String {
     name.to_ascii_lowercase()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keeps_the_ports_contract() {
-        let database = MemoryDatabase::new(Calls::default());
-        crate::ports::contracts::skin_names::suite(&database).await;
-    }
-}

@@ -1,0 +1,66 @@
+//! Every in-memory adapter held to its port's contract suite (ports/contracts/), the same suites
+//! the real adapters pass in tests/api/contracts.rs.
+
+use std::sync::atomic::AtomicI64;
+
+use super::*;
+use crate::ports::callbacks::{Callback, CallbackClaim, KeyShares};
+use crate::ports::contracts;
+
+#[tokio::test]
+async fn the_database_keeps_the_jobs_idempotency_and_skin_name_contracts() {
+    contracts::jobs::suite(&MemoryDatabase::new(Calls::default())).await;
+    contracts::idempotency::suite(&MemoryDatabase::new(Calls::default())).await;
+    contracts::skin_names::suite(&MemoryDatabase::new(Calls::default())).await;
+}
+
+#[tokio::test]
+async fn the_outbox_keeps_the_leased_queue_contract() {
+    let database = MemoryDatabase::new(Calls::default());
+    let seed = async || contracts::leased::seed_event(&database).await;
+    contracts::leased::suite(&database, |lease| lease, seed).await;
+}
+
+#[tokio::test]
+async fn the_callbacks_keep_the_leased_queue_contract() {
+    let callbacks = MemoryCallbacks::default();
+    let next_id = AtomicI64::new(1);
+    let seed = async || {
+        let id = next_id.fetch_add(1, Ordering::SeqCst);
+        callbacks.push(Callback {
+            id,
+            job_id: JobId::new(),
+            sequence: 1,
+            url: "https://example.com/hook".into(),
+            body: serde_json::json!({}),
+            attempts: 0,
+            signing_secret: None,
+        });
+        id
+    };
+    let shares = KeyShares {
+        per_client: 1000,
+        max_pending_per_key: 1000,
+    };
+    let claim_of = |lease| CallbackClaim { lease, shares };
+    contracts::leased::suite(&callbacks, claim_of, seed).await;
+}
+
+#[tokio::test]
+async fn the_keys_limiter_queue_and_secrets_keep_their_contracts() {
+    contracts::keys::suite(&MemoryKeys::default()).await;
+    contracts::limiter::suite(&MemoryLimiter::new(Calls::default())).await;
+    contracts::queue::suite(&MemoryQueue::new(Calls::default())).await;
+    let secrets = MemorySecrets::default();
+    let put = async |id: &str, value: &str| secrets.put(id, value);
+    contracts::secrets::suite(&secrets, put).await;
+}
+
+#[tokio::test]
+async fn the_objects_keep_the_replay_and_skin_store_contracts() {
+    let objects = MemoryObjects::new(Calls::default());
+    let exists = async |key: &str| objects.keys().iter().any(|stored| stored == key);
+    contracts::objects::replays(&objects, exists).await;
+    let place = async |key: &str, body: Bytes| objects.place(key, body);
+    contracts::objects::skins(&objects, place).await;
+}
