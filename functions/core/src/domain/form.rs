@@ -85,16 +85,28 @@ impl FormSpec {
     }
 }
 
-pub async fn read_form<S, O, E>(
-    spec: FormSpec,
-    content_type: Option<&str>,
-    body: S,
-) -> Result<Form, FormError>
+/// A request body as it arrives: byte chunks, or the error that cut the stream; what the
+/// multipart reader takes, named once for every function that passes a body on.
+pub trait BodyStream: Stream<Item = Result<Self::Chunk, Self::Failure>> + Send + 'static {
+    type Chunk: Into<Bytes> + 'static;
+    type Failure: Into<Box<dyn std::error::Error + Send + Sync>> + 'static;
+}
+
+impl<S, O, E> BodyStream for S
 where
     S: Stream<Item = Result<O, E>> + Send + 'static,
     O: Into<Bytes> + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
+    type Chunk = O;
+    type Failure = E;
+}
+
+pub async fn read_form<S: BodyStream>(
+    spec: FormSpec,
+    content_type: Option<&str>,
+    body: S,
+) -> Result<Form, FormError> {
     let boundary = content_type
         .and_then(|ct| multer::parse_boundary(ct).ok())
         .ok_or(FormError::NotMultipart(spec.file_field))?;

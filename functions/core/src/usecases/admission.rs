@@ -22,13 +22,12 @@
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
-use futures_util::Stream;
 use serde_json::json;
 
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::deadline;
-use crate::domain::form::{last_field, FormSpec, TextValue, UploadedFile};
+use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
@@ -59,17 +58,12 @@ pub struct ReplayFile {
 }
 
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
-pub async fn submit_render<S, O, E>(
+pub async fn submit_render<S: BodyStream>(
     app: &App,
     caller: &Caller,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Submission<Reply<JobId>>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
+) -> Submission<Reply<JobId>> {
     let request = match validate_request(app, caller, idempotency_key, upload).await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
@@ -110,17 +104,12 @@ struct RenderRequest {
 /// Steps 1–3, the key's format and the callback URL's form: stateless, so a request refused
 /// here costs no quota and touches nothing. (The callback's host is looked up after the rate
 /// limit: it waits on the network.)
-async fn validate_request<S, O, E>(
+async fn validate_request<S: BodyStream>(
     app: &App,
     caller: &Caller,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Result<RenderRequest, Rejection>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
+) -> Result<RenderRequest, Rejection> {
     let spec = render_form_spec(app);
     let form = read_form(spec, upload).await?;
     let file = check_file(form.file, &spec, ".osr")?;

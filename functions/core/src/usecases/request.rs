@@ -4,11 +4,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use futures_util::Stream;
-
 use crate::domain::client::ClientKey;
-use crate::domain::form::{self, Form, FormError, FormSpec, UploadedFile};
+use crate::domain::form::{self, BodyStream, Form, FormError, FormSpec, UploadedFile};
 use crate::domain::job::JobId;
 use crate::domain::rate::{RateDecision, RateLimit};
 use crate::ports::idempotency::{Reply, StoredResponse};
@@ -62,12 +59,10 @@ impl<T> Submission<T> {
 }
 
 /// Reads the form within `spec`'s bounds: 413 past the size, 400 for anything malformed.
-pub async fn read_form<S, O, E>(spec: FormSpec, upload: FormUpload<S>) -> Result<Form, Rejection>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
+pub async fn read_form<S: BodyStream>(
+    spec: FormSpec,
+    upload: FormUpload<S>,
+) -> Result<Form, Rejection> {
     let form = async {
         spec.check_declared_length(upload.content_length)?;
         form::read_form(spec, upload.content_type.as_deref(), upload.body).await

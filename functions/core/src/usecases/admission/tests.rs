@@ -5,6 +5,7 @@ use std::convert::Infallible;
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
+use futures_util::Stream;
 
 use super::*;
 use crate::adapters::memory::AdmitFault;

@@ -20,14 +20,13 @@ use std::time::{Duration, SystemTime};
 use axum::http::HeaderValue;
 use bytes::Bytes;
 use chrono::{DateTime, SubsecRound, Utc};
-use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::domain::archive::{self, ArchiveError, ArchiveLimits};
 use crate::domain::client::ClientKey;
 use crate::domain::deadline;
-use crate::domain::form::{last_field, FormSpec, TextValue, UploadedFile};
+use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::RequestHash;
 use crate::domain::rate::RateLimit;
 use crate::domain::render::{FieldError, SkinName};
@@ -87,18 +86,13 @@ const SKIN_FIELD: &str = "skin";
 const NAME_FIELD: &str = "name";
 
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
-pub async fn upload_skin<S, O, E>(
+pub async fn upload_skin<S: BodyStream>(
     app: &App,
     client: &ClientKey,
     route: UploadRoute,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Submission<Reply<SkinName>>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
+) -> Submission<Reply<SkinName>> {
     let validated = async {
         let (skin, name) = validate_upload(app, upload).await?;
         let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
@@ -184,15 +178,10 @@ pub fn uploaded_response(name: &SkinName) -> StoredResponse {
 }
 
 /// Steps 1–3: stateless.
-async fn validate_upload<S, O, E>(
+async fn validate_upload<S: BodyStream>(
     app: &App,
     upload: FormUpload<S>,
-) -> Result<(UploadedFile, SkinName), Rejection>
-where
-    S: Stream<Item = Result<O, E>> + Send + 'static,
-    O: Into<Bytes> + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
+) -> Result<(UploadedFile, SkinName), Rejection> {
     let spec = FormSpec {
         file_field: SKIN_FIELD,
         max_file_bytes: app.config.max_skin_bytes,
