@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use osurender_core::adapters::callback_sender::{CheckedAddresses, HttpCallbacks};
 use osurender_core::adapters::dynamo::DynamoRateLimiter;
 use osurender_core::adapters::postgres::callbacks::PgCallbackStore;
 use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
@@ -12,7 +13,7 @@ use osurender_core::adapters::postgres::jobs::PgJobStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::outbox::PgOutboxStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
-use osurender_core::adapters::s3::{S3ReplayStore, S3SkinStore};
+use osurender_core::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
 use osurender_core::adapters::sqs::SqsRenderQueue;
 use osurender_core::domain::callback::CallbackUrl;
@@ -108,6 +109,15 @@ async fn the_postgres_callback_queue_keeps_the_ports_contract() {
 }
 
 #[tokio::test]
+async fn the_callback_address_check_and_sender_keep_the_ports_contract() {
+    contracts::callbacks::addresses(&CheckedAddresses {
+        allow_private: false,
+    })
+    .await;
+    contracts::callbacks::sender(&HttpCallbacks::new(Duration::from_secs(3), false)).await;
+}
+
+#[tokio::test]
 async fn the_s3_object_stores_keep_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();
@@ -124,6 +134,8 @@ async fn the_s3_object_stores_keep_the_ports_contract() {
     };
     let skins = S3SkinStore::new(s3.clone(), clients.sdk.clone(), &config.skin_bucket);
     contracts::objects::skins(&skins, place).await;
+    let links = S3ArtifactLinks::new(s3.clone(), &config.artifact_bucket);
+    contracts::artifacts::suite(&links).await;
 }
 
 #[tokio::test]

@@ -44,6 +44,8 @@ async fn the_callbacks_keep_the_leased_queue_contract() {
     };
     let claim_of = |lease| CallbackClaim { lease, shares };
     contracts::leased::suite(&callbacks, claim_of, seed).await;
+    contracts::callbacks::addresses(&callbacks).await;
+    contracts::callbacks::sender(&callbacks).await;
 }
 
 #[tokio::test]
@@ -57,10 +59,11 @@ async fn the_keys_limiter_queue_and_secrets_keep_their_contracts() {
 }
 
 #[tokio::test]
-async fn the_objects_keep_the_replay_and_skin_store_contracts() {
+async fn the_objects_keep_the_replay_skin_store_and_artifact_contracts() {
     let objects = MemoryObjects::new(Calls::default());
     let exists = async |key: &str| objects.keys().iter().any(|stored| stored == key);
     contracts::objects::replays(&objects, exists).await;
     let place = async |key: &str, body: Bytes| objects.place(key, body);
     contracts::objects::skins(&objects, place).await;
+    contracts::artifacts::suite(&objects).await;
 }

@@ -6,6 +6,8 @@
 //! A suite leaves what it made behind, under names of its own (`contract-…`, random ids), so it
 //! runs on a store that holds other data too.
 
+pub mod artifacts;
+pub mod callbacks;
 pub mod idempotency;
 pub mod jobs;
 pub mod keys;
