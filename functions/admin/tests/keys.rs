@@ -53,9 +53,15 @@ async fn fresh_database(test: &str, migrated: bool) -> String {
         .unwrap();
     let url = database_url(&name);
     if migrated {
-        migrations::connect_and_apply(db::parse_url(&url).unwrap(), &plain(), TIMEOUT, TIMEOUT)
-            .await
-            .expect("migrations");
+        migrations::connect_and_apply(
+            db::parse_url(&url).unwrap(),
+            &plain(),
+            TIMEOUT,
+            TIMEOUT,
+            None,
+        )
+        .await
+        .expect("migrations");
     } else {
         admin
             .batch_execute(&format!("CREATE DATABASE {name}"))

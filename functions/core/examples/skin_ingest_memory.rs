@@ -55,6 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &tls,
         config.db_timeout,
         config.migrate_lock_timeout,
+        None,
     )
     .await?;
     let clients = Clients::new(&config).await?;

@@ -130,11 +130,14 @@ pub async fn migrate(pool: &Pool, lock_timeout: Duration) -> Result<Outcome, Sto
 /// Connects with `pg` and applies the pending migrations; when the database does not exist,
 /// creates it first (connected to the `postgres` database with the same credentials) or says
 /// exactly what to run.
+///
+/// With `app_role`, the application role is then made or brought up to date (`grant_app_role`).
 pub async fn connect_and_apply(
     pg: tokio_postgres::Config,
     tls: &db::Tls,
     timeout: Duration,
     lock_timeout: Duration,
+    app_role: Option<&AppRole>,
 ) -> Result<Outcome, StoreError> {
     let pool = db::pool(pg.clone(), tls, 1, timeout)?;
     let (mut conn, created) = match pool.get().await {
@@ -145,10 +148,66 @@ pub async fn connect_and_apply(
         }
         Err(error) => return Err(connecting(error)),
     };
-    match apply(&mut conn, lock_timeout).await? {
-        Outcome::Applied(applied) if created => Ok(Outcome::CreatedAndApplied(applied)),
-        outcome => Ok(outcome),
+    let outcome = match apply(&mut conn, lock_timeout).await? {
+        Outcome::Applied(applied) if created => Outcome::CreatedAndApplied(applied),
+        outcome => outcome,
+    };
+    if let Some(role) = app_role {
+        grant_app_role(&conn, role).await?;
     }
+    Ok(outcome)
+}
+
+/// The login the functions connect as (`DB_APP_SECRET_ARN`): it may read and change rows and
+/// call the SQL functions, never change the schema, so stolen function credentials cannot.
+pub struct AppRole {
+    pub username: String,
+    pub password: String,
+}
+
+/// What the application role may do, in this database (`%1$I`) as this role (`%2$I`).
+const APP_ROLE_GRANTS: &str = "\
+GRANT CONNECT ON DATABASE %1$I TO %2$I;
+GRANT USAGE ON SCHEMA public TO %2$I;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO %2$I;
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %2$I;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO %2$I;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$I;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO %2$I;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO %2$I;";
+
+/// Makes the application role, or sets its password to the secret's (a rotation), and grants
+/// it `APP_ROLE_GRANTS` on everything the migrations made; idempotent, so every deploy runs it.
+/// The password goes out hashed (SCRAM-SHA-256), never in clear text in a statement.
+pub async fn grant_app_role(client: &Client, role: &AppRole) -> Result<(), StoreError> {
+    let failed = |e: tokio_postgres::Error| {
+        StoreError::new(format!(
+            "making the application role `{}` failed: {}",
+            role.username,
+            db::chain(&e)
+        ))
+    };
+    let verifier = postgres_protocol::password::scram_sha_256(role.password.as_bytes());
+    let exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1)",
+            &[&role.username],
+        )
+        .await
+        .map_err(failed)?
+        .get(0);
+    let verb = if exists { "ALTER" } else { "CREATE" };
+    // format() quotes the names (%I) and the verifier (%L): nothing of the secret is spliced.
+    let template = format!("{verb} ROLE %2$I WITH LOGIN PASSWORD %3$L;\n{APP_ROLE_GRANTS}");
+    let statements: String = client
+        .query_one(
+            "SELECT format($1, current_database(), $2::text, $3::text)",
+            &[&template, &role.username, &verifier],
+        )
+        .await
+        .map_err(failed)?
+        .get(0);
+    client.batch_execute(&statements).await.map_err(failed)
 }
 
 fn connecting(error: deadpool_postgres::PoolError) -> StoreError {

@@ -6,6 +6,7 @@ use aws_config::SdkConfig;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::adapters::postgres::migrations::AppRole;
 use crate::adapters::postgres::{self as db, Tls};
 use crate::ports::StoreError;
 use crate::support::aws;
@@ -70,24 +71,48 @@ pub async fn postgres_config(
 ) -> Result<tokio_postgres::Config, StoreError> {
     match (env("DATABASE_URL"), env("DB_SECRET_ARN")) {
         (None, Some(arn)) => {
-            let secret = aws_sdk_secretsmanager::Client::new(sdk)
-                .get_secret_value()
-                .secret_id(&arn)
-                .send()
-                .await
-                .map_err(|e| {
-                    StoreError::new(format!(
-                        "reading the database secret: {}",
-                        aws_sdk_secretsmanager::error::DisplayErrorContext(e)
-                    ))
-                })?;
-            let text = secret
-                .secret_string()
-                .ok_or_else(|| StoreError::new("the database secret has no SecretString"))?;
-            secret_postgres_config(text, &DbEndpoint::from_env()?)
+            let text = secret_text(sdk, &arn, "the database secret").await?;
+            secret_postgres_config(&text, &DbEndpoint::from_env()?)
         }
         _ => db::parse_url(&config.database_url),
     }
+}
+
+/// The application role migrate makes (`DB_APP_SECRET_ARN`, the `{username, password}` the
+/// functions log in with); `None` when unset (the dev server, a stack without one).
+pub async fn app_role(config: &Config) -> Result<Option<AppRole>, String> {
+    let Some(arn) = env("DB_APP_SECRET_ARN") else {
+        return Ok(None);
+    };
+    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let what = "the application role's secret";
+    let text = secret_text(&sdk, &arn, what)
+        .await
+        .map_err(|e| e.message().to_owned())?;
+    // Never echo serde's error: it may quote the secret's text.
+    let secret: Secret = serde_json::from_str(&text)
+        .map_err(|_| format!("{what} is not JSON with string `username` and `password`"))?;
+    Ok(Some(AppRole {
+        username: secret.username,
+        password: secret.password,
+    }))
+}
+
+/// A secret's `SecretString` (bounded by `AWS_TIMEOUT_MS`, as every SDK call).
+async fn secret_text(sdk: &SdkConfig, arn: &str, what: &str) -> Result<String, StoreError> {
+    let secret = aws_sdk_secretsmanager::Client::new(sdk)
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| {
+            let e = aws_sdk_secretsmanager::error::DisplayErrorContext(e);
+            StoreError::new(format!("reading {what}: {e}"))
+        })?;
+    secret
+        .secret_string()
+        .map(str::to_owned)
+        .ok_or_else(|| StoreError::new(format!("{what} has no SecretString")))
 }
 
 #[derive(Deserialize)]

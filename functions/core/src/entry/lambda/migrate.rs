@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::database::own_connection;
+use super::database::{app_role, own_connection};
 use super::{event_loop, Error};
 use crate::adapters::postgres::migrations;
 use crate::adapters::postgres::migrations::Outcome;
@@ -125,11 +125,13 @@ pub fn run_deadline(configured: Duration, time_left: Option<Duration>) -> Result
 
 async fn connect_and_migrate(config: Config) -> Result<Outcome, String> {
     let db = own_connection(&config).await?;
+    let app_role = app_role(&config).await?;
     migrations::connect_and_apply(
         db.postgres,
         &db.tls,
         db.timeout,
         config.migrate_lock_timeout,
+        app_role.as_ref(),
     )
     .await
     .map_err(|e| e.message().to_owned())
