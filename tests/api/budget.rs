@@ -18,10 +18,10 @@ use osurender_core::domain::client::ClientKey;
 use osurender_core::usecases::admission::submit_render;
 use osurender_core::usecases::request::FormUpload;
 use osurender_core::Clients;
+use osurender_testkit::proxy::{Counts, Fault};
 use reqwest::StatusCode;
 
 use crate::support::app::{problem, Proxies, TestApp};
-use crate::support::proxy::{Counts, Fault};
 use crate::support::replays::{fixture, multipart, render_form, valid_form};
 
 /// What one request may cost: Postgres round trips at most, and exactly these AWS calls.

@@ -785,12 +785,8 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
 async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_backoff() {
     // V1 to V11 as a database before this release has them, with one job's callbacks: one
     // delivered, one backing off, one queued behind it.
-    let name = format!("osurender_t_{}", uuid::Uuid::new_v4().simple());
-    let (url, _database) = crate::support::app::create_database(&name).await;
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let database = osurender_testkit::fresh_database("api_v12").await;
+    let db = database.connect().await;
     let migration = |version: u32| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
         std::fs::read_dir(dir)

@@ -11,10 +11,10 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use osurender_testkit::proxy::Fault;
 use reqwest::{Response, StatusCode};
 
 use crate::support::app::{header, problem, Proxies, TestApp};
-use crate::support::proxy::Fault;
 use crate::support::replays::valid_form;
 
 /// Bounded waits well under the function timeout, so a fault shows within a test's patience.

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use osurender_core::domain::key::{ApiKey, KeyKind};
+use osurender_testkit::proxy::Fault;
 use reqwest::StatusCode;
 
 use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::jobs::item_ids;
 use crate::support::keys::TestKey;
-use crate::support::proxy::Fault;
 use crate::support::replays::{render_form, unique_replay, valid_form};
 use crate::support::skins::{skin, upload_form, LEGACY, V1};
 

@@ -14,11 +14,11 @@
 
 use std::time::{Duration, Instant};
 
+use osurender_testkit::proxy::{Action, Fault, Proxy, Target};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
 use crate::support::app::{header, python_lock_id, Proxies, TestApp};
-use crate::support::proxy::{Action, Fault, Proxy, Target};
 use crate::support::replays::unique_replay;
 use crate::support::skins::{skin, upload_form, V1};
 
