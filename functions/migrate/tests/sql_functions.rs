@@ -126,25 +126,27 @@ async fn functions_of_the_files(
     made
 }
 
+/// The signatures of `these` that `those` lacks.
+fn keys_missing_from<'a, A, B>(
+    these: &'a BTreeMap<String, A>,
+    those: &BTreeMap<String, B>,
+) -> Vec<&'a String> {
+    these.keys().filter(|s| !those.contains_key(*s)).collect()
+}
+
 #[tokio::test]
 async fn every_function_of_the_schema_is_its_file_and_every_file_a_function_of_the_schema() {
     let (_database, mut db) = migrated_database("bodies").await;
     let in_schema = functions_in(&db, "public").await;
     let of_files = functions_of_the_files(&mut db).await;
 
-    let without_file: Vec<&String> = in_schema
-        .keys()
-        .filter(|s| !of_files.contains_key(*s))
-        .collect();
+    let without_file = keys_missing_from(&in_schema, &of_files);
     assert!(
         without_file.is_empty(),
         "functions of the schema without a file in sql/functions/ (and in FUNCTIONS): \
          {without_file:?}"
     );
-    let not_in_schema: Vec<&String> = of_files
-        .keys()
-        .filter(|s| !in_schema.contains_key(*s))
-        .collect();
+    let not_in_schema = keys_missing_from(&of_files, &in_schema);
     assert!(
         not_in_schema.is_empty(),
         "sql/functions/ makes functions the schema does not have: {not_in_schema:?}"
