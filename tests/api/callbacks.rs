@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp};
-use crate::support::callbacks::{callback_form, sweep_callbacks, Receiver, Trap};
+use crate::support::callbacks::{callback_form, sequences, sweep_callbacks, Receiver, Trap};
 use crate::support::replays::valid_form;
 
 /// A claim of up to `limit` callbacks as the tests make them: a minute's lease, 10 attempts.
@@ -155,12 +155,8 @@ async fn each_status_change_is_posted_signed_and_in_order() {
     assert_eq!(a + b, 4);
 
     let received = receiver.received();
-    let seen: Vec<(i64, &str)> = received
-        .iter()
-        .map(|r| (r.sequence(), r.status()))
-        .collect();
     assert_eq!(
-        seen,
+        sequences(&received),
         [
             (1, "queued"),
             (2, "downloading"),
@@ -313,12 +309,8 @@ async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
         sweep_callbacks(&core).await;
     }
     let received = receiver.received();
-    let seen: Vec<(i64, &str)> = received
-        .iter()
-        .map(|r| (r.sequence(), r.status()))
-        .collect();
     assert_eq!(
-        seen,
+        sequences(&received),
         [
             (1, "queued"),
             (2, "downloading"),

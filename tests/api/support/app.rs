@@ -286,11 +286,18 @@ impl TestApp {
             .collect()
     }
 
+    /// The keys of the replay bucket's objects.
     pub async fn replay_objects(&self) -> Vec<String> {
+        self.objects("").await
+    }
+
+    /// The keys of the replay bucket's objects under `prefix`.
+    pub async fn objects(&self, prefix: &str) -> Vec<String> {
         let listed = self
             .s3
             .list_objects_v2()
             .bucket(&self.bucket)
+            .prefix(prefix)
             .send()
             .await
             .unwrap();
