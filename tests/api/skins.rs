@@ -49,6 +49,12 @@ impl TestApp {
         (upload, key)
     }
 
+    /// `form` uploaded on the v1 route: refused, the name taken (409 `skin_exists`).
+    async fn assert_name_taken(&self, client_ip: &str, form: Form) {
+        let response = self.upload_skin(V1, client_ip, form).await;
+        problem(response, StatusCode::CONFLICT, "skin_exists").await;
+    }
+
     async fn skin_names(&self) -> Vec<String> {
         let response = self.http.get(self.url("/v1/skins")).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
@@ -258,12 +264,7 @@ async fn an_existing_name_is_not_overwritten() {
     }
     for reserved in ["Default", "default"] {
         let form = upload_form(skin("d"), "d.osk", Some(reserved));
-        problem(
-            app.upload_skin(V1, ip, form).await,
-            StatusCode::CONFLICT,
-            "skin_exists",
-        )
-        .await;
+        app.assert_name_taken(ip, form).await;
     }
     assert_eq!(app.object("skins/Taken.osk").await, first);
 
@@ -278,12 +279,7 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("new"), "Old One.osk", None);
-    problem(
-        app.upload_skin(V1, ip, form).await,
-        StatusCode::CONFLICT,
-        "skin_exists",
-    )
-    .await;
+    app.assert_name_taken(ip, form).await;
     assert_eq!(app.object("skins/Old One.osk").await, legacy);
 
     // A claim whose upload is in flight holds the name; one whose function died long ago
@@ -297,12 +293,7 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("late"), "In Flight.osk", None);
-    problem(
-        app.upload_skin(V1, ip, form).await,
-        StatusCode::CONFLICT,
-        "skin_exists",
-    )
-    .await;
+    app.assert_name_taken(ip, form).await;
     let form = upload_form(skin("revived"), "Abandoned.osk", None);
     assert_eq!(
         app.upload_skin(V1, ip, form).await.status(),
