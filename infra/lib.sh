@@ -79,8 +79,9 @@ ensure_venv() {
 # start_dev_server NAME [VAR=value ...]: builds osurender-local (and osurender-admin) and starts
 # the dev server on a free port of 127.0.0.1 with its own database, bucket, limiter table and
 # queue (named after NAME, the time and the pid), generous rate limits and 127.0.0.0/8 as the
-# trusted proxy, plus the VAR=value settings given. Like the integration tests' they are left behind (DROP DATABASE waits for a
-# checkpoint, minutes on a busy machine). Sets DEV_URL, DEV_DATABASE_URL, DEV_SERVER (the pid)
+# trusted proxy, plus the VAR=value settings given. They are left behind (the integration tests'
+# databases are dropped at each test's end; here DROP DATABASE would wait for a checkpoint,
+# minutes on a busy machine). Sets DEV_URL, DEV_DATABASE_URL, DEV_SERVER (the pid)
 # and DEV_SERVER_LOG (.local/NAME-server.log). Set `trap stop_dev_server EXIT` first: it stops
 # the server however the script ends.
 start_dev_server() {

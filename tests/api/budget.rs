@@ -18,11 +18,11 @@ use osurender_core::domain::client::ClientKey;
 use osurender_core::usecases::admission::submit_render;
 use osurender_core::usecases::request::FormUpload;
 use osurender_core::Clients;
+use osurender_testkit::proxy::{Counts, Fault};
 use reqwest::StatusCode;
 
 use crate::support::app::{problem, Proxies, TestApp};
-use crate::support::proxy::{Counts, Fault};
-use crate::support::replays::{fixture, multipart, render_form, valid_form};
+use crate::support::replays::{fixture, form_without_replay, multipart, render_form, valid_form};
 
 /// What one request may cost: Postgres round trips at most, and exactly these AWS calls.
 struct Budget {
@@ -196,7 +196,7 @@ async fn refusals_before_the_limiter_touch_nothing() {
     let cases = [
         (
             "400 invalid_file",
-            reqwest::multipart::Form::new().text("skin", "Default"),
+            form_without_replay(),
             StatusCode::BAD_REQUEST,
             "invalid_file",
         ),

@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp};
-use crate::support::callbacks::{callback_form, sweep_callbacks, Receiver, Trap};
+use crate::support::callbacks::{callback_form, sequences, sweep_callbacks, Receiver, Trap};
 use crate::support::replays::valid_form;
 
 /// A claim of up to `limit` callbacks as the tests make them: a minute's lease, 10 attempts,
@@ -157,12 +157,8 @@ async fn each_status_change_is_posted_signed_and_in_order() {
     assert_eq!(a + b, 4);
 
     let received = receiver.received();
-    let seen: Vec<(i64, &str)> = received
-        .iter()
-        .map(|r| (r.sequence(), r.status()))
-        .collect();
     assert_eq!(
-        seen,
+        sequences(&received),
         [
             (1, "queued"),
             (2, "downloading"),
@@ -315,12 +311,8 @@ async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
         sweep_callbacks(&core).await;
     }
     let received = receiver.received();
-    let seen: Vec<(i64, &str)> = received
-        .iter()
-        .map(|r| (r.sequence(), r.status()))
-        .collect();
     assert_eq!(
-        seen,
+        sequences(&received),
         [
             (1, "queued"),
             (2, "downloading"),
@@ -783,12 +775,8 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
 async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_backoff() {
     // V1 to V11 as a database before this release has them, with one job's callbacks: one
     // delivered, one backing off, one queued behind it.
-    let name = format!("osurender_t_{}", uuid::Uuid::new_v4().simple());
-    let (url, _database) = crate::support::app::create_database(&name).await;
-    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let database = osurender_testkit::fresh_database("api_v12").await;
+    let db = database.connect().await;
     let migration = |version: u32| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
         std::fs::read_dir(dir)

@@ -1,5 +1,6 @@
 //! Fault injection (issue 5): the server reaches Postgres and the AWS stand-in through proxies
-//! the tests control (support/proxy.rs), which refuse, cut, slow down or swallow its traffic.
+//! the tests control (the testkit's, testkit/src/proxy), which refuse, cut, slow down or
+//! swallow its traffic.
 //! For each fault: the answer (503 with `Retry-After`, never a hang past a bound) and the state
 //! after it (no active job without its replay, no outbox event without its job, no advisory
 //! lock left held, and every event delivered once the service is back).
@@ -11,10 +12,10 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use osurender_testkit::proxy::Fault;
 use reqwest::{Response, StatusCode};
 
 use crate::support::app::{header, problem, Proxies, TestApp};
-use crate::support::proxy::Fault;
 use crate::support::replays::valid_form;
 
 /// Bounded waits well under the function timeout, so a fault shows within a test's patience.

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use osurender_core::domain::key::{ApiKey, KeyKind};
+use osurender_testkit::proxy::Fault;
 use reqwest::StatusCode;
 
 use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::jobs::item_ids;
 use crate::support::keys::TestKey;
-use crate::support::proxy::Fault;
-use crate::support::replays::{render_form, unique_replay, valid_form};
+use crate::support::replays::{form_without_replay, render_form, unique_replay, valid_form};
 use crate::support::skins::{skin, upload_form, LEGACY, V1};
 
 #[tokio::test]
@@ -495,7 +495,7 @@ async fn the_global_caps_hold_for_key_clients_too() {
 async fn a_bad_key_is_refused_before_the_form_is_looked_at() {
     let app = TestApp::spawn(&[]).await;
     let unknown = made_up_key();
-    let no_file = reqwest::multipart::Form::new().text("skin", "Default");
+    let no_file = form_without_replay();
     for form in [
         render_form(b"not a replay".to_vec(), "play.osr", &[]),
         render_form(unique_replay(), "play.txt", &[]),

@@ -2,8 +2,10 @@
 //! its own database, limiter table, bucket and render queue, against real Postgres and the AWS
 //! stand-in.
 //!
-//! Each test file is a topic; what several of them share (the app, the proxies, the
-//! invariants, the replay and skin builders) is in `support`, and no test file uses another.
+//! Each test file is a topic; what several of them share (the app, the invariants, the replay
+//! and skin builders) is in `support`, and no test file uses another. What other test crates
+//! need too (fresh databases, the fault proxy, the TLS-only PostgreSQL) is in
+//! `osurender-testkit` (testkit/).
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! Issue 10: unknown outcomes at every step boundary, and the request deadline.
 //!
 //! Each step of a render admission and of a skin upload meets each fault on its own statement
-//! or request only (support/proxy.rs `Fault::On`): cut before it is sent, swallowed (a timeout
+//! or request only (the testkit proxy's `Fault::On`): cut before it is sent, swallowed (a timeout
 //! before send), held past its caller's timeout and then sent (it runs after the caller gave
 //! up), cut right after it was sent (it may or may not commit), answered late after it
 //! committed, and its answer lost after it committed; admit_job also meets a server-side
@@ -14,11 +14,11 @@
 
 use std::time::{Duration, Instant};
 
+use osurender_testkit::proxy::{Action, Fault, Proxy, Target};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
 use crate::support::app::{header, python_lock_id, Proxies, TestApp};
-use crate::support::proxy::{Action, Fault, Proxy, Target};
 use crate::support::replays::unique_replay;
 use crate::support::skins::{skin, upload_form, V1};
 

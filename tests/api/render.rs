@@ -6,7 +6,7 @@ use futures_util::future::join_all;
 use reqwest::StatusCode;
 
 use crate::support::app::{header, problem, TestApp};
-use crate::support::replays::{fixture, render_form, valid_form};
+use crate::support::replays::{fixture, form_without_replay, render_form, valid_form};
 
 /// Long windows keep counting tests clear of a window boundary.
 const ROOMY: &[(&str, &str)] = &[("RATE_LIMIT_RENDER", "1000/hour")];
@@ -70,7 +70,7 @@ async fn admits_a_valid_replay_and_records_job_outbox_and_object() {
 async fn each_step_rejects_with_its_code() {
     let app = TestApp::spawn(&[("MAX_REPLAY_BYTES", "30000")]).await;
     let ip = "198.51.100.10";
-    let no_file = reqwest::multipart::Form::new().text("skin", "Default");
+    let no_file = form_without_replay();
     problem(
         app.render(ip, no_file).await,
         StatusCode::BAD_REQUEST,

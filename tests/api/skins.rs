@@ -34,27 +34,32 @@ impl TestApp {
             .expect("request completes")
     }
 
+    /// A presigned upload of `bytes` as `name`: the policy asked for (and granted), the file
+    /// POSTed to S3 (and taken). The policy, and its object's key.
+    async fn presigned_upload(&self, client_ip: &str, name: &str, bytes: &[u8]) -> (Value, String) {
+        let response = self
+            .request_upload(client_ip, json!({ "name": name, "size": bytes.len() }))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        let upload = body["upload"].clone();
+        let posted = post_to_s3(&self.http, &upload, bytes.to_vec()).await;
+        assert!(posted.status().is_success(), "{}", posted.status());
+        let key = upload["fields"]["key"].as_str().unwrap().to_owned();
+        (upload, key)
+    }
+
+    /// `form` uploaded on the v1 route: refused, the name taken (409 `skin_exists`).
+    async fn assert_name_taken(&self, client_ip: &str, form: Form) {
+        let response = self.upload_skin(V1, client_ip, form).await;
+        problem(response, StatusCode::CONFLICT, "skin_exists").await;
+    }
+
     async fn skin_names(&self) -> Vec<String> {
         let response = self.http.get(self.url("/v1/skins")).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let body: Value = response.json().await.unwrap();
         serde_json::from_value(body["skins"].clone()).unwrap()
-    }
-
-    async fn objects(&self, prefix: &str) -> Vec<String> {
-        let listed = self
-            .s3
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(prefix)
-            .send()
-            .await
-            .unwrap();
-        listed
-            .contents()
-            .iter()
-            .filter_map(|o| o.key().map(str::to_owned))
-            .collect()
     }
 
     async fn object(&self, key: &str) -> Vec<u8> {
@@ -67,6 +72,20 @@ impl TestApp {
             .await
             .unwrap();
         object.body.collect().await.unwrap().into_bytes().to_vec()
+    }
+}
+
+/// `key`'s ingest by `core`: refused, for a reason that says `why` (`case` names the case).
+async fn assert_ingest_refused(
+    core: &osurender_core::App,
+    bucket: &str,
+    key: &str,
+    why: &str,
+    case: &str,
+) {
+    match skins::ingest(core, bucket, key).await.unwrap() {
+        IngestOutcome::Refused(reason) => assert!(reason.contains(why), "{case}: {reason}"),
+        other => panic!("{case}: {other:?}"),
     }
 }
 
@@ -245,12 +264,7 @@ async fn an_existing_name_is_not_overwritten() {
     }
     for reserved in ["Default", "default"] {
         let form = upload_form(skin("d"), "d.osk", Some(reserved));
-        problem(
-            app.upload_skin(V1, ip, form).await,
-            StatusCode::CONFLICT,
-            "skin_exists",
-        )
-        .await;
+        app.assert_name_taken(ip, form).await;
     }
     assert_eq!(app.object("skins/Taken.osk").await, first);
 
@@ -265,12 +279,7 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("new"), "Old One.osk", None);
-    problem(
-        app.upload_skin(V1, ip, form).await,
-        StatusCode::CONFLICT,
-        "skin_exists",
-    )
-    .await;
+    app.assert_name_taken(ip, form).await;
     assert_eq!(app.object("skins/Old One.osk").await, legacy);
 
     // A claim whose upload is in flight holds the name; one whose function died long ago
@@ -284,12 +293,7 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("late"), "In Flight.osk", None);
-    problem(
-        app.upload_skin(V1, ip, form).await,
-        StatusCode::CONFLICT,
-        "skin_exists",
-    )
-    .await;
+    app.assert_name_taken(ip, form).await;
     let form = upload_form(skin("revived"), "Abandoned.osk", None);
     assert_eq!(
         app.upload_skin(V1, ip, form).await.status(),
@@ -456,20 +460,8 @@ async fn presigned_bad_uploads_are_deleted_and_never_listed() {
         ("Traversal", traversal),
         ("Garbage", garbage),
     ] {
-        let response = app
-            .request_upload(ip, json!({ "name": name, "size": bytes.len() }))
-            .await;
-        assert_eq!(response.status(), StatusCode::OK);
-        let body: Value = response.json().await.unwrap();
-        let posted = post_to_s3(&app.http, &body["upload"], bytes).await;
-        assert!(posted.status().is_success());
-        let key = body["upload"]["fields"]["key"].as_str().unwrap();
-        match skins::ingest(&core, &app.bucket, key).await.unwrap() {
-            IngestOutcome::Refused(reason) => {
-                assert!(reason.contains("not a valid skin"), "{reason}")
-            }
-            other => panic!("{name}: {other:?}"),
-        }
+        let (_, key) = app.presigned_upload(ip, name, &bytes).await;
+        assert_ingest_refused(&core, &app.bucket, &key, "not a valid skin", name).await;
     }
     // More than the policy allows: S3 refuses it at the door; moto does not enforce POST
     // policies (nor signatures), so there the ingest's bounded download must refuse it.
@@ -481,10 +473,7 @@ async fn presigned_bad_uploads_are_deleted_and_never_listed() {
     let posted = post_to_s3(&app.http, &body["upload"], oversized).await;
     if posted.status().is_success() {
         let key = body["upload"]["fields"]["key"].as_str().unwrap();
-        match skins::ingest(&core, &app.bucket, key).await.unwrap() {
-            IngestOutcome::Refused(reason) => assert!(reason.contains("larger than"), "{reason}"),
-            other => panic!("oversized: {other:?}"),
-        }
+        assert_ingest_refused(&core, &app.bucket, key, "larger than", "oversized").await;
     }
     assert!(app.objects("incoming/").await.is_empty());
     assert!(app.objects("skins/").await.is_empty());
@@ -585,18 +574,8 @@ async fn presigned_requests_are_admitted_like_uploads() {
 #[tokio::test]
 async fn the_dev_server_ingests_presigned_uploads_on_its_own() {
     let app = TestApp::spawn(&[("SKIN_INGEST_INTERVAL", "1")]).await;
-    let bytes = skin("polled");
-    let response = app
-        .request_upload(
-            "198.51.100.28",
-            json!({ "name": "Polled", "size": bytes.len() }),
-        )
+    app.presigned_upload("198.51.100.28", "Polled", &skin("polled"))
         .await;
-    let body: Value = response.json().await.unwrap();
-    assert!(post_to_s3(&app.http, &body["upload"], bytes)
-        .await
-        .status()
-        .is_success());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !app.skin_names().await.contains(&"Polled".to_owned()) {
         assert!(
@@ -764,21 +743,9 @@ async fn links_devices_fifos_and_sockets_are_refused() {
                 "{body}"
             );
         }
-        let response = app
-            .request_upload(ip, json!({ "name": name, "size": bytes.len() }))
-            .await;
-        let body: Value = response.json().await.unwrap();
-        assert!(post_to_s3(&app.http, &body["upload"], bytes)
-            .await
-            .status()
-            .is_success());
-        let key = body["upload"]["fields"]["key"].as_str().unwrap();
-        match skins::ingest(&core, &app.bucket, key).await.unwrap() {
-            IngestOutcome::Refused(reason) => {
-                assert!(reason.contains("not a valid skin"), "{reason}")
-            }
-            other => panic!("{mode:o}: {other:?}"),
-        }
+        let (_, key) = app.presigned_upload(ip, &name, &bytes).await;
+        let case = format!("{mode:o}");
+        assert_ingest_refused(&core, &app.bucket, &key, "not a valid skin", &case).await;
     }
     assert!(app.objects("skins/").await.is_empty());
     assert!(app.objects("incoming/").await.is_empty());
@@ -915,16 +882,7 @@ async fn a_presigned_policy_is_ingested_once() {
         ("skin.ini", b"[General]\nName: Once\n"),
         ("big.wav", &noise(200_000)),
     ]);
-    let response = app
-        .request_upload(ip, json!({ "name": "Once", "size": bytes.len() }))
-        .await;
-    let body: Value = response.json().await.unwrap();
-    let upload = &body["upload"];
-    let key = upload["fields"]["key"].as_str().unwrap().to_owned();
-    assert!(post_to_s3(&app.http, upload, bytes.clone())
-        .await
-        .status()
-        .is_success());
+    let (upload, key) = app.presigned_upload(ip, "Once", &bytes).await;
 
     // Ten deliveries of one event at once: one run checks and copies; the others find it
     // claimed (or, once it is done, gone).
@@ -949,18 +907,10 @@ async fn a_presigned_policy_is_ingested_once() {
     assert_eq!(app.object("skins/Once.osk").await, bytes);
 
     // The same work for one delivery alone, on a second upload of the same bytes.
-    let response = app
-        .request_upload(ip, json!({ "name": "Alone", "size": bytes.len() }))
-        .await;
-    let alone: Value = response.json().await.unwrap();
-    assert!(post_to_s3(&app.http, &alone["upload"], bytes.clone())
-        .await
-        .status()
-        .is_success());
-    let alone_key = alone["upload"]["fields"]["key"].as_str().unwrap();
+    let (_, alone_key) = app.presigned_upload(ip, "Alone", &bytes).await;
     proxies.reset();
     assert!(matches!(
-        skins::ingest(&core, &app.bucket, alone_key).await.unwrap(),
+        skins::ingest(&core, &app.bucket, &alone_key).await.unwrap(),
         IngestOutcome::Published(_)
     ));
     let single = proxies.aws.counts();
@@ -981,7 +931,7 @@ async fn a_presigned_policy_is_ingested_once() {
         } else {
             other.clone()
         };
-        assert!(post_to_s3(&app.http, upload, file)
+        assert!(post_to_s3(&app.http, &upload, file)
             .await
             .status()
             .is_success());
@@ -1017,16 +967,7 @@ async fn a_refused_policy_is_not_ingested_again() {
     let core = app.instance().await;
     let ip = "198.51.100.33";
     let invalid = with_unix_mode(skin("linked"), 0o120777);
-    let response = app
-        .request_upload(ip, json!({ "name": "Second Try", "size": invalid.len() }))
-        .await;
-    let body: Value = response.json().await.unwrap();
-    let upload = &body["upload"];
-    let key = upload["fields"]["key"].as_str().unwrap().to_owned();
-    assert!(post_to_s3(&app.http, upload, invalid.clone())
-        .await
-        .status()
-        .is_success());
+    let (upload, key) = app.presigned_upload(ip, "Second Try", &invalid).await;
     assert!(matches!(
         skins::ingest(&core, &app.bucket, &key).await.unwrap(),
         IngestOutcome::Refused(reason) if reason.contains("not a valid skin")
@@ -1036,15 +977,12 @@ async fn a_refused_policy_is_not_ingested_again() {
         (invalid, "ingested already"),
         (skin("valid"), "another file"),
     ] {
-        assert!(post_to_s3(&app.http, upload, file)
+        assert!(post_to_s3(&app.http, &upload, file)
             .await
             .status()
             .is_success());
         proxies.reset();
-        match skins::ingest(&core, &app.bucket, &key).await.unwrap() {
-            IngestOutcome::Refused(reason) => assert!(reason.contains(why), "{reason}"),
-            other => panic!("{other:?}"),
-        }
+        assert_ingest_refused(&core, &app.bucket, &key, why, why).await;
         let aws = proxies.aws.counts();
         assert_eq!(aws.op("S3.GetObject"), 0, "{aws:?}");
         assert_eq!(aws.op("S3.PutObject"), 0, "{aws:?}");

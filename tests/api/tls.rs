@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use osurender_core::support::config::{ConfigError, DbSslMode};
 use osurender_core::usecases::lifecycle::Verifier;
 use osurender_core::{entry::http, Clients, Config};
+use osurender_testkit::pg::SSL_REQUEST;
+use osurender_testkit::tls::{TlsServer, CERTIFIED_HOST};
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::support::app::{header, problem, TestApp};
 use crate::support::replays::valid_form;
-use crate::support::tls::{TlsServer, CERTIFIED_HOST};
 
 /// Connecting and each statement are bounded by this; a refused handshake ends far sooner.
 const DB_TIMEOUT: &str = "1000";
@@ -276,9 +277,6 @@ async fn sslmode_require_in_the_url_does_not_fall_back_to_plain_text() {
     let clear = sent_in_clear.lock().unwrap().clone();
     assert!(clear.is_empty(), "sent in the clear: {clear:?}");
 }
-
-/// PostgreSQL's `SSLRequest`: length 8, code 80877103.
-const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
 
 /// A listener that refuses TLS to every connection and keeps whatever a client then sends
 /// (or sends first, without asking for TLS): what went over the wire in the clear.

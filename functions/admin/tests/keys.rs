@@ -1,7 +1,8 @@
-//! The built `osurender-admin` against a real PostgreSQL database of each test's own, migrated
-//! by the core's runner: the JSON it prints, what it stores (only the key's hash), what it
-//! never shows again, revocation as a request's lookup sees it, and its exit codes. The
-//! Lambda form (`{"command": [...]}`) runs the same commands in-process.
+//! The built `osurender-admin` against a real PostgreSQL database of each test's own (the
+//! testkit's, dropped at the end), migrated by the core's runner: the JSON it prints, what it
+//! stores (only the key's hash), what it never shows again, revocation as a request's lookup
+//! sees it, and its exit codes. The Lambda form (`{"command": [...]}`) runs the same commands,
+//! the binary under the testkit's Lambda Runtime API.
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`), as `./infra/test` starts it.
@@ -16,42 +17,19 @@ use osurender_core::domain::key::{ApiKey, KeyId};
 use osurender_core::ports::keys::KeyStore;
 use osurender_core::support::config::{DbSslMode, MAX_KEY_CACHE_TTL};
 use osurender_core::usecases::keys::{KeyLookup, KeyRefusal};
+use osurender_testkit::lambda::{Answer, Function};
+use osurender_testkit::stack::connect;
+use osurender_testkit::{fresh_database, Database};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn server_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn database_url(database: &str) -> String {
-    let server = server_url();
-    let (base, _) = server
-        .rsplit_once('/')
-        .expect("DATABASE_URL ends in /<database>");
-    format!("{base}/{database}")
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
-    tokio::spawn(connection);
-    client
-}
-
-/// A database of this test's own, dropped first if a previous run left it; migrated unless
-/// `migrated` is false. Its URL.
-async fn fresh_database(test: &str, migrated: bool) -> String {
-    let name = format!("osr_admin_{test}");
-    let admin = connect(&database_url("postgres")).await;
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .await
-        .unwrap();
-    let url = database_url(&name);
+/// A database of this test's own (dropped with the guard), migrated unless `migrated` is
+/// false: the guard, and the database's URL.
+async fn test_database(test: &str, migrated: bool) -> (Database, String) {
+    let database = fresh_database(&format!("admin_{test}")).await;
+    let url = database.url();
     if migrated {
         migrations::connect_and_apply(
             db::parse_url(&url).unwrap(),
@@ -62,13 +40,8 @@ async fn fresh_database(test: &str, migrated: bool) -> String {
         )
         .await
         .expect("migrations");
-    } else {
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
     }
-    url
+    (database, url)
 }
 
 /// The binary with `args`, on the database `url` (and nothing of the caller's AWS settings).
@@ -109,7 +82,7 @@ fn store(url: &str) -> PgKeyStore {
 
 #[tokio::test]
 async fn create_prints_the_documented_json_and_stores_only_the_hash() {
-    let url = fresh_database("create", true).await;
+    let (_database, url) = test_database("create", true).await;
     let created = answer(&admin(
         &url,
         &[
@@ -186,7 +159,7 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
 
 #[tokio::test]
 async fn list_never_shows_a_key_its_hash_or_its_secret() {
-    let url = fresh_database("list", true).await;
+    let (_database, url) = test_database("list", true).await;
     let created: Vec<Value> = ["first", "second"]
         .iter()
         .map(|name| answer(&admin(&url, &["keys", "create", "--name", name])))
@@ -217,7 +190,7 @@ async fn list_never_shows_a_key_its_hash_or_its_secret() {
 
 #[tokio::test]
 async fn sandbox_keys_are_osr_test_keys() {
-    let url = fresh_database("sandbox", true).await;
+    let (_database, url) = test_database("sandbox", true).await;
     let created = answer(&admin(
         &url,
         &["keys", "create", "--name", "try", "--sandbox"],
@@ -240,7 +213,7 @@ async fn sandbox_keys_are_osr_test_keys() {
 
 #[tokio::test]
 async fn a_revoked_key_is_refused_by_the_lookup() {
-    let url = fresh_database("revoke", true).await;
+    let (_database, url) = test_database("revoke", true).await;
     let created = answer(&admin(&url, &["keys", "create", "--name", "leaked"]));
     let key = ApiKey::parse(created["key"].as_str().unwrap()).unwrap();
     let id = created["id"].as_str().unwrap();
@@ -326,7 +299,7 @@ async fn bad_arguments_exit_2_before_any_database_access() {
 /// startup and a new key's secret sent in the clear. Now nothing starts, and both are named.
 #[tokio::test]
 async fn a_tls_mode_in_the_url_is_never_overridden_by_a_weaker_one() {
-    let url = fresh_database("sslmode", true).await;
+    let (_database, url) = test_database("sslmode", true).await;
     let output = admin(
         &format!("{url}?sslmode=require"),
         &["keys", "create", "--name", "in the clear?"],
@@ -348,7 +321,7 @@ async fn a_tls_mode_in_the_url_is_never_overridden_by_a_weaker_one() {
 
 #[tokio::test]
 async fn a_database_without_the_keys_table_is_refused_plainly() {
-    let url = fresh_database("unmigrated", false).await;
+    let (_database, url) = test_database("unmigrated", false).await;
     let commands: [&[&str]; 2] = [&["keys", "list"], &["keys", "create", "--name", "x"]];
     for args in commands {
         let output = admin(&url, args);
@@ -362,30 +335,45 @@ async fn a_database_without_the_keys_table_is_refused_plainly() {
     }
 }
 
+/// The binary as the `admin` function: under a Lambda Runtime API (the testkit's) each event
+/// is one command, answered with the same JSON; a bad event is the invocation's error.
 #[tokio::test]
 async fn the_lambda_form_runs_the_same_commands() {
-    let url = fresh_database("lambda", true).await;
-    // This test is the only one of this process that reads its environment.
-    std::env::set_var("DATABASE_URL", &url);
-    std::env::set_var("DB_SSLMODE", "disable");
-    let created = osurender_core::entry::lambda::admin_event(
+    let (_database, url) = test_database("lambda", true).await;
+    let function = Function::of(env!("CARGO_BIN_EXE_osurender-admin"), "admin")
+        .vars(&[("DATABASE_URL", &url), ("DB_SSLMODE", "disable")])
+        .start("commands")
+        .await;
+    let invoke = |id: &'static str, event: Value| function.invoke(id, event, TIMEOUT);
+    let created = match invoke(
+        "create",
         json!({"command": ["keys", "create", "--name", "from lambda", "--sandbox"]}),
     )
     .await
-    .unwrap();
+    {
+        Answer::Response(created) => created,
+        other => panic!("{other:?}"),
+    };
     assert!(created["key"].as_str().unwrap().starts_with("osr_test_"));
-    let listed = osurender_core::entry::lambda::admin_event(json!({"command": ["keys", "list"]}))
-        .await
-        .unwrap();
+    let listed = invoke("list", json!({"command": ["keys", "list"]})).await;
+    let Answer::Response(listed) = listed else {
+        panic!("{listed:?}")
+    };
     assert_eq!(listed["keys"][0]["id"], created["id"]);
-    for bad in [
-        json!({}),
-        json!({"command": "keys list"}),
-        json!({"command": ["keys"]}),
+    for (id, bad) in [
+        ("empty", json!({})),
+        ("string", json!({"command": "keys list"})),
+        ("incomplete", json!({"command": ["keys"]})),
     ] {
-        let error = osurender_core::entry::lambda::admin_event(bad.clone())
-            .await
-            .unwrap_err();
-        assert!(!error.to_string().is_empty(), "{bad}");
+        let answer = invoke(id, bad.clone()).await;
+        let Answer::Error(error) = &answer else {
+            panic!("{bad}: {answer:?}")
+        };
+        assert!(
+            error["errorMessage"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{bad}: {error}"
+        );
     }
 }

@@ -7,10 +7,11 @@ mod bodies;
 
 use std::path::PathBuf;
 
+/// One folder of seeds per target.
+const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus");
+
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
+    let dir = PathBuf::from(CORPORA).join(target);
     let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| {
@@ -26,7 +27,7 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 
 /// Runs `body` on every seed, and on every seed cut in half and with its bytes reversed, so a
 /// seed also stands for a truncated and a scrambled input.
-fn run(target: &str, body: fn(&[u8])) {
+fn run(target: &str, body: Body) {
     for (path, bytes) in corpus(target) {
         let reversed: Vec<u8> = bytes.iter().rev().copied().collect();
         for input in [&bytes[..], &bytes[..bytes.len() / 2], &reversed] {
@@ -36,27 +37,34 @@ fn run(target: &str, body: fn(&[u8])) {
     }
 }
 
-#[test]
-fn replay_corpus() {
-    run("replay", bodies::replay);
-}
+/// A fuzz target's body: it must not panic on any input.
+type Body = fn(&[u8]);
+
+/// Every fuzz target's body, by the name of its corpus folder (and of its libFuzzer target).
+const TARGETS: [(&str, Body); 5] = [
+    ("replay", bodies::replay),
+    ("render_form", bodies::render_form),
+    ("skin_zip", bodies::skin_zip),
+    ("webhook", bodies::webhook),
+    ("client_ip", bodies::client_ip),
+];
 
 #[test]
-fn render_form_corpus() {
-    run("render_form", bodies::render_form);
+fn every_target_over_its_corpus() {
+    for (target, body) in TARGETS {
+        run(target, body);
+    }
 }
 
+/// A corpus folder no target here runs would never be run by `cargo test`.
 #[test]
-fn skin_zip_corpus() {
-    run("skin_zip", bodies::skin_zip);
-}
-
-#[test]
-fn webhook_corpus() {
-    run("webhook", bodies::webhook);
-}
-
-#[test]
-fn client_ip_corpus() {
-    run("client_ip", bodies::client_ip);
+fn every_corpus_has_its_target_here() {
+    let mut folders: Vec<String> = std::fs::read_dir(CORPORA)
+        .unwrap_or_else(|e| panic!("{CORPORA}: {e}"))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    folders.sort();
+    let mut targets: Vec<&str> = TARGETS.iter().map(|(target, _)| *target).collect();
+    targets.sort();
+    assert_eq!(folders, targets);
 }

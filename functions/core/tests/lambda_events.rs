@@ -62,15 +62,19 @@ impl RateLimiter for RecordingLimiter {
     }
 }
 
-/// An app on the in-memory adapters, with the recording limiter.
-fn app(vars: &[(&str, &str)], limiter: Arc<RecordingLimiter>) -> App {
-    let config = Config::from_lookup(|name| {
+/// The configuration of `vars` alone.
+fn config(vars: &[(&str, &str)]) -> Config {
+    Config::from_lookup(|name| {
         vars.iter()
             .find(|(key, _)| *key == name)
             .map(|(_, value)| value.to_string())
     })
-    .unwrap();
-    let (mut app, _) = App::in_memory(config);
+    .unwrap()
+}
+
+/// An app on the in-memory adapters, with the recording limiter.
+fn app(vars: &[(&str, &str)], limiter: Arc<RecordingLimiter>) -> App {
+    let (mut app, _) = App::in_memory(config(vars));
     app.limiter = limiter;
     app
 }
@@ -129,41 +133,36 @@ fn assert_rate_limited(response: &Response, body: &Value) {
     header(response, "x-ratelimit-reset");
 }
 
+/// `event` served by the render function with `vars`: refused by the rate limit (so read
+/// whole). The clients the limiter was asked about.
+async fn rate_limited_render(vars: &[(&str, &str)], event: &Value) -> Vec<(String, String)> {
+    let limiter = Arc::new(RecordingLimiter::default());
+    let router = lambda::router(routes::render::routes(), app(vars, limiter.clone()));
+    let (response, body) = serve(router, event).await;
+    assert_rate_limited(&response, &body);
+    limiter.asked()
+}
+
 #[tokio::test]
 async fn render_from_a_direct_client_is_keyed_by_its_source_ip() {
-    let limiter = Arc::new(RecordingLimiter::default());
-    let router = lambda::router(routes::render::routes(), app(&[], limiter.clone()));
-
-    let (response, body) = serve(router, &event(RENDER_EVENT)).await;
-
-    assert_rate_limited(&response, &body);
-    assert_eq!(limiter.asked(), [("render".into(), SOURCE_IP.into())]);
+    let asked = rate_limited_render(&[], &event(RENDER_EVENT)).await;
+    assert_eq!(asked, [("render".into(), SOURCE_IP.into())]);
 }
 
 #[tokio::test]
 async fn render_through_a_trusted_proxy_is_keyed_by_cf_connecting_ip() {
-    let limiter = Arc::new(RecordingLimiter::default());
     let vars = [("TRUSTED_PROXY_CIDRS", "203.0.113.0/24")];
-    let router = lambda::router(routes::render::routes(), app(&vars, limiter.clone()));
     let event = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
-
-    let (response, body) = serve(router, &event).await;
-
-    assert_rate_limited(&response, &body);
-    assert_eq!(limiter.asked(), [("render".into(), CF_CLIENT_IP.into())]);
+    let asked = rate_limited_render(&vars, &event).await;
+    assert_eq!(asked, [("render".into(), CF_CLIENT_IP.into())]);
 }
 
 #[tokio::test]
 async fn cf_connecting_ip_from_an_untrusted_peer_is_ignored() {
-    let limiter = Arc::new(RecordingLimiter::default());
     // The default: Cloudflare's ranges, which the fixture's source IP is not in.
-    let router = lambda::router(routes::render::routes(), app(&[], limiter.clone()));
     let event = with_header(event(RENDER_EVENT), "CF-Connecting-IP", CF_CLIENT_IP);
-
-    let (response, body) = serve(router, &event).await;
-
-    assert_rate_limited(&response, &body);
-    assert_eq!(limiter.asked(), [("render".into(), SOURCE_IP.into())]);
+    let asked = rate_limited_render(&[], &event).await;
+    assert_eq!(asked, [("render".into(), SOURCE_IP.into())]);
 }
 
 #[tokio::test]
@@ -332,13 +331,7 @@ async fn an_unreadable_origin_secret_is_answered_with_503_until_it_can_be_read()
         ("CF_ORIGIN_SECRET_ARN", arn),
         ("SECRET_REFRESH_INTERVAL", "0"),
     ];
-    let config = Config::from_lookup(|name| {
-        vars.iter()
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| value.to_string())
-    })
-    .unwrap();
-    let (app, memory) = App::in_memory(config);
+    let (app, memory) = App::in_memory(config(&vars));
     app.read_secrets().await;
     let router = lambda::router(routes::jobs::routes(), app);
     let event = with_header(event(GET_JOB_EVENT), "X-Origin-Secret", secret);

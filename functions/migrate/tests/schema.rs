@@ -7,14 +7,16 @@
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`) and its `pg_dump` (the postgresql-client
-//! package; `PG_DUMP` names another). The scratch database is this process's own and is dropped
-//! at the end.
+//! package; `PG_DUMP` names another). The scratch database is the test's own and is dropped
+//! at the end (the testkit's guard).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use support::{connect, database_url, shipped_migrations};
+use osurender_testkit::stack::{connect, database_url};
+use osurender_testkit::Database;
+use support::shipped_migrations;
 
 mod support;
 
@@ -75,10 +77,10 @@ fn normalize(dump: &str) -> String {
     format!("{HEADER}\n{}\n", body.join("\n\n"))
 }
 
-/// Applies the migrations to `database` (created here) and returns the normalized dump.
-async fn regenerate(database: &str) -> Result<String, String> {
-    let mut db = support::fresh_database(database).await;
-    let url = database_url(database);
+/// Applies the migrations to `database` (fresh) and returns the normalized dump.
+async fn regenerate(database: &Database) -> Result<String, String> {
+    let mut db = database.connect().await;
+    let url = database.url();
     osurender_core::adapters::postgres::migrations::apply(&mut db, Duration::from_secs(10))
         .await
         .map_err(|e| format!("applying the migrations: {}", e.message()))?;
@@ -200,9 +202,9 @@ fn unified_diff(old: &str, new: &str) -> String {
 
 #[tokio::test]
 async fn the_schema_snapshot_matches_the_migrations() {
-    let database = format!("migrate_schema_snapshot_{}", std::process::id());
+    let database = osurender_testkit::fresh_database("migrate_schema_snapshot").await;
     let generated = regenerate(&database).await;
-    support::drop_database(&database).await;
+    drop(database);
     let generated = generated.unwrap_or_else(|e| panic!("regenerating the schema: {e}"));
 
     let path = snapshot_path();

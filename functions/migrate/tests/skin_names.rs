@@ -10,7 +10,8 @@ use osurender_core::adapters::postgres::{parse_url, pool, skins::PgSkinRegistry,
 use osurender_core::domain::render::SkinName;
 use osurender_core::ports::skins::{NameClaim, NameState, SkinRegistry, CLAIM_STALE_AFTER};
 use osurender_core::support::config::DbSslMode;
-use support::{database_url, drop_database, fresh_database, shipped_migrations};
+use osurender_testkit::fresh_database;
+use support::shipped_migrations;
 
 const V7: u32 = 7;
 
@@ -46,9 +47,9 @@ async fn stored(client: &tokio_postgres::Client) -> Vec<String> {
 
 #[tokio::test]
 async fn v7_keeps_legacy_names_that_fold_alike() {
-    let database = "migrate_v7_skin_names";
-    let client = fresh_database(database).await;
-    let url = database_url(database);
+    let database = fresh_database("migrate_v7_skin_names").await;
+    let client = database.connect().await;
+    let url = database.url();
     let migrations = shipped_migrations();
     assert!(
         migrations.iter().any(|m| version(m) == V7),
@@ -176,6 +177,4 @@ async fn v7_keeps_legacy_names_that_fold_alike() {
         "every stored skin listed, under its exact name"
     );
     assert_eq!(registry.list("Name", 2).await.unwrap(), ["Other", "name "]);
-
-    drop_database(database).await;
 }

@@ -12,26 +12,27 @@
 //!   know, and admits what this and earlier releases send.
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`). Each test's database is this process's own
-//! and is dropped at the end.
+//! `postgres://postgres@127.0.0.1:5432/postgres`). Each test's database is its own and is
+//! dropped at the end (the testkit's guard), passed or failed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use osurender_core::adapters::postgres::migrations::{self, Outcome, FUNCTIONS};
-use serde_json::{json, Value};
-use support::{drop_database, fresh_database, shipped_migrations};
+use osurender_testkit::{fresh_database, Database};
+use serde_json::{json, Map, Value};
+use support::shipped_migrations;
 
 mod support;
 
 /// The schema a file's function is made in to be read back.
 const SCRATCH: &str = "sql_function_source";
 
-/// A database of this process, migrated; dropped by `drop_database`.
-async fn migrated_database(name: &str) -> (String, tokio_postgres::Client) {
-    let database = format!("migrate_sql_functions_{name}_{}", std::process::id());
-    let mut db = fresh_database(&database).await;
+/// A database of the test's own, migrated; dropped with its guard.
+async fn migrated_database(name: &str) -> (Database, tokio_postgres::Client) {
+    let database = fresh_database(&format!("migrate_sql_functions_{name}")).await;
+    let mut db = database.connect().await;
     let outcome = migrations::apply(&mut db, Duration::from_secs(10))
         .await
         .unwrap_or_else(|e| panic!("applying the migrations: {}", e.message()));
@@ -125,27 +126,27 @@ async fn functions_of_the_files(
     made
 }
 
+/// The signatures of `these` that `those` lacks.
+fn keys_missing_from<'a, A, B>(
+    these: &'a BTreeMap<String, A>,
+    those: &BTreeMap<String, B>,
+) -> Vec<&'a String> {
+    these.keys().filter(|s| !those.contains_key(*s)).collect()
+}
+
 #[tokio::test]
 async fn every_function_of_the_schema_is_its_file_and_every_file_a_function_of_the_schema() {
-    let (database, mut db) = migrated_database("bodies").await;
+    let (_database, mut db) = migrated_database("bodies").await;
     let in_schema = functions_in(&db, "public").await;
     let of_files = functions_of_the_files(&mut db).await;
-    drop(db);
-    drop_database(&database).await;
 
-    let without_file: Vec<&String> = in_schema
-        .keys()
-        .filter(|s| !of_files.contains_key(*s))
-        .collect();
+    let without_file = keys_missing_from(&in_schema, &of_files);
     assert!(
         without_file.is_empty(),
         "functions of the schema without a file in sql/functions/ (and in FUNCTIONS): \
          {without_file:?}"
     );
-    let not_in_schema: Vec<&String> = of_files
-        .keys()
-        .filter(|s| !in_schema.contains_key(*s))
-        .collect();
+    let not_in_schema = keys_missing_from(&of_files, &in_schema);
     assert!(
         not_in_schema.is_empty(),
         "sql/functions/ makes functions the schema does not have: {not_in_schema:?}"
@@ -207,19 +208,17 @@ fn the_folder_and_the_runner_name_the_same_files_each_one_explained_function() {
 
 #[tokio::test]
 async fn a_second_run_replaces_each_function_by_itself() {
-    let (database, mut db) = migrated_database("again").await;
+    let (_database, mut db) = migrated_database("again").await;
     let before = functions_in(&db, "public").await;
     let outcome = migrations::apply(&mut db, Duration::from_secs(10)).await;
     let after = functions_in(&db, "public").await;
-    drop(db);
-    drop_database(&database).await;
     assert_eq!(outcome.unwrap(), Outcome::Applied(Vec::new()));
     assert_eq!(before, after);
 }
 
 #[tokio::test]
 async fn a_schema_newer_than_the_code_gets_none_of_its_functions() {
-    let (database, mut db) = migrated_database("newer").await;
+    let (_database, mut db) = migrated_database("newer").await;
     // A later release's migration, and its resolve_admission.
     db.batch_execute(
         "INSERT INTO refinery_schema_history (version, name, applied_on, checksum) \
@@ -233,8 +232,6 @@ async fn a_schema_newer_than_the_code_gets_none_of_its_functions() {
     let before = functions_in(&db, "public").await;
     let outcome = migrations::apply(&mut db, Duration::from_secs(10)).await;
     let after = functions_in(&db, "public").await;
-    drop(db);
-    drop_database(&database).await;
     assert_eq!(
         outcome.unwrap(),
         Outcome::SchemaNewer(vec!["V9999__from_a_later_release".into()])
@@ -279,6 +276,13 @@ fn admit_args(client: &str) -> Value {
     })
 }
 
+/// `admit_args` of a client of the refusals, changed by `edit`.
+fn edited(edit: impl FnOnce(&mut Map<String, Value>)) -> Value {
+    let mut args = admit_args("203.0.113.1");
+    edit(args.as_object_mut().unwrap());
+    args
+}
+
 async fn admit(db: &tokio_postgres::Client, args: &Value) -> Result<String, String> {
     db.query_one("SELECT verdict FROM admit_job($1::jsonb)", &[args])
         .await
@@ -292,10 +296,9 @@ async fn admit(db: &tokio_postgres::Client, args: &Value) -> Result<String, Stri
 
 #[tokio::test]
 async fn admit_job_refuses_a_missing_or_misspelled_key() {
-    let (database, db) = migrated_database("admit").await;
-    let mut refused = Vec::new();
-    let mut answered = Vec::new();
-
+    let (_database, db) = migrated_database("admit").await;
+    // (case, the argument, what the refusal names)
+    let mut refusals: Vec<(String, Value, String)> = Vec::new();
     // Required keys: missing, or null.
     for key in [
         "max_queued",
@@ -303,67 +306,45 @@ async fn admit_job_refuses_a_missing_or_misspelled_key() {
         "event_payload",
         "replay_sha256",
     ] {
-        let mut args = admit_args("203.0.113.1");
-        args.as_object_mut().unwrap().remove(key);
-        refused.push((
-            format!("without {key}"),
-            admit(&db, &args).await,
-            key.to_owned(),
-        ));
-        let mut args = admit_args("203.0.113.1");
-        args[key] = Value::Null;
-        refused.push((
-            format!("{key} null"),
-            admit(&db, &args).await,
-            key.to_owned(),
-        ));
+        let without = edited(|args| {
+            args.remove(key);
+        });
+        refusals.push((format!("without {key}"), without, key.to_owned()));
+        let null = edited(|args| {
+            args.insert(key.into(), Value::Null);
+        });
+        refusals.push((format!("{key} null"), null, key.to_owned()));
     }
     // Misspelled: a required key (it is missing then too), an optional cap, any other key.
-    let mut args = admit_args("203.0.113.1");
-    let value = args
-        .as_object_mut()
-        .unwrap()
-        .remove("max_rendering")
-        .unwrap();
-    args["max_renderings"] = value;
-    refused.push((
-        "max_renderings".into(),
-        admit(&db, &args).await,
-        "max_rendering".into(),
-    ));
-    let mut args = admit_args("203.0.113.1");
-    args["max_anonymous_queue"] = json!(10);
-    refused.push((
-        "max_anonymous_queue".into(),
-        admit(&db, &args).await,
-        "unknown key(s): max_anonymous_queue".into(),
-    ));
-    let mut args = admit_args("203.0.113.1");
-    args["maxActivePerNetwork"] = json!(3);
-    refused.push((
-        "maxActivePerNetwork".into(),
-        admit(&db, &args).await,
-        "unknown key(s): maxActivePerNetwork".into(),
-    ));
-    refused.push((
+    let misspelled = edited(|args| {
+        let value = args.remove("max_rendering").unwrap();
+        args.insert("max_renderings".into(), value);
+    });
+    refusals.push(("max_renderings".into(), misspelled, "max_rendering".into()));
+    for (unknown, value) in [("max_anonymous_queue", 10), ("maxActivePerNetwork", 3)] {
+        let args = edited(|args| {
+            args.insert(unknown.into(), json!(value));
+        });
+        let names = format!("unknown key(s): {unknown}");
+        refusals.push((unknown.into(), args, names));
+    }
+    let array = json!([admit_args("203.0.113.1")]);
+    refusals.push((
         "an array".into(),
-        admit(&db, &json!([admit_args("203.0.113.1")])).await,
+        array,
         "must be a JSON object, not array".into(),
     ));
 
     // What this release sends, for an anonymous client too (its caps set) ...
-    answered.push((
-        "this release's".to_owned(),
-        admit(&db, &admit_args("203.0.113.2")).await,
-    ));
-    let mut args = admit_args("203.0.113.3");
-    args["client_network"] = json!("203.0.113.0/24");
-    args["max_anonymous_queued"] = json!(50);
-    args["max_active_per_network"] = json!(3);
-    answered.push(("an anonymous client's".to_owned(), admit(&db, &args).await));
+    let mut admissions = vec![("this release's", admit_args("203.0.113.2"))];
+    let mut anonymous = admit_args("203.0.113.3");
+    anonymous["client_network"] = json!("203.0.113.0/24");
+    anonymous["max_anonymous_queued"] = json!(50);
+    anonymous["max_active_per_network"] = json!(3);
+    admissions.push(("an anonymous client's", anonymous));
     // ... and what V5's code sent: none of the optional keys added since.
-    let mut args = admit_args("203.0.113.4");
-    let object = args.as_object_mut().unwrap();
+    let mut earlier = admit_args("203.0.113.4");
+    let object = earlier.as_object_mut().unwrap();
     for later in [
         "client_addr",
         "client_network",
@@ -378,14 +359,21 @@ async fn admit_job_refuses_a_missing_or_misspelled_key() {
     ] {
         object.remove(later);
     }
-    answered.push(("an earlier release's".to_owned(), admit(&db, &args).await));
+    admissions.push(("an earlier release's", earlier));
+
+    let mut refused = Vec::new();
+    for (case, args, names) in refusals {
+        refused.push((case, admit(&db, &args).await, names));
+    }
+    let mut answered = Vec::new();
+    for (case, args) in admissions {
+        answered.push((case, admit(&db, &args).await));
+    }
     let jobs: i64 = db
         .query_one("SELECT count(*) FROM jobs", &[])
         .await
         .unwrap()
         .get(0);
-    drop(db);
-    drop_database(&database).await;
 
     for (case, result, names) in refused {
         match result {

@@ -8,30 +8,19 @@ use std::time::{Duration, Instant};
 
 use osurender_core::entry::http::ORIGIN_SECRET_HEADER;
 use osurender_core::{App, Clients};
+use osurender_testkit::proxy::Proxy;
+use osurender_testkit::tls::{TlsServer, CERTIFIED_HOST};
+use osurender_testkit::{fresh_database, Database};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use tokio_postgres::NoTls;
 
-use crate::support::proxy::Proxy;
 use crate::support::replays::valid_form;
-use crate::support::tls::{TlsServer, CERTIFIED_HOST};
-
-/// Where the local stack listens unless the environment says otherwise (see `infra/lib.sh`).
-const DEFAULT_ENV: [(&str, &str); 5] = [
-    (
-        "DATABASE_URL",
-        "postgres://postgres@127.0.0.1:5432/postgres",
-    ),
-    ("AWS_ENDPOINT_URL", "http://127.0.0.1:4566"),
-    ("AWS_REGION", "us-east-1"),
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", "test"),
-];
 
 fn init_env() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        for (name, value) in DEFAULT_ENV {
+        for (name, value) in osurender_testkit::stack::DEFAULT_ENV {
             if std::env::var_os(name).is_none() {
                 std::env::set_var(name, value);
             }
@@ -91,7 +80,7 @@ pub struct TestApp {
     /// Every job id the tests drained from the render queue so far (support/invariants.rs).
     pub delivered_jobs: Mutex<HashSet<String>>,
     /// Last, so the database goes after everything that uses it.
-    _database: Option<DatabaseGuard>,
+    _database: Database,
 }
 
 impl TestApp {
@@ -127,28 +116,25 @@ impl TestApp {
         tls: Option<&TlsServer>,
     ) -> TestApp {
         init_env();
-        let unique = uuid::Uuid::new_v4().simple().to_string();
-        let name = format!("osurender_t_{unique}");
-        // The private TLS cluster's databases go with it; the local server's with the test.
-        let mut database_guard = None;
-        let (database_url, db) = match tls {
-            Some(server) => (
-                server.app_url(CERTIFIED_HOST, &name),
-                server.create_database(&name).await,
-            ),
+        let (database, database_url) = match tls {
+            Some(server) => {
+                let database = server.fresh_database("api").await;
+                let url = server.app_url(CERTIFIED_HOST, database.name());
+                (database, url)
+            }
             None => {
-                let (url, guard) = create_database(&name).await;
-                let (db, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-                tokio::spawn(connection);
-                database_guard = Some(guard);
-                (url, db)
+                let database = fresh_database("api").await;
+                let url = database.url();
+                (database, url)
             }
         };
+        let db = database.connect().await;
+        let unique = uuid::Uuid::new_v4().simple().to_string();
         let server_database_url = match proxies {
-            Some(proxies) => proxies.database_url(&database_url),
+            Some(proxies) => proxies.postgres.database_url(&database_url),
             None => database_url.clone(),
         };
-        let aws_endpoint_url = proxies.map(|proxies| format!("http://{}", proxies.aws.addr));
+        let aws_endpoint_url = proxies.map(|proxies| proxies.aws.http_url());
         let bucket = format!("replays-{unique}");
         // The workers' artifacts (and the sandbox samples) apart, so the replay bucket holds
         // only what admission stored.
@@ -217,7 +203,7 @@ impl TestApp {
             table,
             queue,
             delivered_jobs: Mutex::default(),
-            _database: database_guard,
+            _database: database,
         }
     }
 
@@ -300,11 +286,18 @@ impl TestApp {
             .collect()
     }
 
+    /// The keys of the replay bucket's objects.
     pub async fn replay_objects(&self) -> Vec<String> {
+        self.objects("").await
+    }
+
+    /// The keys of the replay bucket's objects under `prefix`.
+    pub async fn objects(&self, prefix: &str) -> Vec<String> {
         let listed = self
             .s3
             .list_objects_v2()
             .bucket(&self.bucket)
+            .prefix(prefix)
             .send()
             .await
             .unwrap();
@@ -332,26 +325,10 @@ pub struct Proxies {
 impl Proxies {
     /// Proxies to where `DATABASE_URL` and `AWS_ENDPOINT_URL` point.
     async fn start() -> Proxies {
-        let pg: tokio_postgres::Config = std::env::var("DATABASE_URL").unwrap().parse().unwrap();
-        let pg_host = match &pg.get_hosts()[0] {
-            tokio_postgres::config::Host::Tcp(host) => host.clone(),
-            #[cfg(unix)]
-            tokio_postgres::config::Host::Unix(_) => panic!("the proxy needs DATABASE_URL on TCP"),
-        };
-        let pg_port = pg.get_ports().first().copied().unwrap_or(5432);
-        let aws = std::env::var("AWS_ENDPOINT_URL").unwrap();
-        let aws_authority = aws.split("://").last().unwrap().split('/').next().unwrap();
         Proxies {
-            postgres: Proxy::start(resolve(&format!("{pg_host}:{pg_port}")).await).await,
-            aws: Proxy::start(resolve(aws_authority).await).await,
+            postgres: Proxy::to_local_postgres().await,
+            aws: Proxy::to_aws_stand_in().await,
         }
-    }
-
-    /// `url` (as `create_database` writes it) with the proxy's address for host and port.
-    fn database_url(&self, url: &str) -> String {
-        let (user, rest) = url.split_once('@').unwrap();
-        let path = &rest[rest.find('/').unwrap()..];
-        format!("{user}@{}{path}", self.postgres.addr)
     }
 
     pub fn reset(&self) {
@@ -360,79 +337,8 @@ impl Proxies {
     }
 }
 
-async fn resolve(authority: &str) -> SocketAddr {
-    tokio::net::lookup_host(authority)
-        .await
-        .unwrap()
-        .next()
-        .unwrap_or_else(|| panic!("{authority} does not resolve"))
-}
-
 /// A value for `TestApp::spawn` overrides that removes the variable.
 pub const UNSET: &str = "\u{0}unset";
-
-/// A new empty database `name` on the local server: its URL, and the guard that drops it.
-pub async fn create_database(name: &str) -> (String, DatabaseGuard) {
-    init_env();
-    let admin_url = std::env::var("DATABASE_URL").unwrap();
-    let (admin, connection) = tokio_postgres::connect(&admin_url, NoTls)
-        .await
-        .expect("Postgres answers at DATABASE_URL (run ./infra/up.sh)");
-    tokio::spawn(connection);
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let mut config: tokio_postgres::Config = admin_url.parse().unwrap();
-    config.dbname(name);
-    let host = match &config.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(host) => host.clone(),
-        #[cfg(unix)]
-        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let user = config.get_user().unwrap_or("postgres");
-    let guard = DatabaseGuard {
-        admin_url,
-        name: name.to_owned(),
-    };
-    (format!("postgres://{user}@{host}:{port}/{name}"), guard)
-}
-
-/// Drops its database when the test ends, passed or failed (unwinding drops it too), so a test
-/// run leaves no database behind on the developer's server.
-pub struct DatabaseGuard {
-    admin_url: String,
-    name: String,
-}
-
-impl Drop for DatabaseGuard {
-    fn drop(&mut self) {
-        let (url, name) = (self.admin_url.clone(), self.name.clone());
-        // Dropped inside the test's runtime, which cannot block on a future: the statement runs
-        // on a thread and a runtime of its own. FORCE ends the connections the server still has.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            runtime.block_on(async {
-                let (admin, connection) = tokio_postgres::connect(&url, NoTls)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                tokio::spawn(connection);
-                admin
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await
-                    .map_err(|e| e.to_string())
-            })
-        })
-        .join();
-        if let Ok(Err(error)) | Err(error) = dropped.map_err(|_| "the drop panicked".to_string()) {
-            eprintln!("could not drop the test database {}: {error}", self.name);
-        }
-    }
-}
 
 /// The job id of a `202 Accepted` render.
 pub async fn accepted_job(response: Response) -> String {

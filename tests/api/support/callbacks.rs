@@ -62,6 +62,14 @@ impl Received {
     }
 }
 
+/// What each callback said, in the order received: its sequence and status.
+pub fn sequences(received: &[Received]) -> Vec<(i64, &str)> {
+    received
+        .iter()
+        .map(|r| (r.sequence(), r.status()))
+        .collect()
+}
+
 #[derive(Clone, Default)]
 struct Inbox {
     received: Arc<Mutex<Vec<Received>>>,

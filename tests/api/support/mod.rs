@@ -1,14 +1,14 @@
-//! What the test files share; they import from here and never from one another.
+//! What the test files share; they import from here and never from one another. What other
+//! test crates need too (fresh databases, the TLS-only PostgreSQL, the fault proxy) is in the
+//! `osurender-testkit` crate (testkit/).
 //!
 //! - `app`: the dev server under test, spawned per test on fresh resources (optionally behind
-//!   the proxies), its HTTP answers, and ways to look behind it;
-//! - `proxy`: the counting, fault-injecting TCP proxy between the server and its services;
+//!   the testkit's proxies), its HTTP answers, and ways to look behind it;
 //! - `invariants`: the state every fault, crash and storm must leave intact;
 //! - `replays` and `skins`: the builders of what clients upload, and the forms that carry it;
 //! - `jobs`: submissions, status reads and signed worker reports;
 //! - `keys`: API keys made in the test's database, and requests that carry them;
 //! - `queue`: the render queue and the outbox that feeds it;
-//! - `tls`: the TLS-only PostgreSQL of the `DB_SSLMODE` tests, and connections to it.
 //! - `secrets`: secrets in the stand-in's Secrets Manager, created and rotated.
 //! - `callbacks`: a client's callback receiver, and the sweeps that deliver to it.
 
@@ -17,9 +17,7 @@ pub mod callbacks;
 pub mod invariants;
 pub mod jobs;
 pub mod keys;
-pub mod proxy;
 pub mod queue;
 pub mod replays;
 pub mod secrets;
 pub mod skins;
-pub mod tls;

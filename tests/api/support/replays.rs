@@ -23,6 +23,11 @@ pub fn render_form(replay: Vec<u8>, file_name: &str, fields: &[(&str, &str)]) ->
     )
 }
 
+/// A render form with no `replay` file: a text field only.
+pub fn form_without_replay() -> Form {
+    Form::new().text("skin", "Default")
+}
+
 /// A valid replay no other call returns: `valid_0.osr` with a unique trailer (trailing bytes
 /// are tolerated, as osrparse tolerates them). A client's second submission of one replay is a
 /// `duplicate_replay` while the first is active, so independent submissions need their own.

@@ -26,6 +26,12 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
+use crate::pg::{Frame, PgFramer};
+
+mod http;
+
+use http::HttpScanner;
+
 /// What the proxy does to traffic, switchable at any time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fault {
@@ -181,6 +187,38 @@ impl Proxy {
         }
     }
 
+    /// A proxy to the local PostgreSQL server (`DATABASE_URL`, TCP).
+    pub async fn to_local_postgres() -> Proxy {
+        let (host, port) = crate::stack::server_host_port();
+        Proxy::start(resolve(&format!("{host}:{port}")).await).await
+    }
+
+    /// A proxy to the AWS stand-in (`AWS_ENDPOINT_URL`).
+    pub async fn to_aws_stand_in() -> Proxy {
+        let endpoint = crate::stack::aws_endpoint();
+        let authority = endpoint
+            .split("://")
+            .last()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap();
+        Proxy::start(resolve(authority).await).await
+    }
+
+    /// `url`, a database URL of the proxied server (`postgres://user[:password]@host[:port]/…`),
+    /// through this proxy.
+    pub fn database_url(&self, url: &str) -> String {
+        let (user, rest) = url.split_once('@').unwrap();
+        let path = &rest[rest.find('/').unwrap()..];
+        format!("{user}@{}{path}", self.addr)
+    }
+
+    /// `http://` and this proxy's address: an endpoint URL through it.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     pub fn counts(&self) -> Counts {
         self.shared.counts.lock().unwrap().clone()
     }
@@ -201,6 +239,14 @@ impl Proxy {
             task.abort();
         }
     }
+}
+
+async fn resolve(authority: &str) -> SocketAddr {
+    tokio::net::lookup_host(authority)
+        .await
+        .unwrap()
+        .next()
+        .unwrap_or_else(|| panic!("{authority} does not resolve"))
 }
 
 impl Drop for Proxy {
@@ -375,7 +421,7 @@ async fn pump(
     };
     // The client's Postgres messages, split for statement faults; `None` until the first bytes
     // tell the protocol, and for anything but a Postgres client.
-    let mut frames: Option<Option<PgFramer>> = None;
+    let mut frames: Option<Option<Statements>> = None;
     let mut swallowing = false;
     loop {
         let n = match from.read(&mut buf).await {
@@ -393,7 +439,8 @@ async fn pump(
             continue;
         }
         let frames = frames.get_or_insert_with(|| {
-            (direction == Direction::ToServer && chunk.first() == Some(&0)).then(PgFramer::new)
+            (direction == Direction::ToServer && chunk.first() == Some(&0))
+                .then(Statements::default)
         });
         let sent = match (direction, frames) {
             (Direction::ToServer, Some(framer)) => {
@@ -420,19 +467,65 @@ async fn pump(
     Ok(())
 }
 
+/// A Postgres client's messages as the statement faults see them.
+struct Statements {
+    framer: PgFramer,
+    /// `Sync`s and `Query`s framed so far, this one included once `end_statement` ran.
+    syncs: u64,
+    /// The action waiting for the current statement's end.
+    pending: Option<Action>,
+}
+
+impl Default for Statements {
+    fn default() -> Self {
+        Self {
+            framer: PgFramer::frontend().collecting_statements(),
+            syncs: 0,
+            pending: None,
+        }
+    }
+}
+
+/// What a statement fault must know of a client chunk's frames, owned (the framer lends them
+/// only while it runs, and acting on them waits).
+enum Piece {
+    Bytes(Vec<u8>),
+    /// A Parse or Query message; `ends` for a Query, which is answered on its own.
+    Statement {
+        bytes: Vec<u8>,
+        text: String,
+        ends: bool,
+    },
+    Sync,
+}
+
 /// A client's chunk of Postgres messages, with the statement fault (pattern, action) if any.
 async fn to_postgres(
     forward: &mut Forward<'_>,
-    framer: &mut PgFramer,
+    statements: &mut Statements,
     chunk: &[u8],
     target: Option<(&str, Action)>,
     swallowing: &mut bool,
 ) -> Result<Sent, Cut> {
+    let mut pieces = Vec::new();
+    statements.framer.push(chunk, |frame| match frame {
+        Frame::Bytes(bytes) => match pieces.last_mut() {
+            Some(Piece::Bytes(last)) => last.extend_from_slice(bytes),
+            _ => pieces.push(Piece::Bytes(bytes.to_vec())),
+        },
+        Frame::Statement { kind, bytes, text } => pieces.push(Piece::Statement {
+            bytes: bytes.to_vec(),
+            text,
+            ends: kind == b'Q',
+        }),
+        Frame::Ends(b'S') => pieces.push(Piece::Sync),
+        Frame::Begins(_) | Frame::Ends(_) => {}
+    });
     let mut out = Vec::new();
-    for frame in framer.push(chunk) {
-        match frame {
-            Frame::Bytes(bytes) => out.extend_from_slice(&bytes),
-            Frame::Statement { bytes, text, ends } => {
+    for piece in pieces {
+        match piece {
+            Piece::Bytes(bytes) => out.extend_from_slice(&bytes),
+            Piece::Statement { bytes, text, ends } => {
                 forward
                     .shared
                     .counts
@@ -452,7 +545,7 @@ async fn to_postgres(
                             // Holding until the server has answered it (end_statement).
                             forward.shared.counts.lock().unwrap().faults_holding += 1;
                             tokio::time::sleep(delay).await;
-                            framer.pending = Some(action);
+                            statements.pending = Some(action);
                         }
                         Action::Swallow => {
                             forward.send(&out).await?;
@@ -464,19 +557,16 @@ async fn to_postgres(
                             return Err(Cut);
                         }
                         Action::CutAfter | Action::DelayAnswer(_) | Action::CutAnswer => {
-                            framer.pending = Some(action);
+                            statements.pending = Some(action);
                         }
                     }
                 }
                 out.extend_from_slice(&bytes);
                 if ends {
-                    end_statement(forward, framer, &out).await?;
+                    end_statement(forward, statements, &out).await?;
                 }
             }
-            Frame::Sync(bytes) => {
-                out.extend_from_slice(&bytes);
-                end_statement(forward, framer, &out).await?;
-            }
+            Piece::Sync => end_statement(forward, statements, &out).await?,
         }
     }
     forward.send(&out).await
@@ -485,21 +575,21 @@ async fn to_postgres(
 /// A `Sync` (or a simple `Query`) ended a statement: apply what waited for its end.
 async fn end_statement(
     forward: &mut Forward<'_>,
-    framer: &mut PgFramer,
+    statements: &mut Statements,
     out: &[u8],
 ) -> Result<(), Cut> {
-    framer.syncs += 1;
-    match framer.pending.take() {
+    statements.syncs += 1;
+    match statements.pending.take() {
         Some(Action::CutAfter) => {
             forward.send(out).await?;
             Err(Cut)
         }
         Some(Action::Hold(_)) => {
-            forward.conn.lock().unwrap().watching = Some(framer.syncs);
+            forward.conn.lock().unwrap().watching = Some(statements.syncs);
             Ok(())
         }
         Some(action) => {
-            forward.conn.lock().unwrap().answer_fault = Some((framer.syncs, action));
+            forward.conn.lock().unwrap().answer_fault = Some((statements.syncs, action));
             Ok(())
         }
         None => Ok(()),
@@ -583,10 +673,10 @@ async fn to_client(forward: &mut Forward<'_>, chunk: &[u8]) -> Result<Sent, Cut>
     if let Some((sync, action)) = pending {
         // Postgres: the answer is whole once its ReadyForQuery is in; HTTP: the next bytes.
         let ours = match &forward.scanner {
-            Some(Scanner::Postgres(pg)) => {
+            Some(Scanner::Postgres(pg, _)) => {
                 let mut peek = pg.clone();
                 let mut readies = 0;
-                peek.feed(chunk, |kind| readies += u64::from(kind == b'Z'));
+                peek.message_types(chunk, |kind| readies += u64::from(kind == b'Z'));
                 forward.conn.lock().unwrap().readies + readies >= sync
             }
             _ => sync == 0,
@@ -602,139 +692,17 @@ async fn to_client(forward: &mut Forward<'_>, chunk: &[u8]) -> Result<Sent, Cut>
     forward.send(chunk).await
 }
 
-/// Splits a Postgres client's stream into frames: each statement's Parse (or simple Query)
-/// whole, so its text can be matched before any of it is sent; each `Sync`; everything else
-/// as it streams.
-struct PgFramer {
-    /// The next message is the untyped startup packet.
-    untyped_next: bool,
-    header: Vec<u8>,
-    /// The message being read: its type (0 for the startup packet) and the bytes still to come.
-    current: Option<(u8, usize)>,
-    /// A Parse or Query being collected whole.
-    collecting: Vec<u8>,
-    /// After an encryption request nothing more is parsed.
-    opaque: bool,
-    /// `Sync`s and `Query`s framed so far, this one included once `end_statement` ran.
-    syncs: u64,
-    /// The action waiting for the current statement's end.
-    pending: Option<Action>,
-}
-
-enum Frame {
-    Bytes(Vec<u8>),
-    /// A Parse or Query message; `ends` for a Query, which is answered on its own.
-    Statement {
-        bytes: Vec<u8>,
-        text: String,
-        ends: bool,
-    },
-    Sync(Vec<u8>),
-}
-
-impl PgFramer {
-    fn new() -> Self {
-        Self {
-            untyped_next: true,
-            header: Vec::with_capacity(8),
-            current: None,
-            collecting: Vec::new(),
-            opaque: false,
-            syncs: 0,
-            pending: None,
-        }
-    }
-
-    fn push(&mut self, mut data: &[u8]) -> Vec<Frame> {
-        let mut frames = Vec::new();
-        fn bytes(frames: &mut Vec<Frame>, piece: &[u8]) {
-            match frames.last_mut() {
-                Some(Frame::Bytes(last)) => last.extend_from_slice(piece),
-                _ => frames.push(Frame::Bytes(piece.to_vec())),
-            }
-        }
-        while !data.is_empty() {
-            if self.opaque {
-                bytes(&mut frames, data);
-                break;
-            }
-            if let Some((kind, left)) = self.current {
-                let take = left.min(data.len());
-                if matches!(kind, b'P' | b'Q') {
-                    self.collecting.extend_from_slice(&data[..take]);
-                } else {
-                    bytes(&mut frames, &data[..take]);
-                }
-                data = &data[take..];
-                self.current = Some((kind, left - take));
-                if left == take {
-                    self.finish(&mut frames);
-                }
-                continue;
-            }
-            let need = if self.untyped_next { 8 } else { 5 };
-            let take = (need - self.header.len()).min(data.len());
-            self.header.extend_from_slice(&data[..take]);
-            data = &data[take..];
-            if self.header.len() < need {
-                break;
-            }
-            let header = std::mem::take(&mut self.header);
-            let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().unwrap());
-            if self.untyped_next {
-                self.untyped_next = false;
-                self.opaque = PG_ENCRYPTION_REQUESTS.contains(&word(4));
-                let left = (word(0) as usize).saturating_sub(8);
-                bytes(&mut frames, &header);
-                self.current = Some((0, left));
-            } else {
-                let kind = header[0];
-                let left = (word(1) as usize).saturating_sub(4);
-                if matches!(kind, b'P' | b'Q') {
-                    self.collecting = header.clone();
-                } else if kind == b'S' && left == 0 {
-                    frames.push(Frame::Sync(header.clone()));
-                    continue;
-                } else {
-                    bytes(&mut frames, &header);
-                }
-                self.current = Some((kind, left));
-            }
-            if self.current.is_some_and(|(_, left)| left == 0) {
-                self.finish(&mut frames);
-            }
-            self.header = Vec::with_capacity(8);
-        }
-        frames
-    }
-
-    /// The current message is complete.
-    fn finish(&mut self, frames: &mut Vec<Frame>) {
-        let Some((kind, _)) = self.current.take() else {
-            return;
-        };
-        if !matches!(kind, b'P' | b'Q') {
-            return;
-        }
-        let bytes = std::mem::take(&mut self.collecting);
-        let body = bytes.get(5..).unwrap_or_default();
-        // Parse: statement name, then the text; Query: the text.
-        let text = match kind {
-            b'P' => body.splitn(3, |b| *b == 0).nth(1).unwrap_or_default(),
-            _ => body.split(|b| *b == 0).next().unwrap_or_default(),
-        };
-        frames.push(Frame::Statement {
-            text: String::from_utf8_lossy(text).into_owned(),
-            bytes,
-            ends: kind == b'Q',
-        });
-    }
+#[derive(Clone, Copy)]
+enum Side {
+    Frontend,
+    Backend,
 }
 
 /// What a direction's bytes are parsed as. Both protocols speak first from the client, so the
 /// client's first bytes decide for the connection.
 enum Scanner {
-    Postgres(PgScanner),
+    /// With the side: the client's (frontend) or the server's.
+    Postgres(PgFramer, Side),
     Http(HttpScanner),
     Ignored,
 }
@@ -746,10 +714,12 @@ impl Scanner {
             // A startup packet begins with its length, whose high byte is 0; HTTP with a method.
             Direction::ToServer if first.first() == Some(&0) => {
                 conn.postgres = true;
-                Scanner::Postgres(PgScanner::frontend())
+                Scanner::Postgres(PgFramer::frontend(), Side::Frontend)
             }
             Direction::ToServer => Scanner::Http(HttpScanner::default()),
-            Direction::ToClient if conn.postgres => Scanner::Postgres(PgScanner::backend()),
+            Direction::ToClient if conn.postgres => {
+                Scanner::Postgres(PgFramer::backend(), Side::Backend)
+            }
             Direction::ToClient => Scanner::Ignored,
         }
     }
@@ -759,11 +729,11 @@ fn observe(shared: &Shared, conn: &Mutex<Conn>, scanner: &mut Scanner, chunk: &[
     let mut counts = shared.counts.lock().unwrap();
     let was_opaque = scanner.opaque();
     match scanner {
-        Scanner::Postgres(pg) => {
+        Scanner::Postgres(pg, side) => {
             let mut conn = conn.lock().unwrap();
-            let frontend = pg.frontend;
-            pg.feed(chunk, |message| match (frontend, message) {
-                (true, b'S' | b'Q') => {
+            let side = *side;
+            pg.message_types(chunk, |message| match (side, message) {
+                (Side::Frontend, b'S' | b'Q') => {
                     counts.pg_syncs += 1;
                     if conn.awaiting_ready == 0 {
                         counts.pg_round_trips += 1;
@@ -771,7 +741,7 @@ fn observe(shared: &Shared, conn: &Mutex<Conn>, scanner: &mut Scanner, chunk: &[
                     conn.awaiting_ready += 1;
                     conn.syncs_forwarded += 1;
                 }
-                (false, b'Z') => {
+                (Side::Backend, b'Z') => {
                     conn.awaiting_ready = conn.awaiting_ready.saturating_sub(1);
                     if conn.readies < conn.syncs_forwarded {
                         conn.readies += 1;
@@ -795,374 +765,16 @@ fn observe(shared: &Shared, conn: &Mutex<Conn>, scanner: &mut Scanner, chunk: &[
 impl Scanner {
     fn opaque(&self) -> bool {
         match self {
-            Scanner::Postgres(pg) => pg.opaque,
+            Scanner::Postgres(pg, _) => pg.opaque(),
             Scanner::Http(http) => http.opaque,
             Scanner::Ignored => false,
         }
     }
 }
 
-/// Postgres protocol version 3.0's `SSLRequest` and `GSSENCRequest` codes: what follows may be
-/// encrypted, so such a connection is not followed.
-const PG_ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
-
-/// Splits a Postgres message stream into message types, skipping bodies as they stream.
-#[derive(Clone)]
-struct PgScanner {
-    frontend: bool,
-    /// The next message is the frontend's untyped startup packet (length, then a code).
-    untyped_next: bool,
-    header: Vec<u8>,
-    skip: usize,
-    opaque: bool,
-}
-
-impl PgScanner {
-    fn frontend() -> Self {
-        Self {
-            frontend: true,
-            untyped_next: true,
-            header: Vec::with_capacity(8),
-            skip: 0,
-            opaque: false,
-        }
-    }
-
-    fn backend() -> Self {
-        Self {
-            frontend: false,
-            untyped_next: false,
-            ..Self::frontend()
-        }
-    }
-
-    /// Calls `on_message` with the type byte of each typed message that begins in `data`.
-    fn feed(&mut self, mut data: &[u8], mut on_message: impl FnMut(u8)) {
-        while !data.is_empty() && !self.opaque {
-            if self.skip > 0 {
-                let skipped = self.skip.min(data.len());
-                self.skip -= skipped;
-                data = &data[skipped..];
-                continue;
-            }
-            let need = if self.untyped_next { 8 } else { 5 };
-            let take = (need - self.header.len()).min(data.len());
-            self.header.extend_from_slice(&data[..take]);
-            data = &data[take..];
-            if self.header.len() < need {
-                return;
-            }
-            let word = |at: usize| u32::from_be_bytes(self.header[at..at + 4].try_into().unwrap());
-            if self.untyped_next {
-                self.untyped_next = false;
-                self.opaque = PG_ENCRYPTION_REQUESTS.contains(&word(4));
-                self.skip = (word(0) as usize).saturating_sub(8);
-            } else {
-                on_message(self.header[0]);
-                self.skip = (word(1) as usize).saturating_sub(4);
-            }
-            self.header.clear();
-        }
-    }
-}
-
-/// A request head larger than this is not followed (SDK heads are about 1–2 KiB).
-const MAX_HTTP_HEAD: usize = 64 * 1024;
-
-/// Splits a client's HTTP/1.1 byte stream into requests, naming each one's AWS operation.
-#[derive(Default, Clone)]
-struct HttpScanner {
-    state: HttpState,
-    /// Request heads read, and requests read whole.
-    heads: u64,
-    done: u64,
-    /// The head, or the current chunk-size / trailer line, as it accumulates.
-    line: Vec<u8>,
-    opaque: bool,
-}
-
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-enum HttpState {
-    #[default]
-    Head,
-    Body(u64),
-    ChunkSize,
-    /// Chunk data plus its closing CRLF.
-    ChunkData(u64),
-    Trailers,
-}
-
-impl HttpScanner {
-    /// Calls `on_request` with the operation of each request whose head completes in `data`.
-    fn feed(&mut self, mut data: &[u8], mut on_request: impl FnMut(String)) {
-        while !data.is_empty() && !self.opaque {
-            match self.state {
-                HttpState::Body(left) | HttpState::ChunkData(left) => {
-                    let skipped = left.min(data.len() as u64);
-                    data = &data[skipped as usize..];
-                    if matches!(self.state, HttpState::Body(_)) && left == skipped {
-                        self.done += 1;
-                    }
-                    self.state = match (self.state, left - skipped) {
-                        (HttpState::Body(_), 0) => HttpState::Head,
-                        (HttpState::Body(_), left) => HttpState::Body(left),
-                        (_, 0) => HttpState::ChunkSize,
-                        (_, left) => HttpState::ChunkData(left),
-                    };
-                }
-                HttpState::Head => {
-                    if !self.accumulate(&mut data, b"\r\n\r\n") {
-                        return;
-                    }
-                    match parse_head(&self.line) {
-                        Some(head) => {
-                            self.heads += 1;
-                            if matches!(head.body, Body::Length(0)) {
-                                self.done += 1;
-                            }
-                            on_request(head.operation);
-                            self.state = match head.body {
-                                Body::Chunked => HttpState::ChunkSize,
-                                Body::Length(0) => HttpState::Head,
-                                Body::Length(n) => HttpState::Body(n),
-                            };
-                        }
-                        None => self.opaque = true,
-                    }
-                    self.line.clear();
-                }
-                HttpState::ChunkSize => {
-                    if !self.accumulate(&mut data, b"\r\n") {
-                        return;
-                    }
-                    let text = String::from_utf8_lossy(&self.line);
-                    let size = text.trim().split(';').next().unwrap_or_default();
-                    match u64::from_str_radix(size.trim(), 16) {
-                        Ok(0) => self.state = HttpState::Trailers,
-                        Ok(n) => self.state = HttpState::ChunkData(n + 2),
-                        Err(_) => self.opaque = true,
-                    }
-                    self.line.clear();
-                }
-                HttpState::Trailers => {
-                    if !self.accumulate(&mut data, b"\r\n") {
-                        return;
-                    }
-                    // The empty line (just CRLF) ends the trailers and the request.
-                    if self.line == b"\r\n" {
-                        self.state = HttpState::Head;
-                        self.done += 1;
-                    }
-                    self.line.clear();
-                }
-            }
-        }
-    }
-
-    /// Moves bytes of `data` into `line` up to and including `end`; true once `line` ends
-    /// with it (else `data` is used up). A line past `MAX_HTTP_HEAD` makes the connection
-    /// opaque.
-    fn accumulate(&mut self, data: &mut &[u8], end: &[u8]) -> bool {
-        while let Some((&byte, rest)) = data.split_first() {
-            self.line.push(byte);
-            *data = rest;
-            if self.line.ends_with(end) {
-                return true;
-            }
-        }
-        if self.line.len() > MAX_HTTP_HEAD {
-            self.opaque = true;
-        }
-        false
-    }
-}
-
-enum Body {
-    Length(u64),
-    Chunked,
-}
-
-struct Head {
-    operation: String,
-    body: Body,
-}
-
-fn parse_head(head: &[u8]) -> Option<Head> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let (method, target) = (request_line.next()?, request_line.next()?);
-    let (mut amz_target, mut length, mut chunked) = (None, 0, false);
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        match name.trim().to_ascii_lowercase().as_str() {
-            "x-amz-target" => amz_target = Some(value),
-            "content-length" => length = value.parse().ok()?,
-            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
-            _ => {}
-        }
-    }
-    Some(Head {
-        operation: operation(method, target, amz_target),
-        body: if chunked {
-            Body::Chunked
-        } else {
-            Body::Length(length)
-        },
-    })
-}
-
-/// `DynamoDB.UpdateItem` from `X-Amz-Target: DynamoDB_20120810.UpdateItem`, `SQS.SendMessage`
-/// from `AmazonSQS.SendMessage`; otherwise an S3 operation from the method and whether the
-/// (path-style) target names a bucket or an object.
-fn operation(method: &str, target: &str, amz_target: Option<&str>) -> String {
-    if let Some((service, op)) = amz_target.and_then(|t| t.split_once('.')) {
-        let service = service.split('_').next().unwrap_or(service);
-        return format!("{}.{op}", service.trim_start_matches("Amazon"));
-    }
-    let path = target.split('?').next().unwrap_or_default();
-    let object = path.trim_start_matches('/').contains('/');
-    let op = match (method, object) {
-        ("PUT", true) => "PutObject",
-        ("GET", true) => "GetObject",
-        ("HEAD", true) => "HeadObject",
-        ("DELETE", true) => "DeleteObject",
-        ("PUT", false) => "CreateBucket",
-        ("GET", false) => "ListObjects",
-        ("HEAD", false) => "HeadBucket",
-        ("DELETE", false) => "DeleteBucket",
-        (other, _) => return format!("S3.{other}"),
-    };
-    format!("S3.{op}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Feeds `stream` to a scanner in pieces of every size from 1 to 16 bytes: the result must
-    /// not depend on where reads split the stream.
-    fn in_pieces<T: PartialEq + std::fmt::Debug>(
-        stream: &[u8],
-        mut scan: impl FnMut(&[&[u8]]) -> T,
-    ) -> T {
-        let whole = scan(&[stream]);
-        for size in 1..=16 {
-            let pieces: Vec<&[u8]> = stream.chunks(size).collect();
-            assert_eq!(scan(&pieces), whole, "pieces of {size}");
-        }
-        whole
-    }
-
-    fn pg_message(kind: u8, body: &[u8]) -> Vec<u8> {
-        let mut message = vec![kind];
-        message.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-        message.extend_from_slice(body);
-        message
-    }
-
-    fn pg_types(scanner: fn() -> PgScanner, pieces: &[&[u8]]) -> Vec<u8> {
-        let mut scanner = scanner();
-        let mut types = Vec::new();
-        for piece in pieces {
-            scanner.feed(piece, |t| types.push(t));
-        }
-        types
-    }
-
-    #[test]
-    fn postgres_frontend_messages_after_the_startup_packet() {
-        let mut stream = Vec::new();
-        let startup = b"\0\x03\0\0user\0postgres\0database\0db\0\0";
-        stream.extend_from_slice(&(startup.len() as u32 + 4).to_be_bytes());
-        stream.extend_from_slice(startup);
-        // An extended-protocol statement (Parse, Bind, Describe, Execute, Sync), then a simple
-        // query whose text holds bytes that look like message types.
-        for (kind, body) in [
-            (b'P', &b"\0SELECT 1\0\0\0"[..]),
-            (b'B', b"\0\0\0\0\0\0\0\0"),
-            (b'D', b"P\0"),
-            (b'E', b"\0\0\0\0\0"),
-            (b'S', b""),
-            (b'Q', b"SELECT 'S', 'Q'\0"),
-        ] {
-            stream.extend(pg_message(kind, body));
-        }
-        let types = in_pieces(&stream, |pieces| pg_types(PgScanner::frontend, pieces));
-        assert_eq!(types, b"PBDESQ");
-    }
-
-    #[test]
-    fn postgres_backend_messages() {
-        let mut stream = pg_message(b'R', &[0; 4]);
-        stream.extend(pg_message(b'S', b"client_encoding\0UTF8\0"));
-        stream.extend(pg_message(b'Z', b"I"));
-        stream.extend(pg_message(b'1', b""));
-        stream.extend(pg_message(b'D', &[0, 1, 0, 0, 0, 1, b'Z']));
-        stream.extend(pg_message(b'Z', b"I"));
-        let types = in_pieces(&stream, |pieces| pg_types(PgScanner::backend, pieces));
-        assert_eq!(types, b"RSZ1DZ");
-    }
-
-    #[test]
-    fn postgres_encryption_requests_are_not_followed() {
-        let mut stream = 8u32.to_be_bytes().to_vec();
-        stream.extend_from_slice(&PG_ENCRYPTION_REQUESTS[0].to_be_bytes());
-        stream.extend(pg_message(b'S', b""));
-        let mut scanner = PgScanner::frontend();
-        let mut types = Vec::new();
-        scanner.feed(&stream, |t| types.push(t));
-        assert!(scanner.opaque);
-        assert!(types.is_empty());
-    }
-
-    fn http_ops(pieces: &[&[u8]]) -> (Vec<String>, bool) {
-        let mut scanner = HttpScanner::default();
-        let mut ops = Vec::new();
-        for piece in pieces {
-            scanner.feed(piece, |op| ops.push(op));
-        }
-        (ops, scanner.opaque)
-    }
-
-    #[test]
-    fn http_requests_on_one_keep_alive_connection() {
-        let stream = [
-            "POST / HTTP/1.1\r\nx-amz-target: DynamoDB_20120810.UpdateItem\r\n",
-            "content-length: 29\r\n\r\n{\"TableName\":\"PUT /b/k HTTP\"}",
-            "PUT /bucket/replays/a.osr?x-id=PutObject HTTP/1.1\r\n",
-            "Transfer-Encoding: chunked\r\n\r\n",
-            "5;ext=1\r\nGET /\r\n10\r\n0123456789abcdef\r\n0\r\nx-amz-checksum: a\r\n\r\n",
-            "POST / HTTP/1.1\r\nX-Amz-Target: AmazonSQS.SendMessageBatch\r\n",
-            "Content-Length: 2\r\n\r\n{}",
-            "DELETE /bucket/replays/a.osr HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
-            "HEAD /bucket HTTP/1.1\r\n\r\n",
-        ]
-        .concat();
-        let (ops, opaque) = in_pieces(stream.as_bytes(), http_ops);
-        assert!(!opaque);
-        assert_eq!(
-            ops,
-            [
-                "DynamoDB.UpdateItem",
-                "S3.PutObject",
-                "SQS.SendMessageBatch",
-                "S3.DeleteObject",
-                "S3.HeadBucket"
-            ]
-        );
-    }
-
-    #[test]
-    fn an_endless_http_head_is_given_up_on() {
-        let stream = vec![b'a'; MAX_HTTP_HEAD + 10];
-        let (ops, opaque) = http_ops(&[&stream]);
-        assert!(ops.is_empty());
-        assert!(opaque);
-    }
 
     /// An upstream that echoes what it reads.
     async fn echo_server() -> SocketAddr {
@@ -1235,30 +847,20 @@ mod tests {
 
     /// A client of the real Postgres through `proxy`.
     async fn pg_client(proxy: &Proxy) -> tokio_postgres::Client {
-        let url = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let config: tokio_postgres::Config = url.parse().unwrap();
+        let server: tokio_postgres::Config = crate::stack::server_url().parse().unwrap();
         let mut via = tokio_postgres::Config::new();
         via.host("127.0.0.1")
             .port(proxy.addr.port())
-            .user(config.get_user().unwrap_or("postgres"))
-            .dbname(config.get_dbname().unwrap_or("postgres"));
+            .user(server.get_user().unwrap_or("postgres"))
+            .dbname(server.get_dbname().unwrap_or("postgres"));
         let (client, connection) = via.connect(tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(connection);
         client
     }
 
-    fn pg_upstream() -> SocketAddr {
-        let url = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let config: tokio_postgres::Config = url.parse().unwrap();
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        SocketAddr::from(([127, 0, 0, 1], port))
-    }
-
     #[tokio::test]
     async fn statement_faults_act_on_the_matching_statement_only() {
-        let proxy = Proxy::start(pg_upstream()).await;
+        let proxy = Proxy::to_local_postgres().await;
         let client = pg_client(&proxy).await;
         let slow = Duration::from_millis(300);
         let timed = |sql: &'static str| {
@@ -1308,18 +910,8 @@ mod tests {
 
     #[tokio::test]
     async fn counts_postgres_round_trips_against_a_real_server() {
-        let url = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let config: tokio_postgres::Config = url.parse().unwrap();
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], port))).await;
-        let mut via = tokio_postgres::Config::new();
-        via.host("127.0.0.1")
-            .port(proxy.addr.port())
-            .user(config.get_user().unwrap_or("postgres"))
-            .dbname(config.get_dbname().unwrap_or("postgres"));
-        let (client, connection) = via.connect(tokio_postgres::NoTls).await.unwrap();
-        tokio::spawn(connection);
+        let proxy = Proxy::to_local_postgres().await;
+        let client = pg_client(&proxy).await;
         assert_eq!(
             proxy.counts().pg_round_trips,
             0,

@@ -1,6 +1,6 @@
 //! The TLS-only PostgreSQL of `infra/postgres-tls.sh` (started by `infra/up.sh`): where it is,
-//! its CAs, the URLs the server under test is given, and the tests' own connections to it,
-//! made with rustls directly (not through the core's code under test).
+//! its CAs, the URLs code under test is given, and the tests' own connections to it, made with
+//! rustls directly (not through the core's code under test).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,9 +8,15 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::database::{Database, Server};
+
 /// The server's name in its certificate: the only one it is valid for.
 pub const CERTIFIED_HOST: &str = "localhost";
 
+/// The login the server takes by password (SCRAM), as the application's on AWS.
+pub const APP_ROLE: &str = "osurender_app";
+
+#[derive(Debug, Clone)]
 pub struct TlsServer {
     port: u16,
     dir: PathBuf,
@@ -40,6 +46,10 @@ impl TlsServer {
         TlsServer { port, dir }
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The CA that signed the server's certificate.
     pub fn ca(&self) -> String {
         self.dir.join("ca.pem").display().to_string()
@@ -50,12 +60,26 @@ impl TlsServer {
         self.dir.join("other-ca.pem").display().to_string()
     }
 
+    /// The application role's password.
+    pub fn app_password(&self) -> String {
+        let password = std::fs::read_to_string(self.dir.join("app-password")).unwrap();
+        password.trim().to_owned()
+    }
+
     /// `database` at `host` as the password-authenticated application role, as on AWS.
     pub fn app_url(&self, host: &str, database: &str) -> String {
-        let password = std::fs::read_to_string(self.dir.join("app-password")).unwrap();
         format!(
-            "postgres://osurender_app:{}@{host}:{}/{database}",
-            password.trim(),
+            "postgres://{APP_ROLE}:{}@{host}:{}/{database}",
+            self.app_password(),
+            self.port
+        )
+    }
+
+    /// `database` at its certified name as `postgres`, over TLS (`sslmode=require`: what
+    /// `connect` verifies, the URL alone does not).
+    pub fn superuser_url(&self, database: &str) -> String {
+        format!(
+            "postgres://postgres@{CERTIFIED_HOST}:{}/{database}?sslmode=require",
             self.port
         )
     }
@@ -74,10 +98,7 @@ impl TlsServer {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-        let url = format!(
-            "postgres://postgres@{CERTIFIED_HOST}:{}/{database}?sslmode=require",
-            self.port
-        );
+        let url = self.superuser_url(database);
         let (client, connection) = tokio_postgres::connect(&url, MakeRustlsConnect::new(config))
             .await
             .unwrap_or_else(|e| panic!("the TLS PostgreSQL at {url} (run ./infra/up.sh): {e}"));
@@ -85,13 +106,13 @@ impl TlsServer {
         client
     }
 
-    /// A fresh database the application role owns, and a connection to it as `postgres`.
-    pub async fn create_database(&self, name: &str) -> tokio_postgres::Client {
-        self.connect("postgres")
-            .await
-            .batch_execute(&format!("CREATE DATABASE {name} OWNER osurender_app"))
-            .await
-            .unwrap();
-        self.connect(name).await
+    /// A fresh database the application role owns (see `database::fresh_database`).
+    pub async fn fresh_database(&self, label: &str) -> Database {
+        Database::create(Server::Tls(self.clone()), label, Some(APP_ROLE)).await
+    }
+
+    /// A unique database name on this server, not created (see `Database::reserve`).
+    pub fn reserve_database(&self, label: &str) -> Database {
+        Database::reserve_on(Server::Tls(self.clone()), label)
     }
 }
