@@ -627,3 +627,134 @@ async fn two_runners_at_once_apply_each_migration_once() {
     assert_eq!(applied, [String::new(), shipped_migrations().join(",")]);
     assert_history_complete(&database.connect().await).await;
 }
+
+/// A login role of one test, dropped (with what it was granted in the database it has outlived)
+/// when the guard drops; declare it before the database so the database goes first.
+struct TestRole {
+    name: String,
+}
+
+impl Drop for TestRole {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let admin = TlsServer::local().connect("postgres").await;
+                admin
+                    .batch_execute(&format!("DROP ROLE IF EXISTS {name}"))
+                    .await
+            })
+        });
+        if let Ok(Err(error)) = dropped.join() {
+            eprintln!("dropping role {}: {error}", self.name);
+        }
+    }
+}
+
+/// `DB_APP_SECRET_ARN` (deploys on AWS): after the migrations migrate creates the application
+/// role from the secret, which may then log in (its password, over TLS), read and change rows
+/// and call the SQL functions, and never change the schema; a rotated secret's next run sets
+/// the new password (the old one no longer logs in).
+#[tokio::test]
+async fn migrate_makes_the_application_role_and_sets_a_rotated_password() {
+    use osurender_core::adapters::postgres::{parse_url, pool, Tls};
+    use osurender_core::support::config::DbSslMode;
+
+    let server = TlsServer::local();
+    let role = TestRole {
+        name: format!(
+            "osurender_t_role_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        ),
+    };
+    let database = server.reserve_database("migrate_app_role");
+    // The master: the TLS server's `postgres`, as RDS's master user.
+    let master = json!({ "username": "postgres", "password": "unused: trust" });
+    let (secrets, master_arn) = put_secret("app-role-master", &master).await;
+    let app = |password: &str| json!({ "username": role.name, "password": password }).to_string();
+    let app_secret = secrets
+        .create_secret()
+        .name(format!("osurender/migrate-app-role-{}", role.name))
+        .secret_string(app("first password"))
+        .send()
+        .await
+        .unwrap();
+    let app_arn = app_secret.arn.unwrap();
+    let (port, endpoint) = (server.port().to_string(), aws_endpoint());
+    let ca = server.ca();
+    let vars = [
+        ("DB_SECRET_ARN", master_arn.as_str()),
+        ("DB_APP_SECRET_ARN", app_arn.as_str()),
+        ("DB_HOST", CERTIFIED_HOST),
+        ("DB_PORT", port.as_str()),
+        ("DB_NAME", database.name()),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("DB_SSLMODE", "verify-full"),
+        ("DB_SSLROOTCERT", ca.as_str()),
+    ];
+    let tls = Tls::new(DbSslMode::VerifyFull, Some(std::path::Path::new(&ca))).unwrap();
+    let login = async |password: &str| {
+        let url = format!(
+            "postgres://{}:{}@{CERTIFIED_HOST}:{port}/{}",
+            role.name,
+            password.replace(' ', "%20"),
+            database.name()
+        );
+        let pool = pool(parse_url(&url).unwrap(), &tls, 1, Duration::from_secs(5)).unwrap();
+        pool.get().await.map(|conn| (pool.clone(), conn))
+    };
+
+    let created = Migrate::start("app-role", &vars)
+        .await
+        .answer("Create", "app-role")
+        .await;
+    assert_eq!(status(&created), "SUCCESS", "{created}");
+    let (_pool, conn) = login("first password").await.expect("the role logs in");
+    let jobs: i64 = conn
+        .query_one("SELECT count(*) FROM jobs", &[])
+        .await
+        .expect("it reads rows")
+        .get(0);
+    assert_eq!(jobs, 0);
+    conn.batch_execute("DELETE FROM webhook_nonces WHERE false")
+        .await
+        .expect("it changes rows");
+    let schema = conn.batch_execute("CREATE TABLE stolen (x int)").await;
+    assert_eq!(
+        schema.unwrap_err().code(),
+        Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+        "it never changes the schema"
+    );
+    assert!(
+        login("a guess").await.is_err(),
+        "a wrong password does not log in"
+    );
+
+    secrets
+        .put_secret_value()
+        .secret_id(&app_arn)
+        .secret_string(app("second password"))
+        .send()
+        .await
+        .unwrap();
+    let updated = Migrate::start("app-role-rotated", &vars)
+        .await
+        .answer("Update", "app-role-rotated")
+        .await;
+    assert_eq!(status(&updated), "SUCCESS", "{updated}");
+    assert!(
+        login("second password").await.is_ok(),
+        "the rotated password logs in"
+    );
+    assert!(
+        login("first password").await.is_err(),
+        "the old one no longer does"
+    );
+    drop(conn);
+    delete_secret(&secrets, &master_arn).await;
+    delete_secret(&secrets, &app_arn).await;
+}
