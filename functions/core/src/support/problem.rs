@@ -86,6 +86,9 @@ pub enum Rejection {
     /// The `callback_url`'s host could not be looked up (no answer in time, a resolver
     /// failure): whether it is allowed is unknown, not no.
     CallbackHostUnavailable,
+    /// This deployment cannot deliver callbacks (`CALLBACKS_EGRESS=false`: its dispatcher has
+    /// no route out), so a `callback_url` is refused rather than accepted and never sent.
+    CallbacksUnavailable,
 }
 
 /// Whether a kind of refusal carries `Retry-After`, and where its value comes from.
@@ -160,6 +163,7 @@ problem_kinds! {
     ORIGIN_FORBIDDEN: "origin_forbidden", FORBIDDEN, "Origin forbidden", Never;
     SECRET_UNAVAILABLE: "secret_unavailable", SERVICE_UNAVAILABLE, "Secret unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
     CALLBACK_HOST_UNAVAILABLE: "callback_host_unavailable", SERVICE_UNAVAILABLE, "Callback host unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+    CALLBACKS_UNAVAILABLE: "callbacks_unavailable", UNPROCESSABLE_ENTITY, "Callbacks unavailable", Never;
 }
 
 impl Rejection {
@@ -201,6 +205,7 @@ impl Rejection {
             Self::OriginForbidden => &ORIGIN_FORBIDDEN,
             Self::SecretUnavailable => &SECRET_UNAVAILABLE,
             Self::CallbackHostUnavailable => &CALLBACK_HOST_UNAVAILABLE,
+            Self::CallbacksUnavailable => &CALLBACKS_UNAVAILABLE,
         }
     }
 
@@ -305,6 +310,12 @@ impl Rejection {
             Self::CallbackHostUnavailable => {
                 "callback_url: its host could not be looked up in time; nothing was queued; \
                  try again"
+                    .into()
+            }
+            Self::CallbacksUnavailable => {
+                "callback_url: this deployment cannot deliver callbacks (it has no route to the \
+                 internet); nothing was queued: submit without callback_url and follow the job \
+                 at its status link"
                     .into()
             }
         }
