@@ -1,5 +1,6 @@
 //! Rejections as RFC 9457 problem documents, one stable `code` each. `detail` keeps clients of
-//! the FastAPI original (`{"detail": …}`) working.
+//! the FastAPI original (`{"detail": …}`) working; `request_id` names the request answered
+//! (the `X-Request-Id` of the answer), so a client's report leads to its log lines.
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -7,6 +8,16 @@ use serde::Serialize;
 
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// Runs `answer` as the request `request_id` (entry/http.rs): every problem it answers with
+/// names it. A problem made outside (a test's, a non-HTTP function's) names none.
+pub async fn answering<F: std::future::Future>(request_id: String, answer: F) -> F::Output {
+    REQUEST_ID.scope(request_id, answer).await
+}
 
 /// How long to wait before retrying when a dependency is down: long enough for a failover or a
 /// cold pool, short enough that clients do not give up.
@@ -350,6 +361,9 @@ struct Problem<'a> {
     /// Whose limit a 429 hit.
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<LimitScope>,
+    /// The request answered, as its `X-Request-Id` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
 }
 
 impl IntoResponse for Rejection {
@@ -369,6 +383,7 @@ impl IntoResponse for Rejection {
                 Self::RateLimited(_, scope) | Self::TooManyActiveJobs { scope, .. } => Some(*scope),
                 _ => None,
             },
+            request_id: REQUEST_ID.try_with(Clone::clone).ok(),
         };
         let mut headers = HeaderMap::new();
         headers.insert(
