@@ -131,6 +131,56 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
     assert_eq!(stored, vec![(1, "pending".to_owned(), 0, None)]);
 }
 
+/// A stack whose dispatcher has no route out (`CALLBACKS_EGRESS=false`) refuses a
+/// `callback_url` with the form's checks: 422 `callbacks_unavailable`, before the rate limit
+/// counts the request (no rate-limit headers, the key's quota whole), and nothing stored. The
+/// same key renders without one.
+#[tokio::test]
+async fn without_egress_a_callback_url_is_refused_before_the_rate_limit() {
+    let app = TestApp::spawn(&[("CALLBACKS_EGRESS", "false")]).await;
+    let key = app.create_key("1/minute", 20).await;
+    for url in [
+        "https://93.184.216.34/hook",
+        "https://bot.example/hook",
+        "https://10.0.0.8/hook",
+    ] {
+        let response = app
+            .render_with("203.0.113.22", &key.bearer, callback_form(url))
+            .await;
+        assert_eq!(header(&response, "x-ratelimit-limit"), None, "{url}");
+        assert_eq!(header(&response, "retry-after"), None, "{url}");
+        let body = problem(
+            response,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "callbacks_unavailable",
+        )
+        .await;
+        assert_eq!(body["type"], "/problems/callbacks_unavailable");
+        assert_eq!(body["title"], "Callbacks unavailable");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains("callback_url"), "{detail}");
+    }
+    // Anonymous too: no key would make it deliverable.
+    let anonymous = app
+        .render("203.0.113.23", callback_form("https://93.184.216.34/hook"))
+        .await;
+    problem(
+        anonymous,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "callbacks_unavailable",
+    )
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM job_callbacks").await, 0);
+    assert!(app.replay_objects().await.is_empty());
+    // The key's one render a minute was not spent by the refusals.
+    let admitted = app
+        .render_with("203.0.113.22", &key.bearer, valid_form())
+        .await;
+    assert_eq!(admitted.status(), StatusCode::ACCEPTED);
+    assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(0));
+}
+
 #[tokio::test]
 async fn each_status_change_is_posted_signed_and_in_order() {
     let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;

@@ -22,6 +22,7 @@ mod listing;
 mod origin;
 mod outcomes;
 mod render;
+mod request_ids;
 mod sandbox;
 mod skins;
 mod storms;

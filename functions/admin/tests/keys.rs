@@ -5,7 +5,8 @@
 //! the binary under the testkit's Lambda Runtime API.
 //!
 //! Needs PostgreSQL where `DATABASE_URL` points (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`), as `./infra/test` starts it.
+//! `postgres://postgres@127.0.0.1:5432/postgres`), and for the TLS mode the TLS-only one of
+//! `infra/postgres-tls.sh` (`PG_TLS_DIR`), as `./infra/up.sh` starts them.
 
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -317,6 +318,105 @@ async fn a_tls_mode_in_the_url_is_never_overridden_by_a_weaker_one() {
         .unwrap()
         .get(0);
     assert_eq!(keys, 0);
+}
+
+/// The TLS-only PostgreSQL of `infra/postgres-tls.sh` (`PG_TLS_DIR`, else this checkout's
+/// `.local/pg-tls`): `hostssl` only, a certificate for `localhost` from a CA of its own, and the
+/// password-authenticated `osurender_app` role. Its port and that role's password.
+fn tls_server() -> (u16, String) {
+    let dir = std::env::var_os("PG_TLS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/pg-tls")
+        });
+    let read = |file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("{}: {e} (run ./infra/up.sh)", dir.join(file).display()))
+            .trim()
+            .to_owned()
+    };
+    let port = std::env::var("PG_TLS_PORT")
+        .ok()
+        .filter(|port| !port.is_empty())
+        .unwrap_or_else(|| read("port"));
+    (port.parse().expect("a port"), read("app-password"))
+}
+
+/// The binary with `args`, `DATABASE_URL` = `url` and no `DB_SSLMODE`: the URL alone says how.
+fn admin_url_alone(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_osurender-admin"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("DB_TIMEOUT_MS", "3000")
+        .env_remove("DB_SSLMODE")
+        .env_remove("DB_SSLROOTCERT")
+        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .env_remove("DB_SECRET_ARN")
+        .output()
+        .expect("running osurender-admin")
+}
+
+/// `sslmode=require` in `DATABASE_URL`, no `DB_SSLMODE`: the CLI connects over TLS (the server
+/// takes nothing else) without checking the certificate, as libpq's `require`; with no mode
+/// anywhere it is `verify-full`, which refuses this server's unknown CA: nothing runs.
+#[tokio::test]
+async fn the_cli_honours_sslmode_require_in_the_url_and_verifies_by_default() {
+    let (port, password) = tls_server();
+    let name = "osr_admin_url_require";
+    // At an address the certificate does not name: only `require` gets through.
+    let url =
+        |database: &str| format!("postgres://osurender_app:{password}@127.0.0.1:{port}/{database}");
+    let require = Tls::new(DbSslMode::Require, None).unwrap();
+    let setup = db::pool(
+        db::parse_url(&url("postgres")).unwrap(),
+        &require,
+        1,
+        TIMEOUT,
+    )
+    .unwrap();
+    let conn = db::checkout(&setup).await.expect("the TLS PostgreSQL");
+    conn.execute_typed(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), &[])
+        .await
+        .unwrap();
+    conn.execute_typed(&format!("CREATE DATABASE {name}"), &[])
+        .await
+        .unwrap();
+    drop(conn);
+    migrations::connect_and_apply(
+        db::parse_url(&url(name)).unwrap(),
+        &require,
+        TIMEOUT,
+        TIMEOUT,
+    )
+    .await
+    .expect("migrations");
+
+    let in_url = format!("{}?sslmode=require", url(name));
+    let created = answer(&admin_url_alone(
+        &in_url,
+        &["keys", "create", "--name", "over TLS"],
+    ));
+    let listed = answer(&admin_url_alone(&in_url, &["keys", "list"]));
+    assert_eq!(listed["keys"][0]["id"], created["id"]);
+    // The key form of the same URL reads alike.
+    let key_value = format!(
+        "host=127.0.0.1 port={port} dbname={name} user=osurender_app password={password} \
+         sslmode=require"
+    );
+    let listed = answer(&admin_url_alone(&key_value, &["keys", "list"]));
+    assert_eq!(listed["keys"].as_array().unwrap().len(), 1);
+
+    // Neither names a mode: verify-full, and this server's CA is not trusted.
+    let output = admin_url_alone(&url(name), &["keys", "create", "--name", "unverified"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr(&output).contains("UnknownIssuer"),
+        "{}",
+        stderr(&output)
+    );
+    let listed = answer(&admin_url_alone(&in_url, &["keys", "list"]));
+    assert_eq!(listed["keys"].as_array().unwrap().len(), 1, "{listed}");
 }
 
 #[tokio::test]

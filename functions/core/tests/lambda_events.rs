@@ -278,7 +278,12 @@ async fn answers_carry_the_configured_cors_origin() {
     );
     assert_eq!(header(&response, "vary"), "Origin");
     let exposed = header(&response, "access-control-expose-headers");
-    for name in ["Retry-After", "X-RateLimit-Remaining", "Location"] {
+    for name in [
+        "Retry-After",
+        "X-RateLimit-Remaining",
+        "Location",
+        "X-Request-Id",
+    ] {
         assert!(exposed.contains(name), "{exposed}");
     }
 
@@ -296,6 +301,48 @@ async fn answers_carry_the_configured_cors_origin() {
             "{vars:?}"
         );
     }
+}
+
+/// On Lambda the request id is API Gateway's (`requestContext.requestId`, what its access log
+/// and `x-amzn-RequestId` say): the answer's `X-Request-Id` and its problem's `request_id`.
+/// An event without one gets a UUID, as on the dev server.
+#[tokio::test]
+async fn the_request_id_is_api_gateways() {
+    let gateway_id = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef";
+    let router = || {
+        lambda::router(
+            routes::jobs::routes(),
+            app(&[], Arc::new(RecordingLimiter::default())),
+        )
+    };
+    let get_job = event(GET_JOB_EVENT);
+    assert_eq!(get_job["requestContext"]["requestId"], gateway_id);
+    let (response, body) = serve(router(), &get_job).await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(header(&response, "x-request-id"), gateway_id);
+    assert_eq!(body["request_id"], gateway_id, "{body}");
+
+    // The fallback's 404 too (a function answers only its own routes).
+    let mut elsewhere = get_job.clone();
+    elsewhere["requestContext"]["requestId"] = "another-gateway-id".into();
+    let render_only = lambda::router(
+        routes::render::routes(),
+        app(&[], Arc::new(RecordingLimiter::default())),
+    );
+    let (response, body) = serve(render_only, &elsewhere).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(header(&response, "x-request-id"), "another-gateway-id");
+    assert_eq!(body["request_id"], "another-gateway-id");
+
+    let mut without = get_job.clone();
+    without["requestContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("requestId");
+    let (response, body) = serve(router(), &without).await;
+    let made_up = header(&response, "x-request-id");
+    uuid::Uuid::parse_str(made_up).unwrap_or_else(|e| panic!("{made_up}: {e}"));
+    assert_eq!(body["request_id"], made_up);
 }
 
 /// With an origin secret, an event without `X-Origin-Secret` is refused before the limiter is

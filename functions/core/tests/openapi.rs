@@ -76,6 +76,41 @@ fn problem_codes_are_the_schemas_examples() {
     assert_eq!(documented, codes);
 }
 
+/// Every answer the service gives carries `X-Request-Id` (entry/http.rs): each documented
+/// response says so, and a problem may name it (`request_id`).
+#[test]
+fn every_response_documents_the_request_id() {
+    let doc = document();
+    let resolve = |response: &Value| -> Value {
+        match response["$ref"].as_str() {
+            Some(target) => doc
+                .pointer(target.strip_prefix('#').unwrap())
+                .unwrap_or_else(|| panic!("{target}"))
+                .clone(),
+            None => response.clone(),
+        }
+    };
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            if !METHODS.contains(&method.as_str()) {
+                continue;
+            }
+            for (status, response) in operation["responses"].as_object().unwrap() {
+                let header = &resolve(response)["headers"]["X-Request-Id"];
+                assert_eq!(
+                    header["$ref"], "#/components/headers/X-Request-Id",
+                    "{method} {path} {status}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} responses");
+    let request_id = &doc["components"]["schemas"]["Problem"]["properties"]["request_id"];
+    assert_eq!(request_id["type"], "string");
+}
+
 #[test]
 fn every_reference_resolves() {
     fn refs(value: &Value, found: &mut Vec<String>) {

@@ -1,6 +1,6 @@
 //! The HTTP service: the routes (routes/) with the middleware every request passes through
-//! (log span, deadline, no-store, the origin check) and the 404/405 answers; shared by the dev
-//! server and every Lambda function.
+//! (log span and request id, deadline, no-store, the origin check) and the 404/405 answers;
+//! shared by the dev server and every Lambda function.
 
 use std::time::Instant;
 
@@ -12,7 +12,7 @@ use axum::routing::get;
 use axum::Router;
 use tracing::Instrument;
 
-use crate::support::problem::Rejection;
+use crate::support::problem::{self, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::lifecycle::Verifier;
 use crate::{domain::deadline, routes};
@@ -30,10 +30,28 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/health"),
 ];
 
-/// The id a request's log lines carry: Lambda's request id when the Lambda adapter supplied
-/// one, else one made up per request.
+/// The id a request is known by: its answer's `X-Request-Id`, its problem's `request_id` and
+/// its log lines' `request_id`. On Lambda, API Gateway's (`requestContext.requestId`, which its
+/// access log and its own `x-amzn-RequestId` carry too), else the invocation's; elsewhere a
+/// UUID made up per request. A client's `X-Request-Id` is not taken: anyone could pose as
+/// another request in the logs.
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
+
+/// On Lambda, the invocation's own id (the runtime's START and REPORT lines), when it is not
+/// the request id: logged as `lambda_request_id` beside it.
+#[derive(Debug, Clone)]
+pub struct InvocationId(pub String);
+
+/// The header every answer names its request in.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Cloudflare's id of the request at its edge (`<16 hex>-<colo>`), which its logs and its
+/// error pages show: logged as the request's `cf_ray`, to find a client's report in both.
+pub const CF_RAY_HEADER: &str = "cf-ray";
+
+/// The longest `CF-Ray` logged: a ray is about 20 characters; a longer header is no ray.
+const MAX_CF_RAY: usize = 64;
 
 /// The latest instant a request may be answered at, set by the platform adapter (on Lambda:
 /// the invocation's deadline less a margin); the configured `REQUEST_DEADLINE_MS` applies too.
@@ -122,8 +140,9 @@ pub fn all_routes(verifier: Verifier) -> Router<App> {
         .merge(routes::skins::routes())
 }
 
-/// Runs the request inside a span naming it (request id, method, matched route) and logs its
-/// status and latency when it is answered.
+/// Runs the request inside a span naming it (request id, method, matched route, and Cloudflare's
+/// `cf_ray` and Lambda's invocation id when there are), logs its status and latency when it is
+/// answered, and names the request in the answer: `X-Request-Id`, and a problem's `request_id`.
 async fn trace_request(request: Request, next: Next) -> Response {
     let request_id = request
         .extensions()
@@ -137,13 +156,25 @@ async fn trace_request(request: Request, next: Next) -> Response {
         .to_owned();
     let span = tracing::info_span!(
         "request",
-        request_id,
+        request_id = request_id.as_str(),
         method = %request.method(),
         route,
+        cf_ray = tracing::field::Empty,
+        lambda_request_id = tracing::field::Empty,
     );
+    if let Some(ray) = request.headers().get(CF_RAY_HEADER).and_then(cf_ray) {
+        span.record("cf_ray", ray);
+    }
+    if let Some(invocation) = request.extensions().get::<InvocationId>() {
+        span.record("lambda_request_id", invocation.0.as_str());
+    }
+    let header = HeaderValue::from_str(&request_id).ok();
     let started = Instant::now();
     async move {
-        let response = next.run(request).await;
+        let mut response = problem::answering(request_id, next.run(request)).await;
+        if let Some(header) = header {
+            response.headers_mut().insert(REQUEST_ID_HEADER, header);
+        }
         tracing::info!(
             status = response.status().as_u16(),
             latency_ms = started.elapsed().as_millis() as u64,
@@ -153,6 +184,16 @@ async fn trace_request(request: Request, next: Next) -> Response {
     }
     .instrument(span)
     .await
+}
+
+/// A `CF-Ray` as Cloudflare writes it (letters, digits and `-`, at most `MAX_CF_RAY`); anything
+/// else is not logged (the header is the client's to send where Cloudflare is not in front).
+fn cf_ray(value: &HeaderValue) -> Option<&str> {
+    let text = value.to_str().ok()?;
+    let is_ray = !text.is_empty()
+        && text.len() <= MAX_CF_RAY
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    is_ray.then_some(text)
 }
 
 async fn not_found() -> Response {

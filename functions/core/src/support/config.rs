@@ -103,6 +103,10 @@ pub struct Config {
     pub callback_timeout: Duration,
     /// Development only: callbacks may use `http` and reach private and local addresses.
     pub allow_private_callbacks: bool,
+    /// Whether the dispatcher can reach the internet (`CALLBACKS_EGRESS`). A deployment whose
+    /// dispatcher has no route out sets it false, and a submission with a `callback_url` is
+    /// refused (422 `callbacks_unavailable`) rather than accepted and never delivered.
+    pub callbacks_egress: bool,
     /// A key's undelivered callbacks past which progress-only ones are not queued (the
     /// dispatcher records it for the database's trigger at each claim).
     pub max_pending_callbacks_per_key: i64,
@@ -350,6 +354,7 @@ impl Config {
             outbox_max_attempts: env.parse("OUTBOX_MAX_ATTEMPTS", 10)?,
             callback_timeout,
             allow_private_callbacks: env.parse::<Flag>("ALLOW_PRIVATE_CALLBACKS", Flag(false))?.0,
+            callbacks_egress: env.parse::<Flag>("CALLBACKS_EGRESS", Flag(true))?.0,
             max_pending_callbacks_per_key,
             artifact_bucket: lookup("ARTIFACT_BUCKET").unwrap_or_else(|| replay_bucket.clone()),
             artifact_url_ttl: env
@@ -817,6 +822,21 @@ mod tests {
         assert!(!c.simulate_workers);
         assert_eq!(c.callback_timeout, Duration::from_secs(5));
         assert!(!c.allow_private_callbacks);
+        assert!(c.callbacks_egress);
+        for (text, egress) in [
+            ("false", false),
+            ("0", false),
+            ("off", false),
+            ("TRUE", true),
+        ] {
+            let c = config(&[("CALLBACKS_EGRESS", text)]).unwrap();
+            assert_eq!(c.callbacks_egress, egress, "CALLBACKS_EGRESS={text}");
+        }
+        let error = config(&[("CALLBACKS_EGRESS", "sometimes")]).unwrap_err();
+        assert!(
+            error.to_string().starts_with("CALLBACKS_EGRESS: "),
+            "{error}"
+        );
         assert_eq!(c.max_pending_callbacks_per_key, 1_000);
         assert_eq!(
             config(&[("MAX_PENDING_CALLBACKS_PER_KEY", "5")])

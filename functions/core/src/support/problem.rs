@@ -1,5 +1,6 @@
 //! Rejections as RFC 9457 problem documents, one stable `code` each. `detail` keeps clients of
-//! the FastAPI original (`{"detail": …}`) working.
+//! the FastAPI original (`{"detail": …}`) working; `request_id` names the request answered
+//! (the `X-Request-Id` of the answer), so a client's report leads to its log lines.
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -7,6 +8,16 @@ use serde::Serialize;
 
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// Runs `answer` as the request `request_id` (entry/http.rs): every problem it answers with
+/// names it. A problem made outside (a test's, a non-HTTP function's) names none.
+pub async fn answering<F: std::future::Future>(request_id: String, answer: F) -> F::Output {
+    REQUEST_ID.scope(request_id, answer).await
+}
 
 /// How long to wait before retrying when a dependency is down: long enough for a failover or a
 /// cold pool, short enough that clients do not give up.
@@ -86,6 +97,9 @@ pub enum Rejection {
     /// The `callback_url`'s host could not be looked up (no answer in time, a resolver
     /// failure): whether it is allowed is unknown, not no.
     CallbackHostUnavailable,
+    /// This deployment cannot deliver callbacks (`CALLBACKS_EGRESS=false`: its dispatcher has
+    /// no route out), so a `callback_url` is refused rather than accepted and never sent.
+    CallbacksUnavailable,
 }
 
 /// Whether a kind of refusal carries `Retry-After`, and where its value comes from.
@@ -160,6 +174,7 @@ problem_kinds! {
     ORIGIN_FORBIDDEN: "origin_forbidden", FORBIDDEN, "Origin forbidden", Never;
     SECRET_UNAVAILABLE: "secret_unavailable", SERVICE_UNAVAILABLE, "Secret unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
     CALLBACK_HOST_UNAVAILABLE: "callback_host_unavailable", SERVICE_UNAVAILABLE, "Callback host unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
+    CALLBACKS_UNAVAILABLE: "callbacks_unavailable", UNPROCESSABLE_ENTITY, "Callbacks unavailable", Never;
 }
 
 impl Rejection {
@@ -201,6 +216,7 @@ impl Rejection {
             Self::OriginForbidden => &ORIGIN_FORBIDDEN,
             Self::SecretUnavailable => &SECRET_UNAVAILABLE,
             Self::CallbackHostUnavailable => &CALLBACK_HOST_UNAVAILABLE,
+            Self::CallbacksUnavailable => &CALLBACKS_UNAVAILABLE,
         }
     }
 
@@ -307,6 +323,12 @@ impl Rejection {
                  try again"
                     .into()
             }
+            Self::CallbacksUnavailable => {
+                "callback_url: this deployment cannot deliver callbacks (it has no route to the \
+                 internet); nothing was queued: submit without callback_url and follow the job \
+                 at its status link"
+                    .into()
+            }
         }
     }
 
@@ -339,6 +361,9 @@ struct Problem<'a> {
     /// Whose limit a 429 hit.
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<LimitScope>,
+    /// The request answered, as its `X-Request-Id` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
 }
 
 impl IntoResponse for Rejection {
@@ -358,6 +383,7 @@ impl IntoResponse for Rejection {
                 Self::RateLimited(_, scope) | Self::TooManyActiveJobs { scope, .. } => Some(*scope),
                 _ => None,
             },
+            request_id: REQUEST_ID.try_with(Clone::clone).ok(),
         };
         let mut headers = HeaderMap::new();
         headers.insert(

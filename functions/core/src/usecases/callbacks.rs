@@ -36,9 +36,10 @@ const CLAIM_WHEN_FREE: usize = CLAIM_PER_KEY as usize;
 /// whole run (its render events beside) stays within its 50 s.
 const SWEEP_BUDGET: Duration = Duration::from_secs(30);
 
-/// The submission's `callback_url`, if it has one, checked for form (step 3): only a keyed
-/// client may set one (else the service would send traffic anywhere for anyone), and only an
-/// https URL whose host, if an address, is public.
+/// The submission's `callback_url`, if it has one, checked for form (step 3): refused whatever
+/// it holds on a deployment that cannot deliver callbacks (`CALLBACKS_EGRESS=false`); else only
+/// a keyed client may set one (else the service would send traffic anywhere for anyone), and
+/// only an https URL whose host, if an address, is public.
 pub fn parse_callback(
     app: &App,
     caller: &Caller,
@@ -47,6 +48,10 @@ pub fn parse_callback(
     let Some(text) = text else {
         return Ok(None);
     };
+    if !app.config.callbacks_egress {
+        // First: no change to the URL or the caller would make it deliverable.
+        return Err(Rejection::CallbacksUnavailable);
+    }
     if caller.key.is_none() {
         return Err(invalid_callback(
             &"only a client with an API key can set a callback",

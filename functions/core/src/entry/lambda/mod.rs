@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::Instrument;
 
-use crate::entry::http::{AnswerBy, RequestId};
+use crate::entry::http::{AnswerBy, InvocationId, RequestId};
 use crate::routes::PeerAddr;
 use crate::{entry::http, support::aws, support::telemetry, App, Clients, Config};
 
@@ -77,9 +77,10 @@ pub fn router(routes: Router<App>, app: App) -> Router {
 }
 
 /// Headers a browser script may read besides the CORS-safelisted ones: where a job is, when to
-/// retry, the rate limit, whether an answer was replayed.
+/// retry, the rate limit, whether an answer was replayed, the request's id.
 const EXPOSED_HEADERS: &str = "Location, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, \
-                               X-RateLimit-Reset, RateLimit, RateLimit-Policy, Idempotent-Replayed";
+                               X-RateLimit-Reset, RateLimit, RateLimit-Policy, Idempotent-Replayed, \
+                               X-Request-Id";
 
 /// The CORS headers of an actual request's answer (API Gateway answers the preflight OPTIONS
 /// itself, template.yaml `Cors`).
@@ -129,15 +130,39 @@ async fn from_request_context(mut request: Request, next: Next) -> Response {
     if let Some(ip) = source_ip(&request) {
         request.extensions_mut().insert(PeerAddr(ip));
     }
+    let gateway_id = gateway_request_id(&request);
+    let mut invocation = None;
     if let Some(context) = request.lambda_context_ref() {
-        let id = RequestId(context.request_id.clone());
+        invocation = Some(context.request_id.clone()).filter(|id| !id.is_empty());
         let answer_by = answer_by(context.deadline, SystemTime::now());
-        request.extensions_mut().insert(id);
         if let Some(answer_by) = answer_by {
             request.extensions_mut().insert(answer_by);
         }
     }
+    match (gateway_id, invocation) {
+        (Some(gateway), invocation) => {
+            if let Some(invocation) = invocation.filter(|id| *id != gateway) {
+                request.extensions_mut().insert(InvocationId(invocation));
+            }
+            request.extensions_mut().insert(RequestId(gateway));
+        }
+        (None, Some(invocation)) => {
+            request.extensions_mut().insert(RequestId(invocation));
+        }
+        (None, None) => {}
+    }
     next.run(request).await
+}
+
+/// API Gateway's id of the request (`requestContext.requestId`): what its access log, its
+/// `x-amzn-RequestId` header and its own answers (the gateway responses) name it by.
+fn gateway_request_id(request: &Request) -> Option<String> {
+    let id = match request.request_context_ref()? {
+        RequestContext::ApiGatewayV1(ctx) => ctx.request_id.as_deref(),
+        RequestContext::ApiGatewayV2(ctx) => ctx.request_id.as_deref(),
+        _ => None,
+    }?;
+    Some(id.to_owned()).filter(|id| !id.is_empty())
 }
 
 /// Time kept between the request's deadline and the invocation's: to write the answer and

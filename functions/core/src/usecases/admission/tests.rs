@@ -139,6 +139,67 @@ async fn steps_one_to_three_refuse_before_any_port() {
     assert_eq!(memory.calls.take(), Vec::<&str>::new());
 }
 
+/// A keyed client (a live key with default limits) at `203.0.{n}.9`.
+fn keyed(n: u8) -> Caller {
+    use crate::domain::key::{KeyId, KeyKind, KeyLimits};
+    let ip = format!("203.0.{n}.9").parse().unwrap();
+    Caller::keyed(
+        KeyId::new(),
+        KeyKind::Live,
+        KeyLimits::default(),
+        ClientKey::new(ip, 64),
+    )
+}
+
+/// `CALLBACKS_EGRESS=false`: a `callback_url`, whoever sends it and whatever it holds, is
+/// refused with the form's checks (no quota, no port reached); without one, a render is
+/// admitted as ever.
+#[tokio::test]
+async fn without_egress_a_callback_url_is_refused_before_any_port() {
+    let (app, memory) = App::in_memory(config(&[("CALLBACKS_EGRESS", "false")]));
+    for (caller, url) in [
+        (keyed(12), "https://bot.example/hook"),
+        (keyed(12), "https://93.184.216.34/hook"),
+        (keyed(12), "not a url"),
+        (client(12), "https://bot.example/hook"),
+    ] {
+        let upload = form(VALID_REPLAY, "play.osr", &[("callback_url", url)]);
+        let refused = submit_render(&app, &caller, None, upload).await;
+        let rejection = refused.outcome.unwrap_err();
+        assert_eq!(rejection, Rejection::CallbacksUnavailable, "{url}");
+        assert_eq!(rejection.code(), "callbacks_unavailable");
+        assert_eq!(rejection.status().as_u16(), 422);
+        assert_eq!(rejection.retry_after(), None);
+        assert!(rejection.detail().contains("callback_url"), "{url}");
+        assert!(refused.rate.is_none(), "{url}: no quota spent");
+        assert_eq!(memory.calls.take(), Vec::<&str>::new(), "{url}");
+    }
+    assert!(memory.database.job_ids().is_empty());
+    // A form with an invalid field is refused for that field first (step 3's order).
+    let upload = form(
+        VALID_REPLAY,
+        "play.osr",
+        &[
+            ("resolution", "8k"),
+            ("callback_url", "https://bot.example/"),
+        ],
+    );
+    let refused = submit_render(&app, &keyed(12), None, upload).await;
+    assert_eq!(refused.outcome.unwrap_err().code(), "invalid_field");
+    let job = admitted(submit_render(&app, &keyed(12), None, valid()).await.outcome);
+    assert_eq!(memory.database.job_ids(), [job]);
+
+    // With egress (the default) the same keyed request is admitted with its callback.
+    let (app, memory) = App::in_memory(config(&[]));
+    let upload = form(
+        VALID_REPLAY,
+        "play.osr",
+        &[("callback_url", "https://bot.example/hook")],
+    );
+    let job = admitted(submit_render(&app, &keyed(12), None, upload).await.outcome);
+    assert_eq!(memory.database.job_ids(), [job]);
+}
+
 #[tokio::test]
 async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
     // The duplicate is seen by the look alone, before the limit counts it.
