@@ -351,7 +351,7 @@ def main(template_path, samconfig_path):
 
     # Callbacks (issue 22): outbox-dispatcher alone runs in the callback subnets (the NAT
     # gateway's), every other Postgres function in the private ones; every function knows
-    # whether callbacks can leave (CALLBACKS_ENABLED from the base's CallbackEgress).
+    # whether callbacks can leave (CALLBACKS_EGRESS from the base's CallbackEgress).
     for name, fn in functions.items():
         vpc = fn["Properties"].get("VpcConfig", {})
         if name == "OutboxDispatcherFunction":
@@ -361,7 +361,7 @@ def main(template_path, samconfig_path):
         elif vpc:
             check(ref(vpc.get("SubnetIds")) == "VpcSubnetIds" and ref(vpc.get("SecurityGroupIds")) == "VpcSecurityGroupIds",
                   f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
-    check(ref(globals_env.get("CALLBACKS_ENABLED")) == "CallbackEgress", "Globals: CALLBACKS_ENABLED from CallbackEgress")
+    check(ref(globals_env.get("CALLBACKS_EGRESS")) == "CallbackEgress", "Globals: CALLBACKS_EGRESS from CallbackEgress")
 
     # Lifecycles: renders/ go with their jobs (JOB_RETENTION), incoming/ stays as long as the
     # failure queue keeps the events that point at it; prod keeps its log groups.
