@@ -20,6 +20,7 @@ use osurender_core::support::config::{DbSslMode, MAX_KEY_CACHE_TTL};
 use osurender_core::usecases::keys::{KeyLookup, KeyRefusal};
 use osurender_testkit::lambda::{Answer, Function};
 use osurender_testkit::stack::connect;
+use osurender_testkit::tls::TlsServer;
 use osurender_testkit::{fresh_database, Database};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -320,28 +321,6 @@ async fn a_tls_mode_in_the_url_is_never_overridden_by_a_weaker_one() {
     assert_eq!(keys, 0);
 }
 
-/// The TLS-only PostgreSQL of `infra/postgres-tls.sh` (`PG_TLS_DIR`, else this checkout's
-/// `.local/pg-tls`): `hostssl` only, a certificate for `localhost` from a CA of its own, and the
-/// password-authenticated `osurender_app` role. Its port and that role's password.
-fn tls_server() -> (u16, String) {
-    let dir = std::env::var_os("PG_TLS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/pg-tls")
-        });
-    let read = |file: &str| {
-        std::fs::read_to_string(dir.join(file))
-            .unwrap_or_else(|e| panic!("{}: {e} (run ./infra/up.sh)", dir.join(file).display()))
-            .trim()
-            .to_owned()
-    };
-    let port = std::env::var("PG_TLS_PORT")
-        .ok()
-        .filter(|port| !port.is_empty())
-        .unwrap_or_else(|| read("port"));
-    (port.parse().expect("a port"), read("app-password"))
-}
-
 /// The binary with `args`, `DATABASE_URL` = `url` and no `DB_SSLMODE`: the URL alone says how.
 fn admin_url_alone(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_osurender-admin"))
@@ -361,32 +340,21 @@ fn admin_url_alone(url: &str, args: &[&str]) -> Output {
 /// anywhere it is `verify-full`, which refuses this server's unknown CA: nothing runs.
 #[tokio::test]
 async fn the_cli_honours_sslmode_require_in_the_url_and_verifies_by_default() {
-    let (port, password) = tls_server();
-    let name = "osr_admin_url_require";
+    let server = TlsServer::local();
+    let (port, password) = (server.port(), server.app_password());
+    // The application role's own, dropped with the guard.
+    let database = server.fresh_database("admin_url_require").await;
+    let name = database.name();
     // At an address the certificate does not name: only `require` gets through.
     let url =
         |database: &str| format!("postgres://osurender_app:{password}@127.0.0.1:{port}/{database}");
     let require = Tls::new(DbSslMode::Require, None).unwrap();
-    let setup = db::pool(
-        db::parse_url(&url("postgres")).unwrap(),
-        &require,
-        1,
-        TIMEOUT,
-    )
-    .unwrap();
-    let conn = db::checkout(&setup).await.expect("the TLS PostgreSQL");
-    conn.execute_typed(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), &[])
-        .await
-        .unwrap();
-    conn.execute_typed(&format!("CREATE DATABASE {name}"), &[])
-        .await
-        .unwrap();
-    drop(conn);
     migrations::connect_and_apply(
         db::parse_url(&url(name)).unwrap(),
         &require,
         TIMEOUT,
         TIMEOUT,
+        None,
     )
     .await
     .expect("migrations");

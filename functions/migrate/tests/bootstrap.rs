@@ -656,8 +656,8 @@ impl Drop for TestRole {
 }
 
 /// `DB_APP_SECRET_ARN` (deploys on AWS): after the migrations migrate creates the application
-/// role from the secret, which may then log in (its password, over TLS), read and change rows
-/// and call the SQL functions, and never change the schema; a rotated secret's next run sets
+/// role from the secret, which may then log in (its password, over TLS), read and change rows,
+/// and never change the schema (create, alter, drop, truncate); a rotated secret's next run sets
 /// the new password (the old one no longer logs in).
 #[tokio::test]
 async fn migrate_makes_the_application_role_and_sets_a_rotated_password() {
@@ -723,12 +723,19 @@ async fn migrate_makes_the_application_role_and_sets_a_rotated_password() {
     conn.batch_execute("DELETE FROM webhook_nonces WHERE false")
         .await
         .expect("it changes rows");
-    let schema = conn.batch_execute("CREATE TABLE stolen (x int)").await;
-    assert_eq!(
-        schema.unwrap_err().code(),
-        Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
-        "it never changes the schema"
-    );
+    for schema in [
+        "CREATE TABLE stolen (x int)",
+        "ALTER TABLE jobs ADD COLUMN stolen int",
+        "DROP TABLE webhook_nonces",
+        "TRUNCATE jobs CASCADE",
+    ] {
+        let refused = conn.batch_execute(schema).await;
+        assert_eq!(
+            refused.unwrap_err().code(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "it never changes the schema: {schema}"
+        );
+    }
     assert!(
         login("a guess").await.is_err(),
         "a wrong password does not log in"

@@ -156,8 +156,6 @@ pub struct S3SkinStore {
 }
 
 impl S3SkinStore {
-    /// `sdk` supplies what presigning needs and the S3 client does not expose: the
-    /// credentials, the region and the endpoint.
     /// The object at `key`, or `None` if there is none; bounded by the request's deadline.
     async fn head_object(&self, key: &str) -> Result<Option<HeadObjectOutput>, StorageError> {
         let head = self
@@ -173,6 +171,8 @@ impl S3SkinStore {
         }
     }
 
+    /// `sdk` supplies what presigning needs and the S3 client does not expose: the
+    /// credentials, the region and the endpoint.
     pub fn new(client: aws_sdk_s3::Client, sdk: SdkConfig, bucket: impl Into<String>) -> Self {
         Self {
             client,

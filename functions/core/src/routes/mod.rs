@@ -46,7 +46,8 @@ impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
 
 /// Who the request is from (`App::caller`), as a handler's argument: resolved where it stands
 /// in the arguments, so a path's or a query's checks before it come first, and a body after it
-/// is not read for a refused key.
+/// is not read for a refused key. `render` resolves it itself, on purpose: a refused caller's
+/// render is still logged and counted in the admission metrics.
 impl FromRequestParts<App> for Caller {
     type Rejection = Response;
 

@@ -374,7 +374,6 @@ DELETE FROM admission_fences
                    WHERE created_at < now() - interval '1 day'
                    ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
 
-/// The first three columns of the occupancy, capacity and load reads.
 /// A SQL function's verdict, its row's first column, as one of `V`'s snake_case names; another
 /// word is a function this code does not know (newer or broken): its outcome is unknown.
 fn verdict<V: serde::de::DeserializeOwned>(row: &Row, function: &str) -> Result<V, StoreError> {
@@ -384,6 +383,7 @@ fn verdict<V: serde::de::DeserializeOwned>(row: &Row, function: &str) -> Result<
     })
 }
 
+/// The first three columns of the occupancy, capacity and load reads.
 fn capacity_of(row: &Row) -> Capacity {
     Capacity {
         queued: row.get(0),

@@ -152,7 +152,8 @@ pub async fn connect_and_apply(
         Outcome::Applied(applied) if created => Outcome::CreatedAndApplied(applied),
         outcome => outcome,
     };
-    if let Some(role) = app_role {
+    // A schema newer than this code is a newer release's: its migrate made the role.
+    if let (Some(role), false) = (app_role, matches!(outcome, Outcome::SchemaNewer(_))) {
         grant_app_role(&conn, role).await?;
     }
     Ok(outcome)
@@ -177,8 +178,10 @@ ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO %2
 ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO %2$I;";
 
 /// Makes the application role, or sets its password to the secret's (a rotation), and grants
-/// it `APP_ROLE_GRANTS` on everything the migrations made; idempotent, so every deploy runs it.
-/// The password goes out hashed (SCRAM-SHA-256), never in clear text in a statement.
+/// it `APP_ROLE_GRANTS` on everything the migrations made; idempotent, so every migrate run
+/// (each deploy that changes `MigrateVersion`, or one by hand) makes it so. It runs after the
+/// migrations' transaction, and a second runner's role made meanwhile is altered instead. The
+/// password goes out hashed (a SCRAM-SHA-256 verifier), never in clear text in a statement.
 pub async fn grant_app_role(client: &Client, role: &AppRole) -> Result<(), StoreError> {
     let failed = |e: tokio_postgres::Error| {
         StoreError::new(format!(
@@ -196,6 +199,23 @@ pub async fn grant_app_role(client: &Client, role: &AppRole) -> Result<(), Store
         .await
         .map_err(failed)?
         .get(0);
+    match role_statements(client, role, &verifier, exists).await {
+        // Another runner created it since the look: set its password instead.
+        Err(error) if !exists && error.code() == Some(&SqlState::DUPLICATE_OBJECT) => {
+            role_statements(client, role, &verifier, true).await
+        }
+        done => done,
+    }
+    .map_err(failed)
+}
+
+/// `CREATE` (or, if it `exists`, `ALTER`) the role with `verifier`, then the grants.
+async fn role_statements(
+    client: &Client,
+    role: &AppRole,
+    verifier: &str,
+    exists: bool,
+) -> Result<(), tokio_postgres::Error> {
     let verb = if exists { "ALTER" } else { "CREATE" };
     // format() quotes the names (%I) and the verifier (%L): nothing of the secret is spliced.
     let template = format!("{verb} ROLE %2$I WITH LOGIN PASSWORD %3$L;\n{APP_ROLE_GRANTS}");
@@ -204,10 +224,9 @@ pub async fn grant_app_role(client: &Client, role: &AppRole) -> Result<(), Store
             "SELECT format($1, current_database(), $2::text, $3::text)",
             &[&template, &role.username, &verifier],
         )
-        .await
-        .map_err(failed)?
+        .await?
         .get(0);
-    client.batch_execute(&statements).await.map_err(failed)
+    client.batch_execute(&statements).await
 }
 
 fn connecting(error: deadpool_postgres::PoolError) -> StoreError {

@@ -326,6 +326,28 @@ async fn housekeeping<S: JobAdmission + JobReads + JobTransitions + JobHousekeep
         JobStatus::Rendering,
         "a job within its reported deadline is not failed"
     );
+    let overdue = new_job(&caller, "contract-overdue");
+    admitted(store, &overdue).await;
+    let short = Transition {
+        deadline_in: Some(Duration::from_millis(1)),
+        ..report(JobStatus::Rendering)
+    };
+    reported(store, overdue.id, short, None).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        store
+            .fail_stalled(Duration::from_secs(3600))
+            .await
+            .expect("answered")
+            >= 1,
+        "a job past its reported deadline is failed"
+    );
+    let record = found(store, overdue.id).await;
+    assert_eq!(
+        (record.status, record.error.as_deref()),
+        (JobStatus::Failed, Some("timed out")),
+        "however long the stall timeout, saying why"
+    );
     store
         .delete_ended(Duration::ZERO, 1_000_000)
         .await

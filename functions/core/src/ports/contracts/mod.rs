@@ -4,7 +4,8 @@
 //! the other way round. A suite panics on the first broken guarantee, naming it.
 //!
 //! A suite leaves what it made behind, under names of its own (`contract-…`, random ids), so it
-//! runs on a store that holds other data too.
+//! runs on a store that holds other data too — all but the jobs suite, whose janitor sweeps and
+//! global caps act on every job: give it a store of its own (a fresh database).
 
 pub mod artifacts;
 pub mod callbacks;
