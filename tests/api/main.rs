@@ -23,6 +23,7 @@ mod origin;
 mod outcomes;
 mod render;
 mod request_ids;
+mod rotation;
 mod sandbox;
 mod skins;
 mod storms;

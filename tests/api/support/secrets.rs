@@ -56,4 +56,48 @@ impl StoredSecret {
             .await
             .expect("the stand-in stores the new version");
     }
+
+    /// Puts `value` as the version a rotation is installing (`AWSPENDING`, Secrets Manager's
+    /// createSecret step); `AWSCURRENT` stays where it is. The new version's id.
+    pub async fn stage_pending(&self, value: &str) -> String {
+        self.client
+            .put_secret_value()
+            .secret_id(&self.name)
+            .secret_string(value)
+            .version_stages("AWSPENDING")
+            .send()
+            .await
+            .expect("the stand-in stores the pending version")
+            .version_id()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Makes `version` `AWSCURRENT` (a rotation's finishSecret step); the version it replaces
+    /// becomes `AWSPREVIOUS`.
+    pub async fn promote(&self, version: &str) {
+        let versions = self
+            .client
+            .list_secret_version_ids()
+            .secret_id(&self.name)
+            .send()
+            .await
+            .unwrap();
+        let current = versions
+            .versions()
+            .iter()
+            .find(|v| v.version_stages().iter().any(|stage| stage == "AWSCURRENT"))
+            .and_then(|v| v.version_id())
+            .unwrap()
+            .to_owned();
+        self.client
+            .update_secret_version_stage()
+            .secret_id(&self.name)
+            .version_stage("AWSCURRENT")
+            .move_to_version_id(version)
+            .remove_from_version_id(current)
+            .send()
+            .await
+            .expect("the stand-in moves AWSCURRENT");
+    }
 }

@@ -6,6 +6,9 @@ use std::sync::Arc;
 use crate::adapters::callback_sender::{CheckedAddresses, HttpCallbacks};
 use crate::adapters::dynamo::DynamoRateLimiter;
 use crate::adapters::postgres::callbacks::PgCallbackStore;
+use crate::adapters::postgres::credentials::{
+    CredentialSource, Credentials, RotatingCredentials, REREAD_INTERVAL,
+};
 use crate::adapters::postgres::idempotency::PgIdempotencyStore;
 use crate::adapters::postgres::jobs::PgJobStore;
 use crate::adapters::postgres::keys::PgKeyStore;
@@ -13,7 +16,7 @@ use crate::adapters::postgres::outbox::PgOutboxStore;
 use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db, PostgresCheck};
 use crate::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
-use crate::adapters::secrets::SecretsManagerStore;
+use crate::adapters::secrets::{DatabaseSecret, SecretsManagerStore};
 use crate::adapters::sqs::SqsRenderQueue;
 use crate::ports::callbacks::CallbackSender;
 use crate::ports::skins::CLAIM_STALE_AFTER;
@@ -39,22 +42,34 @@ impl Clients {
     /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
     pub async fn new(config: &Config) -> Result<Self, StoreError> {
         let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
-        Self::from_parts(config, sdk, db::parse_url(&config.database_url)?)
+        Self::from_parts(config, sdk, db::parse_url(&config.database_url)?, None)
     }
 
     /// Builds the clients on a loaded SDK configuration and Postgres settings from elsewhere
-    /// (on Lambda: the database secret).
+    /// (on Lambda: the database secret). With `secret` (the secret `postgres`' user and
+    /// password were read from), a connection the database refuses for its credentials
+    /// re-reads it (adapters/postgres/credentials.rs): a rotation does not take a warm
+    /// instance down.
     pub fn from_parts(
         config: &Config,
         sdk: aws_config::SdkConfig,
         postgres: tokio_postgres::Config,
+        secret: Option<Arc<dyn CredentialSource>>,
     ) -> Result<Self, StoreError> {
+        let credentials = secret.map(|source| {
+            let initial = Credentials {
+                user: postgres.get_user().unwrap_or_default().to_owned(),
+                password: postgres.get_password().unwrap_or_default().to_vec(),
+            };
+            RotatingCredentials::new(initial, source, REREAD_INTERVAL)
+        });
         Ok(Self {
-            pool: db::pool(
+            pool: db::rotating_pool(
                 postgres,
                 &db::Tls::from_config(config)?,
                 config.db_pool_size,
                 config.db_timeout,
+                credentials,
             )?,
             dynamodb: aws::dynamodb(&sdk),
             s3: aws::s3(&sdk),
@@ -118,6 +133,14 @@ impl Clients {
             secrets: Arc::new(SecretsManagerStore::new(self.secretsmanager.clone())),
         }
     }
+}
+
+/// The database secret `id` (`DB_SECRET_ARN`), for `Clients::from_parts` to re-read.
+pub fn database_secret(sdk: &aws_config::SdkConfig, id: &str) -> Arc<dyn CredentialSource> {
+    Arc::new(DatabaseSecret::new(
+        aws_sdk_secretsmanager::Client::new(sdk),
+        id,
+    ))
 }
 
 /// What sends callbacks, for the dispatcher (`callbacks::sweep`): built only where it is used,

@@ -1,6 +1,7 @@
 //! The Postgres pool, built the RDS-Proxy-safe way (the migrations are in `migrations.rs`).
 
 pub mod callbacks;
+pub mod credentials;
 pub mod idempotency;
 pub mod jobs;
 pub mod keys;
@@ -14,7 +15,9 @@ use std::time::Duration;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    ConfigConnectImpl, Connect, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
+};
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
@@ -22,6 +25,7 @@ use crate::domain::deadline;
 use crate::ports::health::Dependency;
 use crate::ports::StoreError;
 use crate::support::config;
+use credentials::{RotatingConnect, RotatingCredentials};
 pub use tls::Tls;
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -77,19 +81,42 @@ pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreErro
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
 /// Its connections are made as `tls` says (`Config::db_sslmode`), whatever `pg`'s `sslmode` was.
 pub fn pool(
+    pg: tokio_postgres::Config,
+    tls: &Tls,
+    size: usize,
+    timeout: Duration,
+) -> Result<Pool, StoreError> {
+    rotating_pool(pg, tls, size, timeout, None)
+}
+
+/// `pool`, whose new connections use `credentials` (not `pg`'s user and password) when given:
+/// re-read from the database secret when the server refuses them (credentials.rs). Making a
+/// connection, re-read and retries included, stays within the pool's create timeout.
+pub fn rotating_pool(
     mut pg: tokio_postgres::Config,
     tls: &Tls,
     size: usize,
     timeout: Duration,
+    credentials: Option<RotatingCredentials>,
 ) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
     pg.ssl_mode(tls.ssl_mode());
     let recycling = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
-    let manager = match tls.connector() {
-        Some(connector) => Manager::from_config(pg, connector.clone(), recycling),
-        None => Manager::from_config(pg, NoTls, recycling),
+    let manager = match (tls.connector(), credentials) {
+        (Some(connector), None) => Manager::from_config(pg, connector.clone(), recycling),
+        (None, None) => Manager::from_config(pg, NoTls, recycling),
+        (connector, Some(credentials)) => {
+            let inner: Box<dyn Connect> = match connector {
+                Some(connector) => Box::new(ConfigConnectImpl {
+                    tls: connector.clone(),
+                }),
+                None => Box::new(ConfigConnectImpl { tls: NoTls }),
+            };
+            let connect = RotatingConnect { inner, credentials };
+            Manager::from_connect(pg, connect, recycling)
+        }
     };
     Pool::builder(manager)
         .max_size(size.max(1))

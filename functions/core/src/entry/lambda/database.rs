@@ -2,12 +2,16 @@
 //! set, else the `{username, password}` secret `DB_SECRET_ARN` names, at `DB_HOST`:`DB_PORT`,
 //! database `DB_NAME`. The fields are set one by one, so a generated password needs no escaping.
 
+use std::sync::Arc;
+
 use aws_config::SdkConfig;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::adapters::postgres::credentials::CredentialSource;
 use crate::adapters::postgres::migrations::AppRole;
 use crate::adapters::postgres::{self as db, Tls};
+use crate::entry::wiring;
 use crate::ports::StoreError;
 use crate::support::aws;
 use crate::support::config::Config;
@@ -157,6 +161,15 @@ pub fn secret_postgres_config(
         .user(&secret.username)
         .password(secret.password);
     Ok(pg)
+}
+
+/// The secret `postgres_config` read the credentials from, if it did (no `DATABASE_URL`, a
+/// `DB_SECRET_ARN`): what the pool re-reads when the database refuses them.
+pub fn rotating_secret(sdk: &SdkConfig) -> Option<Arc<dyn CredentialSource>> {
+    match (env("DATABASE_URL"), env("DB_SECRET_ARN")) {
+        (None, Some(arn)) => Some(wiring::database_secret(sdk, &arn)),
+        _ => None,
+    }
 }
 
 /// A variable that is set and not empty (`sam local` passes declared ones empty).

@@ -40,15 +40,16 @@ pub use migrate::{
 };
 
 /// Everything a function needs, built once per instance: logging, configuration, the AWS
-/// clients and the Postgres pool (credentials from the database secret on AWS). Nothing
-/// connects yet; a bad configuration or an unreadable database secret fails the start, which
+/// clients and the Postgres pool (credentials from the database secret on AWS, read again when
+/// the database refuses them: a rotation). Nothing connects yet; a bad configuration or an unreadable database secret fails the start, which
 /// Lambda reports and retries.
 pub async fn app() -> Result<App, Error> {
     telemetry::init();
     let config = Config::from_env()?;
     let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
     let postgres = postgres_config(&config, &sdk).await?;
-    let clients = Clients::from_parts(&config, sdk, postgres)?;
+    let secret = database::rotating_secret(&sdk);
+    let clients = Clients::from_parts(&config, sdk, postgres, secret)?;
     Ok(clients.app(config))
 }
 
