@@ -43,7 +43,8 @@ DECLARE
     c_optional CONSTANT text[] := ARRAY[
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
-        'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued'];
+        'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
+        'replay'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -139,10 +140,10 @@ BEGIN
     END IF;
 
     INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
-                      replay_sha256, sandbox, status, progress, video_key, thumb_key,
+                      replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
                       callback_url, callback_seq, callback_at)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
-            p ->> 'replay_key', v_hash, v_sandbox,
+            p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
             CASE WHEN v_sandbox THEN 'completed' ELSE 'queued' END::job_status,
             CASE WHEN v_sandbox THEN 100 ELSE 0 END,
             p ->> 'sandbox_video_key', p ->> 'sandbox_thumb_key',
@@ -152,7 +153,8 @@ BEGIN
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
                              (c.step ->> 'progress')::real, NULL,
-                             now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'),
+                             now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond',
+                             nullif(p -> 'replay', 'null'::jsonb)),
            now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
       FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
      WHERE p ->> 'callback_url' IS NOT NULL;
@@ -276,10 +278,10 @@ END
 $$;
 
 --
--- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone) RETURNS jsonb
+CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone, p_replay jsonb) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
@@ -291,7 +293,8 @@ CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_statu
         'error', p_error,
         'occurred_at', to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'links', jsonb_build_object('status', '/v1/jobs/' || p_job)
-    ))
+    )) || CASE WHEN p_replay IS NULL THEN '{}'::jsonb
+               ELSE jsonb_build_object('replay', p_replay) END
 $$;
 
 --
@@ -337,7 +340,7 @@ BEGIN
     INSERT INTO job_callbacks (job_id, sequence, url, body, client)
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
-                              NEW.error, now()),
+                              NEW.error, now(), NEW.replay),
             NEW.client_ip);
     RETURN NEW;
 END
@@ -512,6 +515,7 @@ CREATE TABLE public.jobs (
     callback_seq integer DEFAULT 0 NOT NULL,
     callback_at timestamp with time zone,
     client_network text,
+    replay jsonb,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -767,6 +771,18 @@ CREATE UNIQUE INDEX jobs_active_replay ON public.jobs USING btree (client_ip, re
 CREATE INDEX jobs_by_client_age ON public.jobs USING btree (client_ip, created_at, id);
 
 --
+-- Name: jobs_by_client_beatmap_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_by_client_beatmap_age ON public.jobs USING btree (client_ip, ((replay ->> 'beatmap_md5'::text)), created_at, id);
+
+--
+-- Name: jobs_by_client_player_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_by_client_player_age ON public.jobs USING btree (client_ip, lower((replay ->> 'player'::text)), created_at, id);
+
+--
 -- Name: jobs_by_client_status_age; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -777,6 +793,12 @@ CREATE INDEX jobs_by_client_status_age ON public.jobs USING btree (client_ip, st
 --
 
 CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE (status = ANY (ARRAY['completed'::public.job_status, 'failed'::public.job_status, 'expired'::public.job_status]));
+
+--
+-- Name: jobs_failed_by_replay; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_by_replay ON public.jobs USING btree (replay_sha256, updated_at) WHERE ((status = 'failed'::public.job_status) AND (NOT sandbox));
 
 --
 -- Name: jobs_queued_by_age; Type: INDEX; Schema: public; Owner: -

@@ -57,7 +57,9 @@
 -- - max_active_per_network (V11): the network's cap on active jobs (checked after the
 --   client's), none for a key's job;
 -- - max_anonymous_queued (V11): the anonymous clients' share of the queue (checked after the
---   queue), none for a key's job.
+--   queue), none for a key's job;
+-- - replay (V14): what the replay says (domain/replay/info.rs), stored with the job and put in
+--   its callbacks.
 CREATE OR REPLACE FUNCTION admit_job(
     p jsonb,
     OUT verdict text,
@@ -85,7 +87,8 @@ DECLARE
     c_optional CONSTANT text[] := ARRAY[
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
-        'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued'];
+        'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
+        'replay'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -181,10 +184,10 @@ BEGIN
     END IF;
 
     INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
-                      replay_sha256, sandbox, status, progress, video_key, thumb_key,
+                      replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
                       callback_url, callback_seq, callback_at)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
-            p ->> 'replay_key', v_hash, v_sandbox,
+            p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
             CASE WHEN v_sandbox THEN 'completed' ELSE 'queued' END::job_status,
             CASE WHEN v_sandbox THEN 100 ELSE 0 END,
             p ->> 'sandbox_video_key', p ->> 'sandbox_thumb_key',
@@ -194,7 +197,8 @@ BEGIN
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
                              (c.step ->> 'progress')::real, NULL,
-                             now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'),
+                             now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond',
+                             nullif(p -> 'replay', 'null'::jsonb)),
            now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
       FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
      WHERE p ->> 'callback_url' IS NOT NULL;

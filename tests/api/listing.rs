@@ -315,18 +315,46 @@ async fn listing_reads_by_index_with_a_large_table() {
         created_at: chrono::Utc::now() - chrono::Duration::minutes(10),
         id: uuid::Uuid::max().into(),
     };
-    for (status, after, index) in [
-        (None, None, "jobs_by_client_age"),
-        (None, Some(cursor), "jobs_by_client_age"),
-        (Some(JobStatus::Failed), None, "jobs_by_client_status_age"),
+    let (player, beatmap) = (Some("PlayerOne"), Some("ab".repeat(16)));
+    for (status, after, (player, beatmap), index) in [
+        (None, None, (None, None), "jobs_by_client_age"),
+        (None, Some(cursor), (None, None), "jobs_by_client_age"),
+        (
+            Some(JobStatus::Failed),
+            None,
+            (None, None),
+            "jobs_by_client_status_age",
+        ),
         (
             Some(JobStatus::Queued),
             Some(cursor),
+            (None, None),
             "jobs_by_client_status_age",
+        ),
+        (None, None, (player, None), "jobs_by_client_player_age"),
+        (
+            None,
+            Some(cursor),
+            (player, None),
+            "jobs_by_client_player_age",
+        ),
+        (
+            None,
+            None,
+            (None, beatmap.clone()),
+            "jobs_by_client_beatmap_age",
+        ),
+        (
+            None,
+            Some(cursor),
+            (None, beatmap.clone()),
+            "jobs_by_client_beatmap_age",
         ),
     ] {
         let query = JobQuery {
             status,
+            player: player.map(str::to_owned),
+            beatmap_md5: beatmap,
             limit: 20,
             after,
         };
@@ -339,7 +367,7 @@ async fn listing_reads_by_index_with_a_large_table() {
             .unwrap()[0]
             .get(0);
         let nodes = plan_nodes(&plan[0]["Plan"]);
-        let label = format!("{status:?}, cursor {}", after.is_some());
+        let label = format!("{query:?}");
         assert!(
             nodes.iter().all(|node| node["Node Type"] != "Seq Scan"),
             "{label}: {plan:#}"

@@ -15,7 +15,7 @@ import random
 import struct
 import sys
 import zlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 REQUIRED_VERSION = "7.0.1"
 
@@ -414,7 +414,16 @@ def verdict(data):
     except Exception as error:  # every exception is a rejection
         return {"accepted": False, "error": f"{type(error).__name__}: {error}"[:200]}
     return {"accepted": True, "mode": replay.mode.value, "frames": len(replay.replay_data),
-            "score_id": replay.replay_id}
+            "score_id": replay.replay_id,
+            # What a job's `replay` shows (domain/replay/info.rs), as osrparse reads it.
+            "player": replay.username or "", "beatmap_hash": replay.beatmap_hash or "",
+            "replay_hash": replay.replay_hash or "", "mods": int(replay.mods),
+            "counts": [replay.count_300, replay.count_100, replay.count_50, replay.count_geki,
+                       replay.count_katu, replay.count_miss],
+            "score": replay.score, "max_combo": replay.max_combo,
+            # Seconds since 0001-01-01, whole: osrparse's float division is off by microseconds.
+            "played_at_seconds": (replay.timestamp - datetime.min.replace(tzinfo=replay.timestamp.tzinfo))
+                                 // timedelta(seconds=1)}
 
 
 def main():

@@ -8,8 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use osurender_core::domain::replay::{inspect, ReplayError, ReplayLimits};
-use serde_json::Value;
+use osurender_core::domain::replay::{
+    inspect, played_at, ReplayError, ReplayLimits, ReplaySummary,
+};
+use serde_json::{json, Value};
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -66,6 +68,45 @@ fn is_limit(error: &ReplayError) -> bool {
     )
 }
 
+/// What a job's `replay` is made of, as `inspect` reads it (the summary's fields) and as
+/// osrparse does (the manifest's): player, beatmap and replay hashes, mods, judgement counts,
+/// score, combo, and when it was played (whole seconds since 0001-01-01: osrparse's float
+/// division is off by microseconds).
+fn metadata(summary: &ReplaySummary) -> Value {
+    let c = summary.counts;
+    let epoch = chrono::NaiveDate::from_ymd_opt(1, 1, 1)
+        .and_then(|day| day.and_hms_opt(0, 0, 0))
+        .expect("0001-01-01")
+        .and_utc();
+    json!({
+        "player": summary.player_name,
+        "beatmap_hash": summary.beatmap_hash,
+        "replay_hash": summary.replay_hash,
+        "mods": summary.mods.0,
+        "counts": [c.count_300, c.count_100, c.count_50, c.count_geki, c.count_katu, c.count_miss],
+        "score": summary.score,
+        "max_combo": summary.max_combo,
+        "played_at_seconds": (played_at(summary.timestamp_ticks) - epoch).num_seconds(),
+    })
+}
+
+fn metadata_of(case: &Value) -> Value {
+    let keys = [
+        "player",
+        "beatmap_hash",
+        "replay_hash",
+        "mods",
+        "counts",
+        "score",
+        "max_combo",
+        "played_at_seconds",
+    ];
+    keys.iter()
+        .map(|key| (key.to_string(), case[key].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// Compares one case; `None` when the verdicts agree.
 fn mismatch(case: &Value, dir: &Path, limits: &ReplayLimits) -> Option<String> {
     let file = case["file"].as_str().expect("file");
@@ -74,21 +115,26 @@ fn mismatch(case: &Value, dir: &Path, limits: &ReplayLimits) -> Option<String> {
     let ours = inspect(&bytes, limits);
     let theirs = if case["accepted"].as_bool() == Some(true) {
         format!(
-            "accepted mode {} frames {} score id {}",
-            case["mode"], case["frames"], case["score_id"]
+            "accepted mode {} frames {} score id {} metadata {}",
+            case["mode"],
+            case["frames"],
+            case["score_id"],
+            metadata_of(case)
         )
     } else {
         format!("rejected ({})", case["error"].as_str().unwrap_or_default())
     };
+    let ours = ours.map(|summary| (metadata(&summary), summary));
     let agree = match &ours {
         _ if case["exceeds_limits"].as_bool() == Some(true) => {
             matches!(&ours, Err(error) if is_limit(error))
         }
-        Ok(summary) => {
+        Ok((_, summary)) => {
             case["accepted"].as_bool() == Some(true)
                 && case["mode"].as_u64() == Some(summary.mode as u64)
                 && case["frames"].as_u64() == Some(summary.frame_count)
                 && case["score_id"].as_i64() == Some(summary.online_score_id)
+                && metadata(summary) == metadata_of(case)
         }
         Err(_) => case["accepted"].as_bool() == Some(false),
     };

@@ -7,11 +7,13 @@
 //! the replay and oversized ones are cut off early. The limits are the only intended
 //! difference: a replay that exceeds one is rejected even if osrparse would parse it.
 //!
-//! Any game mode passes here, as in osrparse; admission then takes osu!standard replays only.
+//! Any game mode passes here, as in osrparse; admission then applies the render policy
+//! (`RENDER_MODES`, Autoplay, length, input) to the summary.
 
 mod decompress;
 mod frames;
 mod header;
+mod info;
 mod number;
 #[cfg(test)]
 mod tests;
@@ -19,6 +21,8 @@ mod tests;
 use std::fmt;
 
 use header::Cursor;
+
+pub use info::{played_at, Mods, ReplayInfo};
 
 /// Bounds on the work and memory one replay may cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +59,18 @@ pub enum GameMode {
 }
 
 impl GameMode {
+    pub const ALL: [GameMode; 4] = [Self::Std, Self::Taiko, Self::Catch, Self::Mania];
+
+    /// The mode's name, as osu!'s API spells it (`RENDER_MODES`, a job's `replay.mode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Std => "osu",
+            Self::Taiko => "taiko",
+            Self::Catch => "fruits",
+            Self::Mania => "mania",
+        }
+    }
+
     /// The mode byte's meaning; osrparse rejects any other value.
     pub fn from_byte(byte: u8) -> Option<Self> {
         match byte {
@@ -67,6 +83,28 @@ impl GameMode {
     }
 }
 
+impl std::str::FromStr for GameMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or_else(|| format!("unknown game mode `{s}` (osu, taiko, fruits or mania)"))
+    }
+}
+
+/// The judgement counts of the header, as stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HitCounts {
+    pub count_300: u16,
+    pub count_100: u16,
+    pub count_50: u16,
+    pub count_geki: u16,
+    pub count_katu: u16,
+    pub count_miss: u16,
+}
+
 /// What a structurally valid replay says about itself.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplaySummary {
@@ -76,15 +114,19 @@ pub struct ReplaySummary {
     pub beatmap_hash: String,
     pub player_name: String,
     pub replay_hash: String,
+    pub counts: HitCounts,
     pub score: u32,
     pub max_combo: u16,
-    /// The mods bit set, as stored.
-    pub mods: u32,
+    pub mods: Mods,
+    /// When it was played: Windows ticks (100 ns since 0001-01-01), within osrparse's range.
+    pub timestamp_ticks: i64,
     /// Play frames, as osrparse's `replay_data` holds them (without the seed frame and the
     /// dropped (256, -500) frames at the start).
     pub frame_count: u64,
-    /// Sum of the play frames' time deltas: roughly the replay's length.
+    /// Sum of the play frames' time deltas: the replay's length in the map's time.
     pub duration_ms: i64,
+    /// Some play frame presses a key or moves the cursor.
+    pub has_input: bool,
     /// 0 when the score was not submitted.
     pub online_score_id: i64,
 }
@@ -208,11 +250,14 @@ pub fn inspect(bytes: &[u8], limits: &ReplayLimits) -> Result<ReplaySummary, Rep
         beatmap_hash: text(header.beatmap_hash),
         player_name: text(header.player_name),
         replay_hash: text(header.replay_hash),
+        counts: header.counts,
         score: header.score,
         max_combo: header.max_combo,
-        mods: header.mods,
+        mods: Mods(header.mods),
+        timestamp_ticks: header.timestamp_ticks,
         frame_count: frames.frames,
         duration_ms: frames.duration_ms,
+        has_input: frames.has_input,
         online_score_id,
     })
 }

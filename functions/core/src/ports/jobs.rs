@@ -14,6 +14,7 @@ use crate::domain::client::ClientKey;
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
+use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
 use crate::ports::idempotency::{Claim, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
@@ -87,6 +88,9 @@ pub struct Occupancy {
     /// 0 for a key's client (no network limit applies to it).
     pub active_for_network: i64,
     pub duplicate: Option<JobId>,
+    /// What is left of the failure cooldown of this replay (whoever submitted it): a render
+    /// of it failed less than the cooldown ago. `None` when none did.
+    pub failed_recently: Option<Duration>,
 }
 
 impl Occupancy {
@@ -124,6 +128,8 @@ pub struct NewJob {
     pub options: RenderOptions,
     pub replay_key: String,
     pub replay_sha256: ReplayHash,
+    /// What the replay says, shown with the job, in its callbacks and in its queue message.
+    pub replay: ReplayInfo,
     /// The idempotency claim this admission completes, with the response its retries get.
     pub completes: Option<(Claim, StoredResponse)>,
     /// A sandbox key's job: admitted by the same checks, but stored final and never queued
@@ -171,6 +177,7 @@ impl NewJob {
             "replay_key": self.replay_key,
             "skin": self.options.skin,
             "config": self.options,
+            "replay": self.replay,
         })
     }
 }
@@ -189,6 +196,8 @@ pub struct JobRecord {
     pub config: serde_json::Value,
     pub video_key: Option<String>,
     pub thumb_key: Option<String>,
+    /// What the replay says (`ReplayInfo`, as stored); `None` for a job of an earlier release.
+    pub replay: Option<serde_json::Value>,
     /// Jobs completed in the last hour, read for queued jobs only (their `estimated_start`).
     pub recent_completed: Option<i64>,
     /// A sandbox key's job, shown as its age makes it (domain/sandbox.rs).
@@ -227,9 +236,13 @@ pub struct Load {
 }
 
 /// A page of one client's `GET /v1/jobs`, newest first (`created_at`, then `id`, descending).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobQuery {
     pub status: Option<JobStatus>,
+    /// Only the jobs of this player's replays, compared case-insensitively.
+    pub player: Option<String>,
+    /// Only the jobs of replays of this beatmap (lowercase hex MD5).
+    pub beatmap_md5: Option<String>,
     pub limit: i64,
     /// Continue after this job; `None` for the first page.
     pub after: Option<PageCursor>,
@@ -344,11 +357,13 @@ pub trait JobAdmission: Send + Sync {
     ///
     /// For a sandbox client, the global counts are 0 (its jobs hold no capacity) and its
     /// active jobs are its sandbox jobs younger than `sandbox::ACTIVE_FOR`. An anonymous
-    /// client's network's active jobs are counted too.
+    /// client's network's active jobs are counted too. A failed render of this replay (any
+    /// client's real job) less than `failure_cooldown` ago comes back as what is left of it.
     async fn occupancy(
         &self,
         caller: &Caller,
         replay: &ReplayHash,
+        failure_cooldown: Duration,
         claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError>;
 
@@ -430,6 +445,7 @@ mod tests {
             config: serde_json::json!({}),
             video_key: None,
             thumb_key: None,
+            replay: None,
             recent_completed: None,
             sandbox: false,
         }
@@ -507,6 +523,7 @@ mod tests {
                 active_for_client,
                 active_for_network,
                 duplicate: None,
+                failed_recently: None,
             }
         };
         // Each count at its cap refuses, the earlier checks first.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::domain::client::{NetworkPrefixes, TrustedProxies};
 use crate::domain::rate::RateLimit;
+use crate::domain::replay::GameMode;
 
 mod sslmode;
 pub use sslmode::{resolve_sslmode, split_sslmode, DbSslMode, DEFAULT_DB_SSLMODE};
@@ -58,6 +59,14 @@ pub struct Config {
     /// `MAX_KEY_CACHE_TTL`, the bound on a revocation taking effect.
     pub key_cache_ttl: Duration,
     pub max_replay_bytes: usize,
+    /// The game modes the render workers render (`RENDER_MODES`): a replay of another is 422
+    /// `unsupported_mode`.
+    pub render_modes: RenderModes,
+    /// The longest play rendered, in real time (`MAX_REPLAY_LENGTH`); a key may have its own.
+    pub max_replay_length: Duration,
+    /// A replay whose render failed is refused for this long (`REPLAY_FAILURE_COOLDOWN`;
+    /// zero: never refused).
+    pub replay_failure_cooldown: Duration,
     pub trusted_proxies: TrustedProxies,
     pub ipv6_prefix_len: u8,
     /// An anonymous client's network (`IPV4_NETWORK_PREFIX`, `IPV6_NETWORK_PREFIX`).
@@ -325,6 +334,13 @@ impl Config {
             anonymous_queue_share,
             key_cache_ttl,
             max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
+            render_modes: env.parse("RENDER_MODES", RenderModes(vec![GameMode::Std]))?,
+            max_replay_length: env
+                .parse::<Seconds>("MAX_REPLAY_LENGTH", Seconds(900))?
+                .into(),
+            replay_failure_cooldown: env
+                .parse::<Seconds>("REPLAY_FAILURE_COOLDOWN", Seconds(3600))?
+                .into(),
             trusted_proxies,
             ipv6_prefix_len,
             network_prefixes,
@@ -510,6 +526,38 @@ impl FromStr for Seconds {
 impl From<Seconds> for Duration {
     fn from(secs: Seconds) -> Self {
         Duration::from_secs(secs.0)
+    }
+}
+
+/// `RENDER_MODES`: a comma-separated list of modes as osu!'s API names them, none twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderModes(Vec<GameMode>);
+
+impl RenderModes {
+    pub fn renders(&self, mode: GameMode) -> bool {
+        self.0.contains(&mode)
+    }
+
+    /// The modes, as the configuration names them.
+    pub fn names(&self) -> String {
+        let names: Vec<_> = self.0.iter().map(|mode| mode.as_str()).collect();
+        names.join(", ")
+    }
+}
+
+impl FromStr for RenderModes {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut modes = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            let mode: GameMode = name.parse()?;
+            if modes.contains(&mode) {
+                return Err(format!("`{name}` is listed twice"));
+            }
+            modes.push(mode);
+        }
+        Ok(Self(modes))
     }
 }
 

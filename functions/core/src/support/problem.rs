@@ -30,6 +30,13 @@ pub enum Rejection {
     InvalidFile(String),
     FileTooLarge(String),
     InvalidReplay(String),
+    /// A well-formed replay the render policy refuses (domain/replay: `RENDER_MODES`, Autoplay,
+    /// `MAX_REPLAY_LENGTH`, no input): which rule, and why.
+    ReplayRefused(ReplayRule, String),
+    /// A render of this replay failed less than `REPLAY_FAILURE_COOLDOWN` ago; retry after.
+    ReplayFailedRecently {
+        retry_after: u64,
+    },
     /// An `.osk` that is not a valid skin archive (domain::archive).
     InvalidSkin(String),
     /// The skin name is taken (uploaded before, or built in).
@@ -102,6 +109,15 @@ pub enum Rejection {
     CallbacksUnavailable,
 }
 
+/// The render policy's rules for a well-formed replay, each its own code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayRule {
+    UnsupportedMode,
+    Autoplay,
+    TooLong,
+    WithoutInput,
+}
+
 /// Whether a kind of refusal carries `Retry-After`, and where its value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryAfter {
@@ -142,6 +158,11 @@ problem_kinds! {
     INVALID_FILE: "invalid_file", BAD_REQUEST, "Invalid file", Never;
     FILE_TOO_LARGE: "file_too_large", PAYLOAD_TOO_LARGE, "File too large", Never;
     INVALID_REPLAY: "invalid_replay", UNSUPPORTED_MEDIA_TYPE, "Invalid replay", Never;
+    UNSUPPORTED_MODE: "unsupported_mode", UNPROCESSABLE_ENTITY, "Unsupported game mode", Never;
+    AUTOPLAY_REPLAY: "autoplay_replay", UNPROCESSABLE_ENTITY, "Autoplay replay", Never;
+    REPLAY_TOO_LONG: "replay_too_long", UNPROCESSABLE_ENTITY, "Replay too long", Never;
+    REPLAY_WITHOUT_INPUT: "replay_without_input", UNPROCESSABLE_ENTITY, "Replay without input", Never;
+    REPLAY_FAILED_RECENTLY: "replay_failed_recently", UNPROCESSABLE_ENTITY, "Replay failed recently", Estimated;
     INVALID_SKIN: "invalid_skin", UNSUPPORTED_MEDIA_TYPE, "Invalid skin", Never;
     SKIN_EXISTS: "skin_exists", CONFLICT, "Skin exists", Never;
     INVALID_FIELD: "invalid_field", UNPROCESSABLE_ENTITY, "Invalid field", Never;
@@ -184,6 +205,13 @@ impl Rejection {
             Self::InvalidFile(_) => &INVALID_FILE,
             Self::FileTooLarge(_) => &FILE_TOO_LARGE,
             Self::InvalidReplay(_) => &INVALID_REPLAY,
+            Self::ReplayRefused(rule, _) => match rule {
+                ReplayRule::UnsupportedMode => &UNSUPPORTED_MODE,
+                ReplayRule::Autoplay => &AUTOPLAY_REPLAY,
+                ReplayRule::TooLong => &REPLAY_TOO_LONG,
+                ReplayRule::WithoutInput => &REPLAY_WITHOUT_INPUT,
+            },
+            Self::ReplayFailedRecently { .. } => &REPLAY_FAILED_RECENTLY,
             Self::InvalidSkin(_) => &INVALID_SKIN,
             Self::SkinExists(_) => &SKIN_EXISTS,
             Self::InvalidField(_) => &INVALID_FIELD,
@@ -238,6 +266,7 @@ impl Rejection {
             Self::InvalidFile(d)
             | Self::FileTooLarge(d)
             | Self::InvalidReplay(d)
+            | Self::ReplayRefused(_, d)
             | Self::InvalidSkin(d)
             | Self::SkinExists(d)
             | Self::InvalidField(d)
@@ -269,6 +298,10 @@ impl Rejection {
                 scope.noun(),
                 rate.limit,
                 rate.retry_after
+            ),
+            Self::ReplayFailedRecently { retry_after } => format!(
+                "a render of this replay failed recently; it is not rendered again for another \
+                 {retry_after} s"
             ),
             Self::QueueFull { retry_after } => {
                 format!("the render queue is full; try again in about {retry_after} s")
@@ -339,6 +372,7 @@ impl Rejection {
             RetryAfter::Estimated => match self {
                 Self::RateLimited(rate, _) => Some(rate.retry_after),
                 Self::QueueFull { retry_after }
+                | Self::ReplayFailedRecently { retry_after }
                 | Self::RenderCapacity { retry_after }
                 | Self::TooManyActiveJobs { retry_after, .. } => Some(*retry_after),
                 _ => None,

@@ -32,13 +32,13 @@ use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
 use crate::domain::render::{FieldError, RenderOptions};
-use crate::domain::replay::{self, GameMode, ReplayLimits};
+use crate::domain::replay::{self, ReplayInfo, ReplayLimits, ReplaySummary};
 use crate::domain::sandbox;
 use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
 use crate::ports::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
 use crate::ports::outbox::OutboxEvent;
 use crate::support::estimate::Defaults;
-use crate::support::problem::Rejection;
+use crate::support::problem::{Rejection, ReplayRule};
 use crate::usecases::app::App;
 use crate::usecases::callbacks::{check_callback_host, parse_callback};
 use crate::usecases::idempotency::{self, Begin};
@@ -50,11 +50,14 @@ pub const RENDER_ENDPOINT: &str = "render";
 /// The renders of one anonymous network, counted together.
 pub const RENDER_NETWORK_ENDPOINT: &str = "render_network";
 
-/// A replay that passed steps 1 and 2: an `.osr` of allowed size that osrparse would read, std.
+/// A replay that passed steps 1, 2 and 2a: an `.osr` of allowed size that osrparse would read,
+/// and the render policy renders.
 #[derive(Debug, Clone)]
 pub struct ReplayFile {
     bytes: Bytes,
     sha256: ReplayHash,
+    /// What it renders, as the job shows it.
+    info: ReplayInfo,
 }
 
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
@@ -113,7 +116,8 @@ async fn validate_request<S: BodyStream>(
     let spec = render_form_spec(app);
     let form = read_form(spec, upload).await?;
     let file = check_file(form.file, &spec, ".osr")?;
-    let replay = check_replay_structure(file)?;
+    let (replay, summary) = check_replay_structure(file)?;
+    check_replay_rules(app, &summary)?;
     let options = check_render_options(&form.fields)?;
     let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
     // Step 3 has refused any field that is not text.
@@ -137,20 +141,59 @@ fn render_form_spec(app: &App) -> FormSpec {
     }
 }
 
-/// Step 2: a replay osrparse would read, of a standard-mode play.
-fn check_replay_structure(file: UploadedFile) -> Result<ReplayFile, Rejection> {
+/// Step 2: a replay osrparse would read, parsed once: its summary serves step 2a and the job.
+fn check_replay_structure(file: UploadedFile) -> Result<(ReplayFile, ReplaySummary), Rejection> {
     let summary = replay::inspect(&file.bytes, &ReplayLimits::default())
         .map_err(|e| Rejection::InvalidReplay(format!("not a valid osu! replay: {e}")))?;
-    if summary.mode != GameMode::Std {
-        return Err(Rejection::InvalidReplay(
-            "only osu!standard replays can be rendered".into(),
-        ));
-    }
-    let sha256 = ReplayHash::of(&file.bytes);
-    Ok(ReplayFile {
+    let replay = ReplayFile {
+        sha256: ReplayHash::of(&file.bytes),
         bytes: file.bytes,
-        sha256,
-    })
+        info: summary.info(),
+    };
+    Ok((replay, summary))
+}
+
+/// Step 2a: the render policy's rules for a well-formed replay, each its own code: a mode the
+/// workers render, a play by a player (not Autoplay), within the length limit at its mods'
+/// speed, and with some input (a key pressed or the cursor moved).
+fn check_replay_rules(app: &App, summary: &ReplaySummary) -> Result<(), Rejection> {
+    let config = &app.config;
+    let refuse = |rule, detail: String| Err(Rejection::ReplayRefused(rule, detail));
+    if !config.render_modes.renders(summary.mode) {
+        return refuse(
+            ReplayRule::UnsupportedMode,
+            format!(
+                "this is an osu!{} replay; this service renders {} replays only",
+                summary.mode.as_str(),
+                config.render_modes.names()
+            ),
+        );
+    }
+    if summary.mods.is_autoplay() {
+        return refuse(
+            ReplayRule::Autoplay,
+            "the replay was played by Autoplay (or Cinema); only a player's replays are rendered"
+                .into(),
+        );
+    }
+    let max_secs = config.max_replay_length.as_secs();
+    let length_ms = summary.length_ms();
+    if length_ms > i64::try_from(max_secs.saturating_mul(1000)).unwrap_or(i64::MAX) {
+        return refuse(
+            ReplayRule::TooLong,
+            format!(
+                "the play lasts {} s at its mods' speed; at most {max_secs} s are rendered",
+                length_ms.unsigned_abs().div_ceil(1000)
+            ),
+        );
+    }
+    if !summary.has_input {
+        return refuse(
+            ReplayRule::WithoutInput,
+            "the replay never presses a key or moves the cursor: there is no play to render".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Step 3: skin name and render options.
@@ -236,7 +279,12 @@ async fn look(
     claim: Option<(&Claim, &RequestHash)>,
 ) -> Result<(Occupancy, Option<bool>), Rejection> {
     app.admissions
-        .occupancy(caller, &replay.sha256, claim)
+        .occupancy(
+            caller,
+            &replay.sha256,
+            app.config.replay_failure_cooldown,
+            claim,
+        )
         .await
         .map_err(|error| {
             tracing::error!(%error, "occupancy check failed");
@@ -254,6 +302,11 @@ async fn admit(
 ) -> Submission {
     if let Some(existing) = occupancy.duplicate {
         return Submission::refused(duplicate(caller, existing));
+    }
+    if let Some(left) = occupancy.failed_recently {
+        return Submission::refused(Rejection::ReplayFailedRecently {
+            retry_after: left.as_secs_f64().ceil() as u64,
+        });
     }
     let rate = match check_render_rate(app, caller).await {
         Ok(rate) => rate,
@@ -333,6 +386,7 @@ async fn enqueue(
         options,
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,
+        replay: replay.info.clone(),
         completes: claim.map(|claim| (claim, admitted_response(id))),
         sandbox: caller.is_sandbox(),
         callback,

@@ -89,9 +89,14 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
 pub struct ListParams {
     pub limit: Option<i64>,
     pub status: Option<String>,
+    pub player: Option<String>,
+    pub beatmap_md5: Option<String>,
     pub cursor: Option<String>,
     pub offset: Option<String>,
 }
+
+/// The longest player name a filter can match: a job stores at most this much of it.
+const MAX_PLAYER_FILTER_CHARS: usize = 64;
 
 impl ListParams {
     pub fn query(&self) -> Result<JobQuery, Rejection> {
@@ -111,6 +116,26 @@ impl ListParams {
             .map(str::parse::<JobStatus>)
             .transpose()
             .map_err(|e| invalid(format!("status: {e}")))?;
+        let player = self
+            .player
+            .as_deref()
+            .map(|player| match player.chars().count() {
+                1..=MAX_PLAYER_FILTER_CHARS => Ok(player.to_owned()),
+                _ => Err(invalid(format!(
+                    "player: must be 1 to {MAX_PLAYER_FILTER_CHARS} characters"
+                ))),
+            })
+            .transpose()?;
+        let beatmap_md5 = self
+            .beatmap_md5
+            .as_deref()
+            .map(
+                |md5| match md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    true => Ok(md5.to_ascii_lowercase()),
+                    false => Err(invalid("beatmap_md5: must be 32 hexadecimal digits".into())),
+                },
+            )
+            .transpose()?;
         let after = self
             .cursor
             .as_deref()
@@ -119,6 +144,8 @@ impl ListParams {
             .map_err(|e| invalid(format!("cursor: {e}")))?;
         Ok(JobQuery {
             status,
+            player,
+            beatmap_md5,
             limit,
             after,
         })
@@ -137,13 +164,21 @@ pub struct JobPage {
     next_cursor: Option<String>,
 }
 
-/// The path of the page after `cursor`, with the same filter and size.
+/// The path of the page after `cursor`, with the same filters and size.
 fn next_path(query: &JobQuery, cursor: &str) -> String {
-    let status = query
-        .status
-        .map(|status| format!("&status={status}"))
-        .unwrap_or_default();
-    format!("/v1/jobs?limit={}{status}&cursor={cursor}", query.limit)
+    let mut path = url::form_urlencoded::Serializer::new(String::new());
+    path.append_pair("limit", &query.limit.to_string());
+    if let Some(status) = query.status {
+        path.append_pair("status", status.as_str());
+    }
+    if let Some(player) = &query.player {
+        path.append_pair("player", player);
+    }
+    if let Some(md5) = &query.beatmap_md5 {
+        path.append_pair("beatmap_md5", md5);
+    }
+    path.append_pair("cursor", cursor);
+    format!("/v1/jobs?{}", path.finish())
 }
 
 /// Both reads count against one generous per-client window.
@@ -169,6 +204,8 @@ pub struct JobView {
     updated_at: DateTime<Utc>,
     error: Option<String>,
     config: serde_json::Value,
+    /// What the replay says (domain/replay/info.rs); null for a job of an earlier release.
+    replay: Option<serde_json::Value>,
     artifacts: Option<Artifacts>,
     /// A sandbox key's job: simulated, never rendered (domain/sandbox.rs).
     sandbox: bool,
@@ -202,6 +239,7 @@ impl JobView {
             updated_at: job.updated_at,
             error: job.error,
             config: job.config,
+            replay: job.replay,
             artifacts,
             sandbox: job.sandbox,
             links: Links {
@@ -270,7 +308,34 @@ mod tests {
             limit,
             status: status.map(str::to_owned),
             cursor: cursor.map(str::to_owned),
-            offset: None,
+            ..ListParams::default()
+        }
+    }
+
+    #[test]
+    fn replay_filters_are_checked() {
+        let with = |player: Option<&str>, md5: Option<&str>| ListParams {
+            player: player.map(str::to_owned),
+            beatmap_md5: md5.map(str::to_owned),
+            ..ListParams::default()
+        };
+        let query = with(Some("Cookiezi"), Some(&"AB".repeat(16)))
+            .query()
+            .unwrap();
+        assert_eq!(query.player.as_deref(), Some("Cookiezi"));
+        assert_eq!(
+            query.beatmap_md5,
+            Some("ab".repeat(16)),
+            "hex is lowercased"
+        );
+        for bad in [with(Some(""), None), with(Some(&"x".repeat(65)), None)] {
+            assert_eq!(bad.query().unwrap_err().code(), "invalid_field");
+        }
+        for md5 in ["abc", &"g".repeat(32), &"a".repeat(33)] {
+            assert_eq!(
+                with(None, Some(md5)).query().unwrap_err().code(),
+                "invalid_field"
+            );
         }
     }
 
@@ -280,6 +345,8 @@ mod tests {
             params(None, None, None).query().unwrap(),
             JobQuery {
                 status: None,
+                player: None,
+                beatmap_md5: None,
                 limit: 20,
                 after: None
             }
@@ -318,6 +385,8 @@ mod tests {
     fn the_next_path_keeps_the_filter_and_size() {
         let query = JobQuery {
             status: Some(JobStatus::Failed),
+            player: None,
+            beatmap_md5: None,
             limit: 5,
             after: None,
         };
@@ -330,5 +399,15 @@ mod tests {
             ..query
         };
         assert_eq!(next_path(&query, "abc"), "/v1/jobs?limit=5&cursor=abc");
+        let query = JobQuery {
+            player: Some("Mr Ekko&co".into()),
+            beatmap_md5: Some("0123456789abcdef0123456789abcdef".into()),
+            ..query
+        };
+        assert_eq!(
+            next_path(&query, "abc"),
+            "/v1/jobs?limit=5&player=Mr+Ekko%26co\
+             &beatmap_md5=0123456789abcdef0123456789abcdef&cursor=abc"
+        );
     }
 }

@@ -8,18 +8,22 @@ impl JobAdmission for MemoryDatabase {
         &self,
         caller: &Caller,
         replay: &ReplayHash,
+        failure_cooldown: Duration,
         claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         self.calls.record("jobs.occupancy");
         let mut tables = lock(&self.tables);
         let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
-        let occupancy = occupancy_of(
-            &tables,
-            &caller.client,
-            caller.network.as_ref(),
-            replay,
-            caller.is_sandbox(),
-        );
+        let occupancy = Occupancy {
+            failed_recently: failed_recently(&tables, replay, failure_cooldown),
+            ..occupancy_of(
+                &tables,
+                &caller.client,
+                caller.network.as_ref(),
+                replay,
+                caller.is_sandbox(),
+            )
+        };
         Ok((occupancy, claimed))
     }
 
@@ -118,6 +122,17 @@ impl JobReads for MemoryDatabase {
             .iter()
             .filter(|j| &j.client == client)
             .filter(|j| query.status.is_none_or(|status| j.status == status))
+            .filter(|j| {
+                let of = |member: &str| {
+                    j.replay
+                        .as_ref()
+                        .and_then(|replay| replay[member].as_str())
+                        .map(str::to_owned)
+                };
+                let lower = |text: Option<String>| text.map(|t| t.to_lowercase());
+                (query.player.is_none() || lower(of("player")) == lower(query.player.clone()))
+                    && (query.beatmap_md5.is_none() || of("beatmap_md5") == query.beatmap_md5)
+            })
             .filter(|j| {
                 query
                     .after

@@ -167,6 +167,8 @@ struct MemoryJob {
     error: Option<String>,
     video_key: Option<String>,
     thumb_key: Option<String>,
+    /// What the replay says (jobs.replay).
+    replay: Option<serde_json::Value>,
     sandbox: bool,
     /// When the janitor fails the job if no report came (jobs.deadline_at).
     deadline: Option<DateTime<Utc>>,
@@ -293,6 +295,7 @@ impl MemoryDatabase {
                 error: None,
                 video_key: None,
                 thumb_key: None,
+                replay: None,
                 sandbox: false,
                 deadline: None,
             });
@@ -353,6 +356,7 @@ impl MemoryDatabase {
             error: None,
             video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
             thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
+            replay: serde_json::to_value(&job.replay).ok(),
             sandbox: job.sandbox,
             deadline: None,
         });
@@ -399,6 +403,7 @@ fn occupancy_of(
                 .iter()
                 .find(|j| &j.replay_sha256 == sha256)
                 .map(|j| j.id),
+            failed_recently: None,
         };
     }
     let active: Vec<&MemoryJob> = tables
@@ -417,7 +422,23 @@ fn occupancy_of(
             .iter()
             .find(|j| &j.client == client && &j.replay_sha256 == sha256)
             .map(|j| j.id),
+        failed_recently: None,
     }
+}
+
+/// What is left of the cooldown after the latest failed real render of `sha256`.
+fn failed_recently(tables: &Tables, sha256: &ReplayHash, cooldown: Duration) -> Option<Duration> {
+    let cooldown = chrono::Duration::from_std(cooldown).ok()?;
+    let ends = tables
+        .jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Failed && !j.sandbox && &j.replay_sha256 == sha256)
+        .map(|j| j.updated_at + cooldown)
+        .max()?;
+    (ends - Utc::now())
+        .to_std()
+        .ok()
+        .filter(|left| !left.is_zero())
 }
 
 /// The global counts, as V11's `job_counts` keeps them.
@@ -480,6 +501,7 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         config: job.config.clone(),
         video_key: job.video_key.clone(),
         thumb_key: job.thumb_key.clone(),
+        replay: job.replay.clone(),
         recent_completed: queue_position.map(|_| completed_within_hour(tables)),
         sandbox: job.sandbox,
     };

@@ -11,6 +11,7 @@ use crate::domain::client::ClientKey;
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
+use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
 use crate::ports::idempotency::Claim;
 use crate::ports::idempotency::StoredResponse;
@@ -61,9 +62,22 @@ fn global_capacity_lock() -> i64 {
     advisory_lock_id("osurender:global-capacity")
 }
 
+/// What is left, in seconds, of the failure cooldown (`$4` ms) of the replay `$2`: its latest
+/// failed real render within the cooldown, one row of an index (migrations/V14).
+macro_rules! failed_recently_sql {
+    () => {
+        "(SELECT extract(epoch FROM f.updated_at + $4 * interval '1 millisecond' - now())::float8
+           FROM jobs f
+          WHERE f.replay_sha256 = $2 AND f.status = 'failed' AND NOT f.sandbox
+            AND f.updated_at > now() - $4 * interval '1 millisecond'
+          ORDER BY f.updated_at DESC LIMIT 1)"
+    };
+}
+
 /// The global counts (one row), then the client's and its network's (`$3`, NULL for a key's
 /// client) active jobs: each at most its cap of rows, by an index on the active jobs.
-const OCCUPANCY_SQL: &str = "\
+const OCCUPANCY_SQL: &str = concat!(
+    "\
 SELECT c.queued, c.rendering, c.anonymous_queued,
        (SELECT count(*) FROM jobs
          WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
@@ -73,16 +87,25 @@ SELECT c.queued, c.rendering, c.anonymous_queued,
          LIMIT 1),
        (SELECT count(*) FROM jobs
          WHERE client_network = $3 AND client_network IS NOT NULL
-           AND status IN ('queued', 'downloading', 'rendering'))
-  FROM job_counts c";
+           AND status IN ('queued', 'downloading', 'rendering')),
+       ",
+    failed_recently_sql!(),
+    "
+  FROM job_counts c"
+);
 
 /// A sandbox client's occupancy: no global counts, and its sandbox jobs younger than `$3` ms
 /// (migrations/V10's index).
-const SANDBOX_OCCUPANCY_SQL: &str = "\
+const SANDBOX_OCCUPANCY_SQL: &str = concat!(
+    "\
 SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
-       (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1], 0::bigint
+       (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1], 0::bigint,
+       ",
+    failed_recently_sql!(),
+    "
   FROM jobs
- WHERE client_ip = $1 AND sandbox AND created_at > now() - $3 * interval '1 millisecond'";
+ WHERE client_ip = $1 AND sandbox AND created_at > now() - $3 * interval '1 millisecond'"
+);
 
 const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
 
@@ -128,6 +151,7 @@ struct AdmitArgs<'a> {
     max_active_per_network: Option<i64>,
     lock_timeout_ms: i64,
     event_payload: serde_json::Value,
+    replay: &'a ReplayInfo,
     event_lease_ms: i64,
     idem_endpoint: Option<&'static str>,
     idem_key: Option<&'a str>,
@@ -175,6 +199,7 @@ impl<'a> AdmitArgs<'a> {
             max_active_per_network: limits.max_active_per_network,
             lock_timeout_ms,
             event_payload: job.event_payload(),
+            replay: &job.replay,
             event_lease_ms,
             idem_endpoint: claim.map(|c| c.endpoint),
             idem_key: claim.map(|c| c.key.as_str()),
@@ -247,18 +272,23 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
                 AND NOT c.sandbox)
        END,
        j.sandbox,
-       CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END
+       CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END,
+       j.replay
   FROM jobs j";
 
 /// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
 /// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
-/// `jobs_by_client_status_age`, from the cursor's `(created_at, id)` on, one row more than the
-/// page (`JobPage::from_rows`). Each shape is its own statement, so no `$n IS NULL` branch
-/// keeps the planner from the index. Public so a test can `EXPLAIN` exactly it.
+/// `jobs_by_client_status_age`, or with a player or beatmap (migrations/V14) of
+/// `jobs_by_client_player_age` or `jobs_by_client_beatmap_age`, from the cursor's
+/// `(created_at, id)` on, one row more than the page (`JobPage::from_rows`). Each shape is its
+/// own statement, so no `$n IS NULL` branch keeps the planner from the index. Public so a test
+/// can `EXPLAIN` exactly it.
 pub struct PageStatement {
     pub sql: String,
     client: String,
     status: Option<&'static str>,
+    player: Option<String>,
+    beatmap_md5: Option<String>,
     after: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
     rows: i64,
 }
@@ -267,13 +297,26 @@ impl PageStatement {
     pub fn new(client: &ClientKey, query: &JobQuery) -> Self {
         let mut filter = String::from("j.client_ip = $1");
         let mut next = 2;
+        let mut and = |condition: &str, params: usize| {
+            let numbers: Vec<String> = (next..next + params).map(|n| format!("${n}")).collect();
+            let mut condition = condition.to_owned();
+            for (i, number) in numbers.iter().enumerate() {
+                condition = condition.replace(&format!("{{{i}}}"), number);
+            }
+            filter += &format!(" AND {condition}");
+            next += params;
+        };
         if query.status.is_some() {
-            filter += " AND j.status = $2::text::job_status";
-            next = 3;
+            and("j.status = {0}::text::job_status", 1);
+        }
+        if query.player.is_some() {
+            and("lower(j.replay ->> 'player') = lower({0}::text)", 1);
+        }
+        if query.beatmap_md5.is_some() {
+            and("(j.replay ->> 'beatmap_md5') = {0}::text", 1);
         }
         if query.after.is_some() {
-            filter += &format!(" AND (j.created_at, j.id) < (${next}, ${})", next + 1);
-            next += 2;
+            and("(j.created_at, j.id) < ({0}, {1})", 2);
         }
         Self {
             sql: format!(
@@ -281,6 +324,8 @@ impl PageStatement {
             ),
             client: client.as_str().to_owned(),
             status: query.status.map(JobStatus::as_str),
+            player: query.player.clone(),
+            beatmap_md5: query.beatmap_md5.clone(),
             after: query
                 .after
                 .map(|cursor| (cursor.created_at, cursor.id.as_uuid())),
@@ -293,6 +338,9 @@ impl PageStatement {
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&self.client, Type::TEXT)];
         if let Some(status) = &self.status {
             params.push((status, Type::TEXT));
+        }
+        for text in [&self.player, &self.beatmap_md5].into_iter().flatten() {
+            params.push((text, Type::TEXT));
         }
         if let Some((created_at, id)) = &self.after {
             params.push((created_at, Type::TIMESTAMPTZ));
@@ -410,6 +458,7 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         queue_position: row.get(9),
         recent_completed: row.get(10),
         sandbox: row.get(11),
+        replay: row.get(13),
     };
     Ok(match row.get::<_, Option<f64>>(12) {
         Some(age_secs) if record.sandbox => {
@@ -425,10 +474,12 @@ impl JobAdmission for PgJobStore {
         &self,
         caller: &Caller,
         replay: &ReplayHash,
+        failure_cooldown: Duration,
         claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
         let hash = replay.as_bytes().as_slice();
         let active_ms = millis(sandbox::ACTIVE_FOR);
+        let cooldown_ms = millis(failure_cooldown);
         let client = caller.client.as_str();
         let network = caller.network.as_ref().map(ClientKey::as_str);
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
@@ -440,6 +491,7 @@ impl JobAdmission for PgJobStore {
             params.push((&network, Type::TEXT));
             OCCUPANCY_SQL
         };
+        params.push((&cooldown_ms, Type::INT8));
         let conn = db::checkout(&self.pool).await?;
         let read = conn.query_typed(sql, &params);
         // Neither needs the other's answer: sent together, one round trip.
@@ -460,6 +512,9 @@ impl JobAdmission for PgJobStore {
             active_for_client: row.get(3),
             duplicate: row.get::<_, Option<uuid::Uuid>>(4).map(JobId::from),
             active_for_network: row.get(5),
+            failed_recently: row
+                .get::<_, Option<f64>>(6)
+                .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
         };
         Ok((occupancy, claimed))
     }
@@ -682,6 +737,7 @@ mod tests {
             options: RenderOptions::default(),
             replay_key: "replays/x.osr".into(),
             replay_sha256: ReplayHash::of(b"replay"),
+            replay: crate::ports::contracts::jobs::replay_info("player", "beatmap"),
             completes: None,
             sandbox: false,
             callback: None,

@@ -25,6 +25,15 @@ struct FrameFacts {
     x: NumberFacts,
     y: NumberFacts,
     keys: NumberFacts,
+    /// A hash of the text of `x|y`, while the replay has shown no input yet: a frame whose
+    /// position text differs from the first play frame's moved the cursor.
+    position: u64,
+}
+
+/// One step of FNV-1a over the position text.
+#[inline(always)]
+fn position_hash(hash: u64, byte: u8) -> u64 {
+    (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +94,8 @@ pub(super) struct FrameStats {
     pub frames: u64,
     /// Sum of the frames' time deltas in milliseconds, saturating.
     pub duration_ms: i64,
+    /// Some play frame presses a key, or moves the cursor from where the first one is.
+    pub has_input: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -103,6 +114,8 @@ pub(super) struct FrameParser {
     /// The latest frame, when it may be the seed frame: judged once it is known whether it
     /// is the last. Any other frame is judged as soon as it is read.
     pending: Option<FrameFacts>,
+    /// The first play frame's position hash, until the replay shows input.
+    first_position: Option<u64>,
     stats: FrameStats,
     error: Option<ReplayError>,
 }
@@ -119,6 +132,7 @@ impl FrameParser {
             lexer: NumberLexer::new(),
             current: FrameFacts::default(),
             pending: None,
+            first_position: None,
             stats: FrameStats::default(),
             error: None,
         }
@@ -144,7 +158,7 @@ impl FrameParser {
 
     /// Consumes the frames of the usual shape at the start of `text`; returns the rest.
     fn feed_fast<'t>(&mut self, mut text: &'t [u8]) -> &'t [u8] {
-        while let Some((frame, used)) = fast_frame(text) {
+        while let Some((frame, used)) = fast_frame(text, !self.stats.has_input) {
             self.start_frame();
             self.complete_frame(frame);
             if self.error.is_some() {
@@ -189,6 +203,9 @@ impl FrameParser {
                     self.end_field();
                 } else if self.field < 4 {
                     self.lexer.push(byte);
+                    if matches!(self.field, 1 | 2) && !self.stats.has_input {
+                        self.current.position = position_hash(self.current.position, byte);
+                    }
                     // A time or keys field that can no longer be an integer fails the frame
                     // whether or not it is the last: stop here (this ends a zero-filled bomb).
                     if matches!(self.field, 0 | 3) && self.lexer.int_rejected() {
@@ -233,6 +250,10 @@ impl FrameParser {
             3 => self.current.keys = facts,
             _ => {}
         }
+        if self.field == 1 {
+            // The separator between x and y, as the fast path hashes it.
+            self.current.position = position_hash(self.current.position, b'|');
+        }
         self.field = self.field.saturating_add(1);
         // Only the first two frames' x and y values matter (the (256, -500) drop).
         let want_value = self.started <= 2 && matches!(self.field, 1 | 2);
@@ -273,6 +294,9 @@ impl FrameParser {
                 self.stats.frames += 1;
                 let time = frame.time.int_value.unwrap_or_default();
                 self.stats.duration_ms = self.stats.duration_ms.saturating_add(time);
+                if !self.stats.has_input {
+                    self.note_input(frame);
+                }
             }
             Ok(FrameKind::Dropped) => {}
             Err(problem) => self.fail_current(problem),
@@ -280,22 +304,41 @@ impl FrameParser {
     }
 }
 
+impl FrameParser {
+    /// A key pressed (keys other than 0; a value past i64 is not 0 either), or the cursor
+    /// elsewhere than in the first play frame.
+    fn note_input(&mut self, frame: &FrameFacts) {
+        let first = *self.first_position.get_or_insert(frame.position);
+        self.stats.has_input = frame.keys.int_value != Some(0) || frame.position != first;
+    }
+}
+
 /// Parses the usual shape of a frame, `t|x|y|k,` with `-?digits` integers and x, y of the form
 /// `-?digits(.digits)?`, lying entirely in `text`. It returns the same facts the lexer would
 /// (without float values, so only from the third frame on) and the bytes used, or `None` for
-/// anything else, which the byte-at-a-time path then handles.
+/// anything else, which the byte-at-a-time path then handles. With `track_position`, the
+/// frame's position hash too (the byte path's: `x|y`).
 #[inline(always)]
-fn fast_frame(text: &[u8]) -> Option<(FrameFacts, usize)> {
+fn fast_frame(text: &[u8], track_position: bool) -> Option<(FrameFacts, usize)> {
     let (time, pos) = fast_int(text, 0)?;
-    let (x, pos) = fast_decimal(text, expect(text, pos, b'|')?)?;
-    let (y, pos) = fast_decimal(text, expect(text, pos, b'|')?)?;
-    let (keys, pos) = fast_int(text, expect(text, pos, b'|')?)?;
+    let x_start = expect(text, pos, b'|')?;
+    let (x, pos) = fast_decimal(text, x_start)?;
+    let (y, y_end) = fast_decimal(text, expect(text, pos, b'|')?)?;
+    let (keys, pos) = fast_int(text, expect(text, y_end, b'|')?)?;
+    let position = if track_position {
+        text.get(x_start..y_end)?
+            .iter()
+            .fold(0, |hash, &byte| position_hash(hash, byte))
+    } else {
+        0
+    };
     let frame = FrameFacts {
         fields: 4,
         time,
         x,
         y,
         keys,
+        position,
     };
     Some((frame, expect(text, pos, b',')?))
 }

@@ -2,7 +2,7 @@
 //! bounds, and the online score id after it, read the way osrparse's `_Unpacker` reads them.
 
 use super::number::python_number;
-use super::{Field, GameMode, ReplayError};
+use super::{Field, GameMode, HitCounts, ReplayError};
 
 /// A bounds-checked reader over the replay bytes.
 pub(super) struct Cursor<'a> {
@@ -100,9 +100,11 @@ pub(super) struct Header<'a> {
     pub beatmap_hash: Option<&'a str>,
     pub player_name: Option<&'a str>,
     pub replay_hash: Option<&'a str>,
+    pub counts: HitCounts,
     pub score: u32,
     pub max_combo: u16,
     pub mods: u32,
+    pub timestamp_ticks: i64,
 }
 
 /// Windows ticks (100 ns since 0001-01-01) that osrparse turns into a datetime without an
@@ -118,7 +120,14 @@ pub(super) fn read_header<'a>(cursor: &mut Cursor<'a>) -> Result<Header<'a>, Rep
     let player_name = cursor.string(Field::PlayerName)?;
     let replay_hash = cursor.string(Field::ReplayHash)?;
     // 300s, 100s, 50s, gekis, katus, misses: any value is fine.
-    cursor.take(6 * 2, Field::HitCounts)?;
+    let counts = HitCounts {
+        count_300: cursor.u16(Field::HitCounts)?,
+        count_100: cursor.u16(Field::HitCounts)?,
+        count_50: cursor.u16(Field::HitCounts)?,
+        count_geki: cursor.u16(Field::HitCounts)?,
+        count_katu: cursor.u16(Field::HitCounts)?,
+        count_miss: cursor.u16(Field::HitCounts)?,
+    };
     let score = cursor.u32(Field::Score)?;
     let max_combo = cursor.u16(Field::MaxCombo)?;
     cursor.u8(Field::Perfect)?;
@@ -126,7 +135,8 @@ pub(super) fn read_header<'a>(cursor: &mut Cursor<'a>) -> Result<Header<'a>, Rep
     if let Some(life_bar) = cursor.string(Field::LifeBar)? {
         check_life_bar(life_bar)?;
     }
-    if !TIMESTAMP_TICKS.contains(&cursor.i64(Field::Timestamp)?) {
+    let timestamp_ticks = cursor.i64(Field::Timestamp)?;
+    if !TIMESTAMP_TICKS.contains(&timestamp_ticks) {
         return Err(ReplayError::TimestampOutOfRange);
     }
     Ok(Header {
@@ -135,9 +145,11 @@ pub(super) fn read_header<'a>(cursor: &mut Cursor<'a>) -> Result<Header<'a>, Rep
         beatmap_hash,
         player_name,
         replay_hash,
+        counts,
         score,
         max_combo,
         mods,
+        timestamp_ticks,
     })
 }
 

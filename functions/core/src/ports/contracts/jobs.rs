@@ -10,6 +10,7 @@ use crate::domain::caller::Caller;
 use crate::domain::hash::ReplayHash;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
+use crate::domain::replay::ReplayInfo;
 use crate::ports::jobs::{
     Admission, CapacityLimits, JobAdmission, JobHousekeeping, JobQuery, JobReads, JobRecord,
     JobTransitions, NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
@@ -25,6 +26,27 @@ pub const ROOMY: CapacityLimits = CapacityLimits {
     max_active_per_network: None,
 };
 
+/// What a replay of `player` on the beatmap of MD5 `beatmap_md5` says, as admission parses it.
+pub fn replay_info(player: &str, beatmap_md5: &str) -> ReplayInfo {
+    ReplayInfo {
+        player: player.into(),
+        beatmap_md5: beatmap_md5.into(),
+        replay_md5: "0123456789abcdef0123456789abcdef".into(),
+        mode: "osu",
+        mods: vec!["HD", "DT"],
+        score: 1_000_000,
+        max_combo: 727,
+        accuracy: 98.5,
+        count_300: 700,
+        count_100: 20,
+        count_50: 1,
+        count_miss: 0,
+        played_at: "2024-01-23T12:34:56Z".into(),
+        length_ms: 120_000,
+        online_id: None,
+    }
+}
+
 /// A job of `caller`'s, of a replay whose bytes are `replay`, as admission would make it.
 pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
     let id = JobId::new();
@@ -36,6 +58,7 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
         options: RenderOptions::default(),
         replay_key: id.replay_key(),
         replay_sha256: ReplayHash::of(replay.as_bytes()),
+        replay: replay_info("contract player", "fedcba9876543210fedcba9876543210"),
         completes: None,
         sandbox: false,
         callback: None,
@@ -100,8 +123,124 @@ where
 {
     admission(store).await;
     reads(store).await;
+    replay_filters(store).await;
+    failure_cooldown(store).await;
     transitions(store).await;
     housekeeping(store).await;
+}
+
+/// A job shows what its replay says, and a listing finds a player's (whatever the case) or a
+/// beatmap's jobs, newest first.
+async fn replay_filters<S: JobAdmission + JobReads>(store: &S) {
+    let caller = fresh_caller();
+    let of = |replay: &str, player: &str, beatmap: &str| NewJob {
+        replay: replay_info(player, beatmap),
+        ..new_job(&caller, replay)
+    };
+    let (beatmap_a, beatmap_b) = ("a".repeat(32), "b".repeat(32));
+    let jobs = [
+        of("contract-filter-1", "Cookiezi", &beatmap_a),
+        of("contract-filter-2", "cookiezi", &beatmap_b),
+        of("contract-filter-3", "WhiteCat", &beatmap_a),
+    ];
+    for job in &jobs {
+        match store
+            .admit(
+                job,
+                &CapacityLimits {
+                    max_active_per_client: 3,
+                    ..ROOMY
+                },
+            )
+            .await
+        {
+            Ok(Admission::Admitted(_)) => {}
+            other => panic!("a job with room is admitted, got {other:?}"),
+        }
+    }
+    let record = found(store, jobs[0].id).await;
+    assert_eq!(
+        record.replay,
+        serde_json::to_value(&jobs[0].replay).ok(),
+        "a job shows what its replay says, as admitted"
+    );
+    let listed = |player: Option<&str>, beatmap: Option<&str>| {
+        let query = JobQuery {
+            status: None,
+            player: player.map(str::to_owned),
+            beatmap_md5: beatmap.map(str::to_owned),
+            limit: 10,
+            after: None,
+        };
+        let client = caller.client.clone();
+        async move {
+            let page = store.list(&client, &query).await.expect("answered");
+            page.jobs.iter().map(|job| job.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(Some("COOKIEZI"), None).await,
+        [jobs[1].id, jobs[0].id],
+        "a player's jobs, whatever the case, newest first"
+    );
+    assert_eq!(
+        listed(None, Some(&beatmap_a)).await,
+        [jobs[2].id, jobs[0].id],
+        "a beatmap's jobs"
+    );
+    assert_eq!(
+        listed(Some("whitecat"), Some(&beatmap_a)).await,
+        [jobs[2].id],
+        "both filters at once"
+    );
+    assert!(
+        listed(Some("nobody"), None).await.is_empty(),
+        "no match, no jobs"
+    );
+}
+
+/// A failed real render of a replay is seen by every client's look for the cooldown, then not.
+async fn failure_cooldown<S: JobAdmission + JobTransitions>(store: &S) {
+    let replay = format!("contract-failed-{}", uuid::Uuid::new_v4());
+    let job = new_job(&fresh_caller(), &replay);
+    admitted(store, &job).await;
+    let failed = Transition {
+        error: Some("the renderer crashed".into()),
+        ..report(JobStatus::Failed)
+    };
+    assert!(matches!(
+        reported(store, job.id, failed, None).await,
+        TransitionOutcome::Applied { .. }
+    ));
+    let other = fresh_caller();
+    let look = |cooldown: Duration| {
+        let other = other.clone();
+        async move {
+            store
+                .occupancy(&other, &job.replay_sha256, cooldown, None)
+                .await
+                .expect("answered")
+                .0
+                .failed_recently
+        }
+    };
+    let hour = Duration::from_secs(3600);
+    assert!(
+        look(hour)
+            .await
+            .is_some_and(|left| left <= hour && left > hour - Duration::from_secs(60)),
+        "another client's look sees the failure, with what is left of the cooldown"
+    );
+    assert_eq!(look(Duration::ZERO).await, None, "no cooldown, no refusal");
+    let unrelated = new_job(&other, "contract-never-failed");
+    let (occupancy, _) = store
+        .occupancy(&other, &unrelated.replay_sha256, hour, None)
+        .await
+        .expect("answered");
+    assert_eq!(
+        occupancy.failed_recently, None,
+        "another replay is not refused"
+    );
 }
 
 async fn admission(store: &dyn JobAdmission) {
@@ -117,7 +256,7 @@ async fn admission(store: &dyn JobAdmission) {
     );
 
     let (occupancy, claimed) = store
-        .occupancy(&caller, &job.replay_sha256, None)
+        .occupancy(&caller, &job.replay_sha256, Duration::from_secs(3600), None)
         .await
         .expect("answered");
     assert_eq!(claimed, None, "no claim asked, none answered");
@@ -212,6 +351,8 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
 
     let all = JobQuery {
         status: None,
+        player: None,
+        beatmap_md5: None,
         limit: 10,
         after: None,
     };
@@ -222,12 +363,15 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
         (vec![second.id, first.id], None),
         "a client lists its own jobs, newest first"
     );
-    let one = JobQuery { limit: 1, ..all };
+    let one = JobQuery {
+        limit: 1,
+        ..all.clone()
+    };
     let page = store.list(&caller.client, &one).await.expect("answered");
     assert_eq!(page.jobs.len(), 1, "a page holds at most its limit");
     let next = JobQuery {
         after: page.next,
-        ..one
+        ..one.clone()
     };
     assert!(
         page.next.is_some(),
