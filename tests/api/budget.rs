@@ -227,25 +227,36 @@ async fn refusals_before_the_limiter_touch_nothing() {
 }
 
 /// Whether a statement only reads: a plain `SELECT` that takes no row lock and calls nothing
-/// that writes or locks (the admission functions, advisory locks, sequences, settings).
+/// that writes or locks (the admission functions, advisory locks, sequences, settings). Words
+/// are compared whole: `updated_at` is no `UPDATE`.
 fn only_reads(sql: &str) -> bool {
     let sql = sql.to_ascii_uppercase();
+    let words: Vec<&str> = sql
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| !word.is_empty())
+        .collect();
     let writes_or_locks = [
         "INSERT",
         "UPDATE",
         "DELETE",
         "MERGE",
-        "FOR SHARE",
-        "FOR KEY SHARE",
-        "FOR NO KEY",
-        "PG_ADVISORY",
+        "LOCK",
         "ADMIT_JOB",
         "RESOLVE_ADMISSION",
         "NEXTVAL",
         "SET_CONFIG",
-        "LOCK ",
     ];
-    sql.trim_start().starts_with("SELECT") && !writes_or_locks.iter().any(|w| sql.contains(w))
+    let row_locks = [
+        "FOR SHARE",
+        "FOR KEY SHARE",
+        "FOR NO KEY UPDATE",
+        "FOR UPDATE",
+    ];
+    words.first() == Some(&"SELECT")
+        && !words
+            .iter()
+            .any(|word| writes_or_locks.contains(word) || word.starts_with("PG_ADVISORY"))
+        && !row_locks.iter().any(|lock| sql.contains(lock))
 }
 
 /// A client whose render window is already spent, sending no `Idempotency-Key`: at most one
@@ -281,11 +292,16 @@ fn only_reads_tells_reads_from_writes_and_locks() {
     assert!(only_reads(
         "SELECT count(*) FROM jobs WHERE status = 'queued'"
     ));
+    assert!(only_reads(
+        "SELECT max(updated_at) FROM jobs WHERE status = 'failed'"
+    ));
     for sql in [
         "INSERT INTO idempotency_keys VALUES (1)",
         "SELECT verdict FROM admit_job($1::jsonb)",
         "SELECT id FROM outbox_events FOR UPDATE SKIP LOCKED",
         "SELECT pg_advisory_xact_lock(1)",
+        "SELECT id FROM jobs FOR KEY SHARE",
+        "SELECT id FROM jobs FOR NO KEY UPDATE",
         "WITH x AS (DELETE FROM jobs RETURNING 1) SELECT count(*) FROM x",
     ] {
         assert!(!only_reads(sql), "{sql}");

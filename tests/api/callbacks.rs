@@ -550,7 +550,7 @@ async fn seed_backlog(app: &TestApp, client: &str, jobs: i32, per_job: i32, url:
              SELECT m.id, s.n, m.callback_url,
                     job_callback_body(m.id, s.n,
                         (ARRAY['queued', 'downloading', 'rendering', 'rendering',
-                               'completed'])[1 + (s.n - 1) % 5], 0, NULL, now()),
+                               'completed'])[1 + (s.n - 1) % 5], 0, NULL, now(), NULL),
                     now() - interval '1 minute' + s.n * interval '1 millisecond',
                     now() - interval '1 minute'
                FROM made m CROSS JOIN generate_series(1, $3) AS s (n)",

@@ -22,6 +22,7 @@ mod listing;
 mod origin;
 mod outcomes;
 mod render;
+mod replay_policy;
 mod request_ids;
 mod rotation;
 mod sandbox;

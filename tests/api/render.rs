@@ -110,7 +110,6 @@ async fn each_step_rejects_with_its_code() {
     for corrupt in [
         "corrupt_truncated.osr",
         "corrupt_bad_mode.osr",
-        "corrupt_taiko_mode.osr",
         "corrupt_bad_string_marker.osr",
         "corrupt_garbage_lzma.osr",
     ] {

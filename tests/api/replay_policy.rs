@@ -1,0 +1,297 @@
+//! The render policy's replay rules (step 2a: mode, Autoplay, length at the mods' speed,
+//! input; 3b: a recently failed render) and what a job says it renders (`replay`), in its
+//! reads, its listing filters, its queue message and its callbacks.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::callbacks::{sweep_callbacks, Receiver};
+use crate::support::jobs::item_ids;
+use crate::support::replays::{fixture, played_frames, render_form, valid_form, Play};
+
+const DT: u32 = 1 << 6;
+const HD: u32 = 1 << 3;
+const HT: u32 = 1 << 8;
+const NC: u32 = 1 << 9;
+const AUTOPLAY: u32 = 1 << 11;
+
+fn form_of(play: &Play) -> reqwest::multipart::Form {
+    render_form(play.osr(), "play.osr", &[])
+}
+
+/// A play of `secs` seconds of the map's time, with input.
+fn lasting(player: &str, secs: i64) -> Play {
+    Play::new(player, played_frames(100, secs * 10))
+}
+
+#[tokio::test]
+async fn replays_the_policy_refuses_get_their_own_code_and_spend_nothing() {
+    let app = TestApp::spawn(&[]).await;
+    let ip = "198.51.100.40";
+    let taiko = Play {
+        mode: 1,
+        ..lasting("drummer", 60)
+    };
+    let cases = [
+        (form_of(&taiko), "unsupported_mode", "taiko"),
+        (
+            render_form(fixture("corrupt_taiko_mode.osr"), "t.osr", &[]),
+            "unsupported_mode",
+            "osu replays only",
+        ),
+        (
+            form_of(&Play {
+                mods: AUTOPLAY | HD,
+                ..lasting("osu!", 60)
+            }),
+            "autoplay_replay",
+            "Autoplay",
+        ),
+        (
+            form_of(&lasting("marathoner", 901)),
+            "replay_too_long",
+            "at most 900 s",
+        ),
+        (
+            // The cursor never leaves its first place and no key is ever pressed.
+            form_of(&Play::new(
+                "afk",
+                format!("0|256|-500|0,{}", "16|100|100|0,".repeat(100)),
+            )),
+            "replay_without_input",
+            "never presses a key",
+        ),
+    ];
+    for (form, code, says) in cases {
+        let body = problem(
+            app.render(ip, form).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            code,
+        )
+        .await;
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(says), "{code}: {detail}");
+    }
+    // Refused before the rate limit, with nothing stored: the first admitted render finds its
+    // whole window and an empty bucket.
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+    assert!(app.replay_objects().await.is_empty());
+    let admitted = app.render(ip, form_of(&lasting("player", 900))).await;
+    assert_eq!(admitted.status(), StatusCode::ACCEPTED);
+    assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(4));
+
+    // A deployment whose workers render taiko takes it.
+    let taiko_too = TestApp::spawn(&[("RENDER_MODES", "osu, taiko")]).await;
+    accepted_job(taiko_too.render(ip, form_of(&taiko)).await).await;
+}
+
+#[tokio::test]
+async fn length_is_measured_at_the_mods_speed() {
+    let app = TestApp::spawn(&[("MAX_REPLAY_LENGTH", "600")]).await;
+    // DT and NC play 1.5× as fast, HT at 0.75×: the real length decides.
+    for (n, (secs, mods, admitted)) in [
+        (700, 0, false),
+        (700, DT, true),
+        (700, DT | NC, true),
+        (901, DT, false),
+        (500, 0, true),
+        (500, HT, false),
+        (450, HT, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let play = Play {
+            mods,
+            ..lasting(&format!("runner{n}"), secs)
+        };
+        let response = app
+            .render(&format!("198.51.100.{}", 50 + n), form_of(&play))
+            .await;
+        if admitted {
+            let job = accepted_job(response).await;
+            let length = app.job(&job).await["replay"]["length_ms"].clone();
+            let expected = match mods {
+                0 => secs * 1000,
+                HT => secs * 4000 / 3,
+                _ => secs * 2000 / 3,
+            };
+            assert_eq!(length, json!(expected), "{secs} s, mods {mods}");
+        } else {
+            problem(
+                response,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "replay_too_long",
+            )
+            .await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key("60/minute", 20).await;
+    let play = Play {
+        mods: HD | DT,
+        counts: [300, 20, 5, 40, 10, 3],
+        online_id: 4_000_000_001,
+        ..lasting("Mrekk", 90)
+    };
+    let form = render_form(
+        play.osr(),
+        "play.osr",
+        &[("callback_url", &receiver.url("/hook"))],
+    );
+    let job = app.submit_with("203.0.113.60", &key.bearer, form).await;
+    let expected = json!({
+        "player": "Mrekk",
+        "beatmap_md5": play.beatmap_md5,
+        "replay_md5": play.replay_md5,
+        "mode": "osu",
+        "mods": ["HD", "DT"],
+        "score": 1_234_567,
+        "max_combo": 456,
+        // (300·300 + 100·20 + 50·5) / (300·328)
+        "accuracy": 93.75,
+        "count_300": 300,
+        "count_100": 20,
+        "count_50": 5,
+        "count_miss": 3,
+        "played_at": "2024-01-23T12:34:56Z",
+        "length_ms": 60_000,
+        "online_id": 4_000_000_001u64,
+    });
+    assert_eq!(app.job(&job).await["replay"], expected);
+    let listed = app.list_as(&key, "").await;
+    assert_eq!(listed["items"][0]["replay"], expected);
+
+    let messages = app.drain_queue().await;
+    let message = messages
+        .iter()
+        .find(|m| m.body["job_id"] == job.as_str())
+        .expect("the job's render message");
+    assert_eq!(
+        message.body["payload"]["replay"], expected,
+        "{}",
+        message.body
+    );
+
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 5 }))
+        .await;
+    sweep_callbacks(&app.instance().await).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 2);
+    for callback in &received {
+        assert_eq!(callback.json["replay"], expected, "{}", callback.json);
+    }
+
+    // An unsubmitted score has no online id.
+    let unsubmitted = Play {
+        online_id: 0,
+        ..lasting("Mrekk", 30)
+    };
+    let job = app
+        .submit_with("203.0.113.60", &key.bearer, form_of(&unsubmitted))
+        .await;
+    let replay = app.job(&job).await["replay"].clone();
+    assert_eq!(
+        (&replay["online_id"], &replay["mods"]),
+        (&Value::Null, &json!([]))
+    );
+}
+
+#[tokio::test]
+async fn a_keys_listing_finds_a_players_or_a_beatmaps_jobs() {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/minute", 20).await;
+    let ip = "203.0.113.61";
+    let (beatmap_a, beatmap_b) = ("a".repeat(32), "b".repeat(32));
+    let mut jobs = Vec::new();
+    for (player, beatmap) in [
+        ("Alice", &beatmap_a),
+        ("alice", &beatmap_b),
+        ("Bob", &beatmap_a),
+    ] {
+        let play = Play {
+            beatmap_md5: beatmap.clone(),
+            ..lasting(player, 60)
+        };
+        jobs.push(app.submit_with(ip, &key.bearer, form_of(&play)).await);
+    }
+    let other = app.create_key("60/minute", 20).await;
+    app.submit_with(ip, &other.bearer, form_of(&lasting("Alice", 61)))
+        .await;
+
+    let ids = |page: &Value| item_ids(page);
+    assert_eq!(
+        ids(&app.list_as(&key, "?player=ALICE").await),
+        [jobs[1].clone(), jobs[0].clone()],
+        "a player's jobs, whatever the case, of this key only"
+    );
+    assert_eq!(
+        ids(&app
+            .list_as(&key, &format!("?beatmap_md5={}", beatmap_a.to_uppercase()))
+            .await),
+        [jobs[2].clone(), jobs[0].clone()]
+    );
+    assert_eq!(
+        ids(&app
+            .list_as(&key, &format!("?player=bob&beatmap_md5={beatmap_a}"))
+            .await),
+        [jobs[2].clone()]
+    );
+    // Pages keep the filter.
+    let first = app.list_as(&key, "?player=alice&limit=1").await;
+    let next = first["next"].as_str().unwrap();
+    assert!(next.contains("player=alice"), "{next}");
+    assert_eq!(
+        ids(&app.list_as(&key, next.trim_start_matches("/v1/jobs")).await),
+        [jobs[0].clone()]
+    );
+    for bad in ["?beatmap_md5=xyz", "?player="] {
+        let response = app
+            .get_with(ip, &key.bearer, &format!("/v1/jobs{bad}"))
+            .await;
+        problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    }
+}
+
+#[tokio::test]
+async fn a_replay_whose_render_failed_is_refused_to_everyone_until_the_cooldown_ends() {
+    let app = TestApp::spawn(&[("REPLAY_FAILURE_COOLDOWN", "3")]).await;
+    let replay = lasting("unlucky", 60).osr();
+    let form = || render_form(replay.clone(), "play.osr", &[]);
+    let job = accepted_job(app.render("198.51.100.70", form()).await).await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 50 }))
+        .await;
+    app.report_ok(
+        &job,
+        json!({ "status": "failed", "error": "renderer crashed" }),
+    )
+    .await;
+
+    // Another client, and the first one again: refused, with when to try again, and no quota
+    // spent (the first admitted render finds its whole window).
+    let other = "198.51.100.71";
+    for ip in [other, "198.51.100.70"] {
+        let refused = app.render(ip, form()).await;
+        let retry_after = header(&refused, "retry-after").expect("Retry-After");
+        assert!((1..=3).contains(&retry_after), "{retry_after}");
+        problem(
+            refused,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "replay_failed_recently",
+        )
+        .await;
+    }
+    let admitted = app.render(other, valid_form()).await;
+    assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(4));
+
+    tokio::time::sleep(Duration::from_millis(3_200)).await;
+    accepted_job(app.render(other, form()).await).await;
+}
