@@ -14,11 +14,17 @@ CREATE INDEX jobs_by_client_player_age
 CREATE INDEX jobs_by_client_beatmap_age
     ON jobs (client_ip, (replay ->> 'beatmap_md5'), created_at, id);
 
--- Admission's look (step 3b) reads the latest failed real render of the submitted replay
--- within REPLAY_FAILURE_COOLDOWN: one index entry, however many jobs there are.
-CREATE INDEX jobs_failed_by_replay ON jobs (replay_sha256, updated_at)
-    WHERE status = 'failed' AND NOT sandbox;
+-- Why a failed job failed: a code of the documented set (domain/failure.rs), and whether
+-- submitting the replay again may help. NULL for a job that did not fail, and for the
+-- failures of earlier releases.
+ALTER TABLE jobs ADD COLUMN error_code text, ADD COLUMN error_retryable boolean;
 
--- Callbacks carry the job's `replay` too: job_callback_body takes it (sql/functions/), and
--- admit_job and queue_job_callback pass it.
+-- Admission's look (step 3b) reads the latest failed real render of the submitted replay
+-- within REPLAY_FAILURE_COOLDOWN, for a reason that is not retryable: one index entry,
+-- however many jobs there are.
+CREATE INDEX jobs_failed_by_replay ON jobs (replay_sha256, updated_at)
+    WHERE status = 'failed' AND NOT sandbox AND error_retryable IS NOT TRUE;
+
+-- Callbacks carry the job's `replay`, `error_code` and `retryable` too: job_callback_body takes
+-- them (sql/functions/), and admit_job and queue_job_callback pass them.
 DROP FUNCTION job_callback_body(uuid, integer, text, real, text, timestamptz);

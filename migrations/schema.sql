@@ -154,7 +154,7 @@ BEGIN
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
                              (c.step ->> 'progress')::real, NULL,
                              now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond',
-                             nullif(p -> 'replay', 'null'::jsonb)),
+                             nullif(p -> 'replay', 'null'::jsonb), NULL, NULL),
            now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
       FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
      WHERE p ->> 'callback_url' IS NOT NULL;
@@ -278,10 +278,10 @@ END
 $$;
 
 --
--- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone, jsonb); Type: FUNCTION; Schema: public; Owner: -
+-- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone, jsonb, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone, p_replay jsonb) RETURNS jsonb
+CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone, p_replay jsonb, p_error_code text, p_retryable boolean) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
@@ -291,6 +291,8 @@ CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_statu
         'status', p_status,
         'progress', p_progress,
         'error', p_error,
+        'error_code', p_error_code,
+        'retryable', p_retryable,
         'occurred_at', to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'links', jsonb_build_object('status', '/v1/jobs/' || p_job)
     )) || CASE WHEN p_replay IS NULL THEN '{}'::jsonb
@@ -340,7 +342,8 @@ BEGIN
     INSERT INTO job_callbacks (job_id, sequence, url, body, client)
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
-                              NEW.error, now(), NEW.replay),
+                              NEW.error, now(), NEW.replay, NEW.error_code,
+                              NEW.error_retryable),
             NEW.client_ip);
     RETURN NEW;
 END
@@ -516,6 +519,8 @@ CREATE TABLE public.jobs (
     callback_at timestamp with time zone,
     client_network text,
     replay jsonb,
+    error_code text,
+    error_retryable boolean,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -798,7 +803,7 @@ CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE 
 -- Name: jobs_failed_by_replay; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_failed_by_replay ON public.jobs USING btree (replay_sha256, updated_at) WHERE ((status = 'failed'::public.job_status) AND (NOT sandbox));
+CREATE INDEX jobs_failed_by_replay ON public.jobs USING btree (replay_sha256, updated_at) WHERE ((status = 'failed'::public.job_status) AND (NOT sandbox) AND (error_retryable IS NOT TRUE));
 
 --
 -- Name: jobs_queued_by_age; Type: INDEX; Schema: public; Owner: -

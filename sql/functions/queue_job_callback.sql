@@ -31,7 +31,8 @@ BEGIN
     INSERT INTO job_callbacks (job_id, sequence, url, body, client)
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
-                              NEW.error, now(), NEW.replay),
+                              NEW.error, now(), NEW.replay, NEW.error_code,
+                              NEW.error_retryable),
             NEW.client_ip);
     RETURN NEW;
 END

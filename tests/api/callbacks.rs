@@ -237,13 +237,22 @@ async fn each_status_change_is_posted_signed_and_in_order() {
         .await;
     app.report_ok(
         &failing,
-        json!({ "status": "failed", "error": "beatmap not found" }),
+        json!({ "status": "failed", "error": "beatmap not found", "error_code": "beatmap_not_found" }),
     )
     .await;
     sweep_callbacks(&core).await;
     let last = receiver.received().pop().unwrap();
     assert_eq!((last.sequence(), last.status()), (2, "failed"));
     assert_eq!(last.json["error"], "beatmap not found");
+    assert_eq!(
+        (&last.json["error_code"], &last.json["retryable"]),
+        (&json!("beatmap_not_found"), &json!(false))
+    );
+    assert_eq!(
+        received[0].json.get("error_code"),
+        None,
+        "only a failure has a code"
+    );
 }
 
 #[tokio::test]

@@ -262,18 +262,79 @@ async fn a_keys_listing_finds_a_players_or_a_beatmaps_jobs() {
 }
 
 #[tokio::test]
+async fn a_failed_job_says_why_in_a_code_of_the_documented_set() {
+    let app = TestApp::spawn(&[("REPLAY_FAILURE_COOLDOWN", "0")]).await;
+    for (n, (reported, code, retryable)) in [
+        (Some("beatmap_not_found"), "beatmap_not_found", false),
+        (Some("skin_download_failed"), "skin_download_failed", true),
+        (Some("gpu_on_fire"), "render_failed", false),
+        (None, "render_failed", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let job = app.submit(&format!("198.51.100.{}", 80 + n)).await;
+        let before = app.job(&job).await;
+        assert_eq!(
+            (&before["error_code"], &before["retryable"]),
+            (&Value::Null, &Value::Null)
+        );
+        let mut report = json!({ "status": "failed" });
+        if let Some(reported) = reported {
+            report["error_code"] = json!(reported);
+        }
+        app.report_ok(&job, report).await;
+        let after = app.job(&job).await;
+        assert_eq!(
+            (&after["error_code"], &after["retryable"]),
+            (&json!(code), &json!(retryable)),
+            "{reported:?}"
+        );
+    }
+    // A worker that went silent: the janitor's failure, retryable.
+    let job = app.submit("198.51.100.91").await;
+    app.report_ok(&job, json!({ "status": "rendering" })).await;
+    app.db
+        .execute(
+            "UPDATE jobs SET deadline_at = now() - interval '1 second' WHERE id = $1",
+            &[&job.parse::<uuid::Uuid>().unwrap()],
+        )
+        .await
+        .unwrap();
+    osurender_core::usecases::janitor::run(&app.instance().await)
+        .await
+        .unwrap();
+    let after = app.job(&job).await;
+    assert_eq!(
+        (&after["error_code"], &after["retryable"]),
+        (&json!("timed_out"), &json!(true))
+    );
+    // Only a failed report has a code.
+    let job = app.submit("198.51.100.90").await;
+    let response = app
+        .report(
+            &job,
+            json!({ "status": "rendering", "error_code": "timed_out" }),
+        )
+        .await;
+    problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+}
+
+#[tokio::test]
 async fn a_replay_whose_render_failed_is_refused_to_everyone_until_the_cooldown_ends() {
     let app = TestApp::spawn(&[("REPLAY_FAILURE_COOLDOWN", "3")]).await;
     let replay = lasting("unlucky", 60).osr();
     let form = || render_form(replay.clone(), "play.osr", &[]);
+    // A failure that is not the replay's (the worker was stopped) keeps nothing out.
+    let failed =
+        |code: &str| json!({ "status": "failed", "error": "it broke", "error_code": code });
+    let job = accepted_job(app.render("198.51.100.70", form()).await).await;
+    app.report_ok(&job, failed("worker_stopped")).await;
+    // One that may be the replay's does.
     let job = accepted_job(app.render("198.51.100.70", form()).await).await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 50 }))
         .await;
-    app.report_ok(
-        &job,
-        json!({ "status": "failed", "error": "renderer crashed" }),
-    )
-    .await;
+    app.report_ok(&job, failed("renderer_crashed")).await;
 
     // Another client, and the first one again: refused, with when to try again, and no quota
     // spent (the first admitted render finds its whole window).

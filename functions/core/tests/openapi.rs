@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use osurender_core::domain::failure::FailureCode;
 use osurender_core::domain::render::RenderOptions;
 use osurender_core::entry::http::ROUTES;
 use osurender_core::support::problem::PROBLEMS;
@@ -74,6 +75,37 @@ fn problem_codes_are_the_schemas_examples() {
     let codes = problem_codes();
     assert!(codes.len() > 10, "read the codes: {codes:?}");
     assert_eq!(documented, codes);
+}
+
+/// A failed job's codes: the `FailureCode` schema's examples (an open set, like `Problem.code`)
+/// and the README's table are exactly the codes the service records, each with its
+/// `retryable`.
+#[test]
+fn failure_codes_are_documented_with_whether_they_are_retryable() {
+    let doc = document();
+    let schema = &doc["components"]["schemas"]["FailureCode"];
+    assert!(schema.get("enum").is_none(), "FailureCode is open: no enum");
+    let documented: BTreeSet<&str> = schema["examples"]
+        .as_array()
+        .expect("FailureCode lists the codes in `examples`")
+        .iter()
+        .map(|code| code.as_str().unwrap())
+        .collect();
+    let recorded: BTreeSet<&str> = FailureCode::ALL.iter().map(|code| code.as_str()).collect();
+    assert_eq!(documented, recorded);
+    let readme = include_str!("../../../README.md");
+    let table = readme
+        .split("#### Failure codes")
+        .nth(1)
+        .expect("README has a failure code table");
+    for code in FailureCode::ALL {
+        let row = format!(
+            "| `{}` | {} |",
+            code,
+            if code.retryable() { "yes" } else { "no" }
+        );
+        assert!(table.contains(&row), "README lacks the row {row}");
+    }
 }
 
 /// Every answer the service gives carries `X-Request-Id` (entry/http.rs): each documented

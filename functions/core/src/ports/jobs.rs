@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
+use crate::domain::failure::FailureCode;
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
@@ -193,6 +194,8 @@ pub struct JobRecord {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub error: Option<String>,
+    /// Why a failed job failed; `None` unless failed.
+    pub error_code: Option<FailureCode>,
     pub config: serde_json::Value,
     pub video_key: Option<String>,
     pub thumb_key: Option<String>,
@@ -328,6 +331,8 @@ pub struct Transition {
     pub video_key: Option<String>,
     pub thumb_key: Option<String>,
     pub error: Option<String>,
+    /// With `failed` only (a failed report without one is `render_failed`).
+    pub error_code: Option<FailureCode>,
     /// The janitor fails the job if no report comes by then; `None` for a terminal state.
     pub deadline_in: Option<Duration>,
 }
@@ -442,6 +447,7 @@ mod tests {
             created_at: DateTime::from_timestamp_micros(micros).unwrap(),
             updated_at: DateTime::from_timestamp_micros(micros).unwrap(),
             error: None,
+            error_code: None,
             config: serde_json::json!({}),
             video_key: None,
             thumb_key: None,

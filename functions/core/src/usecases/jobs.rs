@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
+use crate::domain::failure::FailureCode;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::rate::RateDecision;
 /// A page of the listing, as `list_jobs` takes it (what `ListParams::query` checks).
@@ -203,6 +204,10 @@ pub struct JobView {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     error: Option<String>,
+    /// A failed job's code (domain/failure.rs) and whether submitting it again may help; null
+    /// unless failed.
+    error_code: Option<&'static str>,
+    retryable: Option<bool>,
     config: serde_json::Value,
     /// What the replay says (domain/replay/info.rs); null for a job of an earlier release.
     replay: Option<serde_json::Value>,
@@ -238,6 +243,8 @@ impl JobView {
             created_at: job.created_at,
             updated_at: job.updated_at,
             error: job.error,
+            error_code: job.error_code.map(FailureCode::as_str),
+            retryable: job.error_code.map(FailureCode::retryable),
             config: job.config,
             replay: job.replay,
             artifacts,

@@ -16,6 +16,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+use crate::domain::failure::FailureCode;
 use crate::domain::job::{JobId, JobStatus};
 use crate::ports::jobs::{Nonce, Transition, TransitionOutcome};
 use crate::support::problem::Rejection;
@@ -109,6 +110,9 @@ pub struct Report {
     pub video_key: Option<String>,
     pub thumb_key: Option<String>,
     pub error: Option<String>,
+    /// Why a failed render failed, from the documented set (domain/failure.rs); a code this
+    /// service does not know is `render_failed`.
+    pub error_code: Option<String>,
     /// Epoch seconds when the worker signed the report.
     pub timestamp: i64,
     pub nonce: String,
@@ -229,6 +233,16 @@ pub fn check_report(report: &Report, stall_timeout: Duration) -> Result<Transiti
         (None, JobStatus::Failed) => Some(DEFAULT_ERROR.to_owned()),
         (None, _) => None,
     };
+    let error_code = match (&report.error_code, report.status) {
+        (Some(_), status) if status != JobStatus::Failed => {
+            return Err(invalid("error_code: only a failed report has one"))
+        }
+        (code, JobStatus::Failed) => Some(
+            code.as_deref()
+                .map_or(FailureCode::RenderFailed, FailureCode::reported),
+        ),
+        (_, _) => None,
+    };
     Ok(Transition {
         to: report.status,
         progress: if report.status == JobStatus::Completed {
@@ -239,6 +253,7 @@ pub fn check_report(report: &Report, stall_timeout: Duration) -> Result<Transiti
         video_key: report.video_key.clone(),
         thumb_key: report.thumb_key.clone(),
         error,
+        error_code,
         deadline_in: report.status.is_active().then_some(stall_timeout),
     })
 }

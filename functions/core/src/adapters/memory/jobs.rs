@@ -183,6 +183,7 @@ impl JobTransitions for MemoryDatabase {
         job.video_key = transition.video_key.clone().or(job.video_key.take());
         job.thumb_key = transition.thumb_key.clone().or(job.thumb_key.take());
         job.error = transition.error.clone().or(job.error.take());
+        job.error_code = transition.error_code.or(job.error_code);
         job.updated_at = Utc::now();
         job.deadline = transition.deadline_in.map(|within| job.updated_at + within);
         Ok(TransitionOutcome::Applied {
@@ -221,6 +222,7 @@ impl JobHousekeeping for MemoryDatabase {
             if working && deadline < now {
                 job.status = JobStatus::Failed;
                 job.error = Some("timed out".into());
+                job.error_code = Some(FailureCode::TimedOut);
                 job.deadline = None;
                 job.updated_at = now;
                 failed += 1;

@@ -37,6 +37,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use crate::domain::caller::Caller;
+use crate::domain::failure::FailureCode;
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::rate::LimitScope;
 use crate::domain::sandbox;
@@ -165,6 +166,7 @@ struct MemoryJob {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     error: Option<String>,
+    error_code: Option<FailureCode>,
     video_key: Option<String>,
     thumb_key: Option<String>,
     /// What the replay says (jobs.replay).
@@ -293,6 +295,7 @@ impl MemoryDatabase {
                 created_at: Utc::now(),
                 updated_at: Utc::now(),
                 error: None,
+                error_code: None,
                 video_key: None,
                 thumb_key: None,
                 replay: None,
@@ -354,6 +357,7 @@ impl MemoryDatabase {
             created_at: now,
             updated_at: now,
             error: None,
+            error_code: None,
             video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
             thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
             replay: serde_json::to_value(&job.replay).ok(),
@@ -433,6 +437,7 @@ fn failed_recently(tables: &Tables, sha256: &ReplayHash, cooldown: Duration) -> 
         .jobs
         .iter()
         .filter(|j| j.status == JobStatus::Failed && !j.sandbox && &j.replay_sha256 == sha256)
+        .filter(|j| !j.error_code.is_some_and(FailureCode::retryable))
         .map(|j| j.updated_at + cooldown)
         .max()?;
     (ends - Utc::now())
@@ -498,6 +503,7 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         created_at: job.created_at,
         updated_at: job.updated_at,
         error: job.error.clone(),
+        error_code: job.error_code,
         config: job.config.clone(),
         video_key: job.video_key.clone(),
         thumb_key: job.thumb_key.clone(),

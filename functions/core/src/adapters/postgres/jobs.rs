@@ -8,6 +8,7 @@ use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
 use crate::domain::client::advisory_lock_id;
 use crate::domain::client::ClientKey;
+use crate::domain::failure::FailureCode;
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
@@ -63,12 +64,15 @@ fn global_capacity_lock() -> i64 {
 }
 
 /// What is left, in seconds, of the failure cooldown (`$4` ms) of the replay `$2`: its latest
-/// failed real render within the cooldown, one row of an index (migrations/V14).
+/// real render that failed for a reason that is not retryable (domain/failure.rs; a failure of
+/// an earlier release, without a code, counts) within the cooldown, one row of an index
+/// (migrations/V14).
 macro_rules! failed_recently_sql {
     () => {
         "(SELECT extract(epoch FROM f.updated_at + $4 * interval '1 millisecond' - now())::float8
            FROM jobs f
           WHERE f.replay_sha256 = $2 AND f.status = 'failed' AND NOT f.sandbox
+            AND f.error_retryable IS NOT TRUE
             AND f.updated_at > now() - $4 * interval '1 millisecond'
           ORDER BY f.updated_at DESC LIMIT 1)"
     };
@@ -273,7 +277,7 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        END,
        j.sandbox,
        CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END,
-       j.replay
+       j.replay, j.error_code
   FROM jobs j";
 
 /// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
@@ -368,6 +372,8 @@ WITH fresh AS (
            video_key = coalesce($7, video_key),
            thumb_key = coalesce($8, thumb_key),
            error = coalesce($9, error),
+           error_code = coalesce($11, error_code),
+           error_retryable = coalesce($12, error_retryable),
            deadline_at = now() + $10 * interval '1 millisecond',
            updated_at = now()
      WHERE id = $1
@@ -387,7 +393,8 @@ UPDATE jobs
 
 const FAIL_STALLED_SQL: &str = "\
 UPDATE jobs
-   SET status = 'failed', error = 'timed out', deadline_at = NULL, updated_at = now()
+   SET status = 'failed', error = 'timed out', error_code = 'timed_out', error_retryable = true,
+       deadline_at = NULL, updated_at = now()
  WHERE status IN ('downloading', 'rendering')
    AND coalesce(deadline_at, updated_at + $1 * interval '1 millisecond') < now()";
 
@@ -459,6 +466,7 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         recent_completed: row.get(10),
         sandbox: row.get(11),
         replay: row.get(13),
+        error_code: row.get::<_, Option<&str>>(14).map(FailureCode::reported),
     };
     Ok(match row.get::<_, Option<f64>>(12) {
         Some(age_secs) if record.sandbox => {
@@ -633,7 +641,9 @@ impl JobTransitions for PgJobStore {
             .map(|status| status.as_str())
             .collect();
         let deadline_ms = transition.deadline_in.map(millis);
-        let params: [(&(dyn ToSql + Sync), Type); 10] = [
+        let error_code = transition.error_code.map(FailureCode::as_str);
+        let retryable = transition.error_code.map(FailureCode::retryable);
+        let params: [(&(dyn ToSql + Sync), Type); 12] = [
             (&id.as_uuid(), Type::UUID),
             (&nonce.value, Type::TEXT),
             (&nonce.expires_at, Type::TIMESTAMPTZ),
@@ -644,6 +654,8 @@ impl JobTransitions for PgJobStore {
             (&transition.thumb_key, Type::TEXT),
             (&transition.error, Type::TEXT),
             (&deadline_ms, Type::INT8),
+            (&error_code, Type::TEXT),
+            (&retryable, Type::BOOL),
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn

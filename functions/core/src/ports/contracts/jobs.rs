@@ -7,6 +7,7 @@ use chrono::Utc;
 
 use super::fresh_caller;
 use crate::domain::caller::Caller;
+use crate::domain::failure::FailureCode;
 use crate::domain::hash::ReplayHash;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
@@ -72,6 +73,7 @@ fn report(to: JobStatus) -> Transition {
         video_key: None,
         thumb_key: None,
         error: None,
+        error_code: None,
         deadline_in: to.is_active().then_some(Duration::from_secs(600)),
     }
 }
@@ -199,19 +201,29 @@ async fn replay_filters<S: JobAdmission + JobReads>(store: &S) {
     );
 }
 
-/// A failed real render of a replay is seen by every client's look for the cooldown, then not.
-async fn failure_cooldown<S: JobAdmission + JobTransitions>(store: &S) {
+/// A real render of a replay that failed for a reason that is not retryable is seen by every
+/// client's look for the cooldown, then not; a retryable failure is not.
+async fn failure_cooldown<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
+    let failed = |code| Transition {
+        error: Some("the renderer crashed".into()),
+        error_code: Some(code),
+        ..report(JobStatus::Failed)
+    };
+    let retried = new_job(&fresh_caller(), "contract-failed-retryable");
+    admitted(store, &retried).await;
+    reported(store, retried.id, failed(FailureCode::WorkerStopped), None).await;
     let replay = format!("contract-failed-{}", uuid::Uuid::new_v4());
     let job = new_job(&fresh_caller(), &replay);
     admitted(store, &job).await;
-    let failed = Transition {
-        error: Some("the renderer crashed".into()),
-        ..report(JobStatus::Failed)
-    };
     assert!(matches!(
-        reported(store, job.id, failed, None).await,
+        reported(store, job.id, failed(FailureCode::RendererCrashed), None).await,
         TransitionOutcome::Applied { .. }
     ));
+    assert_eq!(
+        found(store, job.id).await.error_code,
+        Some(FailureCode::RendererCrashed),
+        "a failed job keeps its code"
+    );
     let other = fresh_caller();
     let look = |cooldown: Duration| {
         let other = other.clone();
@@ -240,6 +252,14 @@ async fn failure_cooldown<S: JobAdmission + JobTransitions>(store: &S) {
     assert_eq!(
         occupancy.failed_recently, None,
         "another replay is not refused"
+    );
+    let (occupancy, _) = store
+        .occupancy(&other, &retried.replay_sha256, hour, None)
+        .await
+        .expect("answered");
+    assert_eq!(
+        occupancy.failed_recently, None,
+        "a retryable failure does not keep the replay out"
     );
 }
 

@@ -1,0 +1,111 @@
+//! Why a render failed, as a code a bot can act on: the worker reports one (`error_code`) from
+//! this documented set, and whether trying again may help follows from it.
+
+use std::str::FromStr;
+
+/// A failed job's `error_code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureCode {
+    /// Anything else, and any code this service does not know: not retried by itself.
+    RenderFailed,
+    /// The worker went silent past its deadline (the janitor's).
+    TimedOut,
+    BeatmapNotFound,
+    BeatmapDownloadFailed,
+    ReplayDownloadFailed,
+    SkinNotFound,
+    SkinDownloadFailed,
+    /// The renderer itself stopped on this replay.
+    RendererCrashed,
+    /// The video could not be stored.
+    UploadFailed,
+    /// The worker was stopped (a deploy, a spot reclaim) before it finished.
+    WorkerStopped,
+}
+
+impl FailureCode {
+    pub const ALL: [FailureCode; 10] = [
+        Self::RenderFailed,
+        Self::TimedOut,
+        Self::BeatmapNotFound,
+        Self::BeatmapDownloadFailed,
+        Self::ReplayDownloadFailed,
+        Self::SkinNotFound,
+        Self::SkinDownloadFailed,
+        Self::RendererCrashed,
+        Self::UploadFailed,
+        Self::WorkerStopped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RenderFailed => "render_failed",
+            Self::TimedOut => "timed_out",
+            Self::BeatmapNotFound => "beatmap_not_found",
+            Self::BeatmapDownloadFailed => "beatmap_download_failed",
+            Self::ReplayDownloadFailed => "replay_download_failed",
+            Self::SkinNotFound => "skin_not_found",
+            Self::SkinDownloadFailed => "skin_download_failed",
+            Self::RendererCrashed => "renderer_crashed",
+            Self::UploadFailed => "upload_failed",
+            Self::WorkerStopped => "worker_stopped",
+        }
+    }
+
+    /// A worker's code; one this service does not know is `render_failed`, so a newer worker
+    /// never makes a report fail.
+    pub fn reported(text: &str) -> Self {
+        text.parse().unwrap_or(Self::RenderFailed)
+    }
+
+    /// Whether submitting the same replay again may render it: the failure was the service's
+    /// or a download's, not the replay's, beatmap's or skin's. A failure that is not retryable
+    /// keeps the replay out for `REPLAY_FAILURE_COOLDOWN`.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            Self::TimedOut
+                | Self::BeatmapDownloadFailed
+                | Self::ReplayDownloadFailed
+                | Self::SkinDownloadFailed
+                | Self::UploadFailed
+                | Self::WorkerStopped
+        )
+    }
+}
+
+impl FromStr for FailureCode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|code| code.as_str() == s)
+            .ok_or_else(|| format!("unknown error code `{s}`"))
+    }
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknown_ones_are_render_failed() {
+        for code in FailureCode::ALL {
+            assert_eq!(FailureCode::reported(code.as_str()), code);
+        }
+        assert_eq!(
+            FailureCode::reported("gpu_on_fire"),
+            FailureCode::RenderFailed
+        );
+        assert!(!FailureCode::RenderFailed.retryable());
+        assert!(!FailureCode::BeatmapNotFound.retryable());
+        assert!(FailureCode::TimedOut.retryable());
+    }
+}
