@@ -7,6 +7,7 @@ pub mod jobs;
 pub mod keys;
 pub mod migrations;
 pub mod outbox;
+pub mod policy;
 pub mod skins;
 pub mod tls;
 
