@@ -502,7 +502,7 @@ fn limit(text: &str) -> RateLimit {
 
 /// A duration in seconds, or with a unit: `900`, `90s`, `15m`, `6h`, `1d`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seconds(u64);
+pub struct Seconds(u64);
 
 impl FromStr for Seconds {
     type Err = String;

@@ -19,15 +19,6 @@ impl PgPolicyStore {
     pub fn new(pool: Pool) -> Self {
         Self { pool }
     }
-
-    async fn query(
-        &self,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Vec<Row>, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        conn.query_typed(sql, params).await
-    }
 }
 
 /// The pause (if any) and the bans in force, in one statement: one row, the bans as arrays
@@ -52,8 +43,7 @@ const BAN_COLUMNS: &str = "id, kind, coalesce(address::text, key_id::text, playe
 impl PolicyStore for PgPolicyStore {
     async fn read(&self, max_bans: usize) -> Result<Policy, StoreError> {
         let limit = i64::try_from(max_bans.min(MAX_BANS)).unwrap_or(0);
-        let row = self
-            .query(READ_SQL, &[(&limit, Type::INT8)])
+        let row = db::query(&self.pool, READ_SQL, &[(&limit, Type::INT8)])
             .await?
             .pop()
             .ok_or_else(|| StoreError::new("the policy read returned no row"))?;
@@ -100,14 +90,14 @@ impl PolicyStore for PgPolicyStore {
         let reason = reason.map(Reason::as_str);
         let params: [(&(dyn ToSql + Sync), Type); 2] =
             [(&anonymous_only, Type::BOOL), (&reason, Type::TEXT)];
-        let row = self.query(&sql, &params).await?.pop();
+        let row = db::query(&self.pool, &sql, &params).await?.pop();
         row.map(|row| pause(&row))
             .ok_or_else(|| StoreError::unknown("the pause returned no row"))?
     }
 
     async fn resume(&self) -> Result<Option<Pause>, StoreError> {
         let sql = format!("DELETE FROM intake_pause RETURNING {PAUSE_COLUMNS}");
-        self.query(&sql, &[])
+        db::query(&self.pool, &sql, &[])
             .await?
             .pop()
             .map(|row| pause(&row))
@@ -135,14 +125,16 @@ impl PolicyStore for PgPolicyStore {
             (&reason, Type::TEXT),
             (&ban.until, Type::TIMESTAMPTZ),
         ];
-        let row = self.query(&sql, &params).await?.pop();
+        let row = db::query(&self.pool, &sql, &params).await?.pop();
         row.map(|row| self::ban(&row))
             .ok_or_else(|| StoreError::unknown("the ban's insert returned no row"))?
     }
 
     async fn remove_ban(&self, id: i64) -> Result<Option<Ban>, StoreError> {
         let sql = format!("DELETE FROM bans WHERE id = $1 RETURNING {BAN_COLUMNS}");
-        let row = self.query(&sql, &[(&id, Type::INT8)]).await?.pop();
+        let row = db::query(&self.pool, &sql, &[(&id, Type::INT8)])
+            .await?
+            .pop();
         row.map(|row| ban(&row)).transpose()
     }
 }

@@ -3,6 +3,8 @@
 //! the answer. The same on the command line and as a Lambda event
 //! (`{"command": ["keys", "create", "--name", "x"]}`); lambda/admin.rs runs them.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
@@ -13,6 +15,7 @@ use crate::domain::policy::{AddressRange, BanTarget, PlayerName, Reason};
 use crate::domain::RateLimit;
 use crate::ports::keys::{KeyStore, KeySummary, Revocation, MAX_LIST};
 use crate::ports::policy::{NewBan, PolicyStore};
+use crate::support::config::Seconds;
 use crate::usecases::keys::{create, CreatedKey};
 use crate::usecases::policy::admin::{self as policy, PolicyCommand};
 
@@ -146,27 +149,15 @@ impl BanTargetArgs {
     }
 }
 
-/// A ban's length: whole seconds, or a number with s, m, h or d; at least a second, at most
-/// ten years.
+/// A ban's length: whole seconds, or a number with s, m, h or d (config's syntax); at least a
+/// second, at most ten years.
 fn ban_duration(text: &str) -> Result<chrono::Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let scale = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return Err("a number with s, m, h or d (`7d`)".into()),
-    };
-    digits
-        .parse::<i64>()
-        .ok()
-        .map(|n| n.saturating_mul(scale))
-        .filter(|secs| (1..=10 * 365 * 86_400).contains(secs))
-        .map(chrono::Duration::seconds)
-        .ok_or_else(|| "1 s to 10 years, as a number with s, m, h or d (`7d`)".into())
+    const TEN_YEARS: Duration = Duration::from_secs(10 * 365 * 86_400);
+    let length: Duration = text.parse::<Seconds>()?.into();
+    match !length.is_zero() && length <= TEN_YEARS {
+        true => chrono::Duration::from_std(length).map_err(|e| e.to_string()),
+        false => Err("1 s to 10 years, as a number with s, m, h or d (`7d`)".into()),
+    }
 }
 
 /// A ban's end: an RFC 3339 time in the future.
