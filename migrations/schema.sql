@@ -415,6 +415,39 @@ CREATE TABLE public.api_keys (
 );
 
 --
+-- Name: bans; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.bans (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    address cidr,
+    key_id uuid,
+    player text,
+    reason text,
+    until timestamp with time zone DEFAULT 'infinity'::timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT bans_check CHECK (((kind = 'ip'::text) = (address IS NOT NULL))),
+    CONSTRAINT bans_check1 CHECK (((kind = 'key'::text) = (key_id IS NOT NULL))),
+    CONSTRAINT bans_check2 CHECK ((((kind = 'player'::text) = (player IS NOT NULL)) AND (player = lower(player)) AND ((char_length(player) >= 1) AND (char_length(player) <= 64)))),
+    CONSTRAINT bans_kind_check CHECK ((kind = ANY (ARRAY['ip'::text, 'key'::text, 'player'::text]))),
+    CONSTRAINT bans_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 500)))
+);
+
+--
+-- Name: bans_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.bans ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.bans_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: callback_dispatch; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -442,6 +475,19 @@ CREATE TABLE public.idempotency_keys (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT idempotency_keys_status_check CHECK ((status = ANY (ARRAY['in_progress'::text, 'completed'::text])))
+);
+
+--
+-- Name: intake_pause; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.intake_pause (
+    one boolean DEFAULT true NOT NULL,
+    anonymous_only boolean NOT NULL,
+    reason text,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT intake_pause_one_check CHECK (one),
+    CONSTRAINT intake_pause_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 500)))
 );
 
 --
@@ -628,6 +674,13 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
 --
+-- Name: bans bans_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.bans
+    ADD CONSTRAINT bans_pkey PRIMARY KEY (id);
+
+--
 -- Name: callback_dispatch callback_dispatch_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -640,6 +693,13 @@ ALTER TABLE ONLY public.callback_dispatch
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (client_ip, endpoint, key);
+
+--
+-- Name: intake_pause intake_pause_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.intake_pause
+    ADD CONSTRAINT intake_pause_pkey PRIMARY KEY (one);
 
 --
 -- Name: job_callbacks job_callbacks_job_id_sequence_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -720,6 +780,12 @@ CREATE INDEX api_keys_by_client ON public.api_keys USING btree ((('key:'::text |
 --
 
 CREATE INDEX api_keys_live ON public.api_keys USING btree (key_hash) WHERE (revoked_at IS NULL);
+
+--
+-- Name: bans_in_force; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX bans_in_force ON public.bans USING btree (until);
 
 --
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -

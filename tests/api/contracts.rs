@@ -12,6 +12,7 @@ use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
 use osurender_core::adapters::postgres::jobs::PgJobStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::outbox::PgOutboxStore;
+use osurender_core::adapters::postgres::policy::PgPolicyStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
 use osurender_core::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
@@ -38,6 +39,13 @@ async fn the_postgres_key_store_keeps_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();
     contracts::keys::suite(&PgKeyStore::new(clients.pool.clone())).await;
+}
+
+#[tokio::test]
+async fn the_postgres_policy_store_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    contracts::policy::suite(&PgPolicyStore::new(clients.pool.clone())).await;
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ mod lifecycle;
 mod listing;
 mod origin;
 mod outcomes;
+mod policy;
 mod render;
 mod replay_policy;
 mod request_ids;

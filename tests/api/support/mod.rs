@@ -17,6 +17,7 @@ pub mod callbacks;
 pub mod invariants;
 pub mod jobs;
 pub mod keys;
+pub mod policy;
 pub mod queue;
 pub mod replays;
 pub mod secrets;

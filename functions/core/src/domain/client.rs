@@ -135,6 +135,14 @@ impl ClientKey {
         &self.0
     }
 
+    /// The addresses this client is, as a range (an IPv4 address, an IPv6 prefix); `None`
+    /// for a key's client.
+    pub fn as_net(&self) -> Option<IpNet> {
+        IpNet::from_str(&self.0)
+            .or_else(|_| IpAddr::from_str(&self.0).map(IpNet::from))
+            .ok()
+    }
+
     /// What a limit counted by this client is, as a 429 names it: a key's, or an address's.
     pub fn scope(&self) -> LimitScope {
         match self.0.starts_with(KEY_CLIENT_PREFIX) {

@@ -10,6 +10,7 @@ pub mod form;
 pub mod hash;
 pub mod job;
 pub mod key;
+pub mod policy;
 pub mod rate;
 pub mod render;
 pub mod replay;

@@ -13,6 +13,7 @@ use crate::adapters::postgres::idempotency::PgIdempotencyStore;
 use crate::adapters::postgres::jobs::PgJobStore;
 use crate::adapters::postgres::keys::PgKeyStore;
 use crate::adapters::postgres::outbox::PgOutboxStore;
+use crate::adapters::postgres::policy::PgPolicyStore;
 use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db, PostgresCheck};
 use crate::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
@@ -130,6 +131,7 @@ impl Clients {
             skin_names: Arc::new(PgSkinRegistry::new(self.pool.clone(), CLAIM_STALE_AFTER)),
             idempotency: Arc::new(PgIdempotencyStore::new(self.pool.clone())),
             keys: Arc::new(PgKeyStore::new(self.pool.clone())),
+            policy: Arc::new(PgPolicyStore::new(self.pool.clone())),
             secrets: Arc::new(SecretsManagerStore::new(self.secretsmanager.clone())),
         }
     }

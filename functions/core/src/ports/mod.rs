@@ -13,6 +13,7 @@ pub mod keys;
 pub mod leased;
 pub mod limiter;
 pub mod outbox;
+pub mod policy;
 pub mod queue;
 pub mod replays;
 pub mod secrets;
@@ -38,6 +39,7 @@ pub struct Ports {
     pub skin_names: Arc<dyn skins::SkinRegistry>,
     pub idempotency: Arc<dyn idempotency::IdempotencyStore>,
     pub keys: Arc<dyn keys::KeyStore>,
+    pub policy: Arc<dyn policy::PolicyStore>,
     pub artifacts: Arc<dyn artifacts::ArtifactLinks>,
     pub secrets: Arc<dyn secrets::SecretStore>,
     /// What `/health` probes.

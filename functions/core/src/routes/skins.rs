@@ -20,6 +20,7 @@ use crate::support::metrics;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::idempotency::{Reply, KEY_HEADER};
+use crate::usecases::policy::check_caller_ban;
 use crate::usecases::request::Submission;
 use crate::usecases::skins::upload::UploadRoute;
 use crate::usecases::skins::PageRequest;
@@ -84,6 +85,9 @@ async fn upload_v1(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    if let Err(banned) = check_caller_ban(&app, &caller).await {
+        return refused_banned(&caller.client, UploadRoute::V1, banned, started);
+    }
     let client = caller.client;
     if !is_json(&headers) {
         return direct_upload(&app, &client, UploadRoute::V1, &headers, body).await;
@@ -113,7 +117,24 @@ async fn upload_legacy(
     caller: Caller,
     body: Body,
 ) -> Response {
+    if let Err(banned) = check_caller_ban(&app, &caller).await {
+        return refused_banned(&caller.client, UploadRoute::Legacy, banned, Instant::now());
+    }
     direct_upload(&app, &caller.client, UploadRoute::Legacy, &headers, body).await
+}
+
+/// An upload from a banned address or key: refused before the body is read or any quota
+/// spent (DESIGN.md §2, "Operator's policy").
+fn refused_banned(
+    client: &ClientKey,
+    route: UploadRoute,
+    banned: Rejection,
+    started: Instant,
+) -> Response {
+    log_decision("skin upload", client, &Err(&banned));
+    let outcome: Result<Reply<SkinName>, Rejection> = Err(banned.clone());
+    metrics::admission(route.endpoint(), &outcome, started.elapsed());
+    banned.into_response()
 }
 
 async fn direct_upload(

@@ -58,6 +58,10 @@ pub struct Config {
     /// How long an instance keeps a key lookup's answer (keys/lookup.rs): at most
     /// `MAX_KEY_CACHE_TTL`, the issue's bound on a revocation taking effect.
     pub key_cache_ttl: Duration,
+    /// How long an instance keeps the operator's policy (pause, bans) before reading it again
+    /// (`POLICY_CACHE_TTL`, 1 s to `MAX_POLICY_CACHE_TTL`): a change reaches every instance
+    /// within it.
+    pub policy_cache_ttl: Duration,
     pub max_replay_bytes: usize,
     /// The game modes the render workers render (`RENDER_MODES`): a replay of another is 422
     /// `unsupported_mode`.
@@ -248,6 +252,17 @@ impl Config {
                     .into(),
             });
         }
+        let policy_cache_ttl: Duration = env
+            .parse::<Seconds>("POLICY_CACHE_TTL", Seconds(30))?
+            .into();
+        if policy_cache_ttl.is_zero() || policy_cache_ttl > MAX_POLICY_CACHE_TTL {
+            return Err(ConfigError {
+                name: "POLICY_CACHE_TTL",
+                reason: "must be 1s to 300s: a pause or a ban must reach every instance within \
+                         minutes"
+                    .into(),
+            });
+        }
         let callback_timeout = Duration::from_millis(env.parse("CALLBACK_TIMEOUT_MS", 5_000)?);
         if callback_timeout.is_zero() || callback_timeout > MAX_CALLBACK_TIMEOUT {
             return Err(ConfigError {
@@ -333,6 +348,7 @@ impl Config {
             max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
             anonymous_queue_share,
             key_cache_ttl,
+            policy_cache_ttl,
             max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
             render_modes: env.parse("RENDER_MODES", RenderModes(vec![GameMode::Std]))?,
             max_replay_length: env
@@ -463,6 +479,9 @@ impl std::fmt::Debug for SecretSource {
 /// The longest a key lookup's answer may be kept: a revocation takes effect within it.
 pub const MAX_KEY_CACHE_TTL: Duration = Duration::from_secs(60);
 
+/// The longest an instance may keep the operator's policy (`POLICY_CACHE_TTL`).
+pub const MAX_POLICY_CACHE_TTL: Duration = Duration::from_secs(300);
+
 /// Shortest outbox lease: ample for one concurrent round of SQS calls and the marking statement.
 pub const MIN_LEASE: Duration = Duration::from_secs(30);
 /// The longest `CALLBACK_TIMEOUT_MS`.
@@ -499,7 +518,7 @@ fn limit(text: &str) -> RateLimit {
 
 /// A duration in seconds, or with a unit: `900`, `90s`, `15m`, `6h`, `1d`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seconds(u64);
+pub struct Seconds(u64);
 
 impl FromStr for Seconds {
     type Err = String;
@@ -686,6 +705,17 @@ mod tests {
             error.to_string().starts_with("API_KEY_CACHE_TTL"),
             "{error}"
         );
+        assert_eq!(
+            config(&[]).unwrap().policy_cache_ttl,
+            Duration::from_secs(30)
+        );
+        let ttl = |value| config(&[("POLICY_CACHE_TTL", value)]).map(|c| c.policy_cache_ttl);
+        assert_eq!(ttl("5m").unwrap(), MAX_POLICY_CACHE_TTL);
+        assert_eq!(ttl("1").unwrap(), Duration::from_secs(1));
+        for wrong in ["0", "301", "soon"] {
+            let error = ttl(wrong).unwrap_err();
+            assert!(error.to_string().starts_with("POLICY_CACHE_TTL"), "{error}");
+        }
         assert_eq!(config(&[]).unwrap().rate_limits.key_lookup.requests, 30);
         let network = config(&[]).unwrap().rate_limits.key_lookup_network;
         assert_eq!(network.to_string(), "120/minute");

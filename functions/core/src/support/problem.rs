@@ -24,6 +24,9 @@ pub async fn answering<F: std::future::Future>(request_id: String, answer: F) ->
 pub(crate) const RETRY_UNAVAILABLE_SECS: u64 = 5;
 /// A retry that found its key's first request still running may look again in a second.
 const RETRY_IN_PROGRESS_SECS: u64 = 1;
+/// A paused intake (`osurender-admin pause`) has no end to estimate: a minute is how long an
+/// operator's pause usually lasts at the least, and a client asking every minute costs little.
+pub const RETRY_PAUSED_SECS: u64 = 60;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rejection {
@@ -107,6 +110,17 @@ pub enum Rejection {
     /// This deployment cannot deliver callbacks (`CALLBACKS_EGRESS=false`: its dispatcher has
     /// no route out), so a `callback_url` is refused rather than accepted and never sent.
     CallbacksUnavailable,
+    /// The operator paused the intake (`osurender-admin pause`), with this reason if one was
+    /// given.
+    RenderJobsPaused {
+        reason: Option<String>,
+    },
+    /// The caller's address or key, or the replay's player, is banned (`osurender-admin bans`):
+    /// why, and until when (`None`: until the ban is removed).
+    Banned {
+        reason: Option<String>,
+        until: Option<chrono::DateTime<chrono::Utc>>,
+    },
 }
 
 /// The render policy's rules for a well-formed replay, each its own code.
@@ -196,6 +210,8 @@ problem_kinds! {
     SECRET_UNAVAILABLE: "secret_unavailable", SERVICE_UNAVAILABLE, "Secret unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
     CALLBACK_HOST_UNAVAILABLE: "callback_host_unavailable", SERVICE_UNAVAILABLE, "Callback host unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
     CALLBACKS_UNAVAILABLE: "callbacks_unavailable", UNPROCESSABLE_ENTITY, "Callbacks unavailable", Never;
+    RENDER_JOBS_PAUSED: "render_jobs_paused", SERVICE_UNAVAILABLE, "Render jobs paused", Fixed(RETRY_PAUSED_SECS);
+    BANNED: "banned", FORBIDDEN, "Banned", Never;
 }
 
 impl Rejection {
@@ -245,6 +261,8 @@ impl Rejection {
             Self::SecretUnavailable => &SECRET_UNAVAILABLE,
             Self::CallbackHostUnavailable => &CALLBACK_HOST_UNAVAILABLE,
             Self::CallbacksUnavailable => &CALLBACKS_UNAVAILABLE,
+            Self::RenderJobsPaused { .. } => &RENDER_JOBS_PAUSED,
+            Self::Banned { .. } => &BANNED,
         }
     }
 
@@ -362,6 +380,24 @@ impl Rejection {
                  at its status link"
                     .into()
             }
+            Self::RenderJobsPaused { reason } => {
+                let why = reason
+                    .as_deref()
+                    .map_or(String::new(), |r| format!(": {r}"));
+                format!("new render jobs are paused{why}; nothing was queued; try again later")
+            }
+            Self::Banned { reason, until } => {
+                let why = reason
+                    .as_deref()
+                    .map_or(String::new(), |r| format!(": {r}"));
+                let until = until.map_or("until further notice".to_owned(), |until| {
+                    format!(
+                        "until {}",
+                        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )
+                });
+                format!("banned {until}{why}")
+            }
         }
     }
 
@@ -395,6 +431,12 @@ struct Problem<'a> {
     /// Whose limit a 429 hit.
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<LimitScope>,
+    /// The operator's reason for a pause or a ban, if one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// When a temporary ban ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<chrono::DateTime<chrono::Utc>>,
     /// The request answered, as its `X-Request-Id` says.
     #[serde(skip_serializing_if = "Option::is_none")]
     request_id: Option<String>,
@@ -415,6 +457,14 @@ impl IntoResponse for Rejection {
             },
             scope: match &self {
                 Self::RateLimited(_, scope) | Self::TooManyActiveJobs { scope, .. } => Some(*scope),
+                _ => None,
+            },
+            reason: match &self {
+                Self::RenderJobsPaused { reason } | Self::Banned { reason, .. } => reason.clone(),
+                _ => None,
+            },
+            until: match &self {
+                Self::Banned { until, .. } => *until,
                 _ => None,
             },
             request_id: REQUEST_ID.try_with(Clone::clone).ok(),

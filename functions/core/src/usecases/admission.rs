@@ -43,6 +43,7 @@ use crate::usecases::app::App;
 use crate::usecases::callbacks::{check_callback_host, parse_callback};
 use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
+use crate::usecases::policy::{check_caller_ban, check_intake_open, check_player_ban};
 use crate::usecases::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
 
 /// The rate-limited endpoint name: the limiter counts each endpoint separately.
@@ -56,7 +57,8 @@ pub const RENDER_NETWORK_ENDPOINT: &str = "render_network";
 pub struct ReplayFile {
     bytes: Bytes,
     sha256: ReplayHash,
-    /// What it renders, as the job shows it.
+    /// What it renders, as the job shows it; its `player` is what a player ban matches (step
+    /// 3c: both are at most 64 characters).
     info: ReplayInfo,
 }
 
@@ -67,10 +69,18 @@ pub async fn submit_render<S: BodyStream>(
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
 ) -> Submission<Reply<JobId>> {
+    // Step 0b: a banned address or key reads no form, spends no quota (DESIGN.md §2).
+    if let Err(rejection) = check_caller_ban(app, caller).await {
+        return Submission::refused(rejection);
+    }
     let request = match validate_request(app, caller, idempotency_key, upload).await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
+    // Step 3c: a banned player's replay, before any read or quota (DESIGN.md §2).
+    if let Err(rejection) = check_player_ban(app, &request.replay.info.player).await {
+        return Submission::refused(rejection);
+    }
     let client = &caller.client;
     let request_hash = render_request_hash(&request);
     let deadline = app.config.request_deadline;
@@ -312,6 +322,13 @@ async fn admit(
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
+    // Step 5a, with the capacity steps: a paused intake inserts and stores nothing.
+    if let Err(rejection) = check_intake_open(app, caller).await {
+        return Submission {
+            outcome: Err(rejection),
+            rate,
+        };
+    }
     if let Some(url) = &request.callback {
         if let Err(rejection) = check_callback_host(app, url).await {
             return Submission {

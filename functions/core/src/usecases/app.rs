@@ -18,6 +18,7 @@ use crate::ports::Ports;
 use crate::support::config::Config;
 use crate::usecases::health::HealthCheck;
 use crate::usecases::keys::lookup::KeyLookup;
+use crate::usecases::policy::cache::PolicyCache;
 
 #[cfg(any(test, feature = "memory"))]
 use crate::adapters::memory::Memory;
@@ -44,6 +45,8 @@ pub struct App {
     pub idempotency: Arc<dyn IdempotencyStore>,
     /// The API keys requests carry, behind the instance's cache.
     pub keys: Arc<KeyLookup>,
+    /// The operator's pause and bans, behind the instance's cache.
+    pub policy: Arc<PolicyCache>,
     /// Presigned links to the render workers' artifacts.
     pub artifacts: Arc<dyn ArtifactLinks>,
     /// What `GET /health` checks, and its last answer.
@@ -81,6 +84,7 @@ impl App {
             skin_names: ports.skin_names,
             idempotency: ports.idempotency,
             keys: Arc::new(KeyLookup::new(ports.keys, config.key_cache_ttl)),
+            policy: Arc::new(PolicyCache::new(ports.policy, config.policy_cache_ttl)),
             artifacts: ports.artifacts,
             health: Arc::new(HealthCheck::new(
                 ports.dependencies,

@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod keys;
 pub mod lifecycle;
 pub mod outbox;
+pub mod policy;
 pub mod request;
 pub mod secrets;
 pub mod skins;

@@ -49,8 +49,9 @@ async fn the_callbacks_keep_the_leased_queue_contract() {
 }
 
 #[tokio::test]
-async fn the_keys_limiter_queue_and_secrets_keep_their_contracts() {
+async fn the_keys_policy_limiter_queue_and_secrets_keep_their_contracts() {
     contracts::keys::suite(&MemoryKeys::default()).await;
+    contracts::policy::suite(&MemoryPolicy::default()).await;
     contracts::limiter::suite(&MemoryLimiter::new(Calls::default())).await;
     contracts::queue::suite(&MemoryQueue::new(Calls::default())).await;
     let secrets = MemorySecrets::default();

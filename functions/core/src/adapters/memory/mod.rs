@@ -15,6 +15,7 @@ mod keys;
 mod limiter;
 mod objects;
 mod outbox;
+mod policy;
 mod queue;
 mod secrets;
 mod skin_names;
@@ -23,6 +24,7 @@ pub use callbacks::MemoryCallbacks;
 pub use keys::MemoryKeys;
 pub use limiter::MemoryLimiter;
 pub use objects::MemoryObjects;
+pub use policy::MemoryPolicy;
 pub use queue::MemoryQueue;
 pub use secrets::MemorySecrets;
 
@@ -72,6 +74,7 @@ pub struct Memory {
     pub objects: Arc<MemoryObjects>,
     pub queue: Arc<MemoryQueue>,
     pub keys: Arc<MemoryKeys>,
+    pub policy: Arc<MemoryPolicy>,
     pub secrets: Arc<MemorySecrets>,
     pub callbacks: Arc<MemoryCallbacks>,
 }
@@ -86,6 +89,7 @@ impl Memory {
             objects: Arc::new(MemoryObjects::new(calls.clone())),
             queue: Arc::new(MemoryQueue::new(calls.clone())),
             keys: Arc::default(),
+            policy: Arc::default(),
             secrets: Arc::new(MemorySecrets::default()),
             callbacks: Arc::default(),
             calls,
@@ -109,6 +113,7 @@ impl Memory {
             skin_names: self.database.clone(),
             idempotency: self.database.clone(),
             keys: self.keys.clone(),
+            policy: self.policy.clone(),
             artifacts: self.objects.clone(),
             secrets: self.secrets.clone(),
             dependencies: vec![self.database.clone() as Arc<dyn Dependency>],

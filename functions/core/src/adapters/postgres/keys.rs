@@ -28,8 +28,9 @@ impl PgKeyStore {
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        conn.query_typed(sql, params).await.map_err(schema_missing)
+        db::query(&self.pool, sql, params)
+            .await
+            .map_err(schema_missing)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod jobs;
 pub mod keys;
 pub mod migrations;
 pub mod outbox;
+pub mod policy;
 pub mod skins;
 pub mod tls;
 
@@ -143,6 +144,15 @@ pub struct Conn {
 }
 
 /// Checks a connection out of `pool` (within its wait and create timeouts).
+/// One statement on a connection of `pool`: its rows.
+pub async fn query(
+    pool: &Pool,
+    sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Result<Vec<Row>, StoreError> {
+    checkout(pool).await?.query_typed(sql, params).await
+}
+
 pub async fn checkout(pool: &Pool) -> Result<Conn, StoreError> {
     let object = deadline::within(pool.get())
         .await

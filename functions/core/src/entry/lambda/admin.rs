@@ -1,4 +1,4 @@
-//! `osurender-admin`: the key commands (keys/admin.rs) against the database the functions use
+//! `osurender-admin`: the key and policy commands (keys/admin.rs) against the database the functions use
 //! (`DATABASE_URL`, or the secret and `DB_*` variables). On a shell it reads its arguments and
 //! answers on stdout; on Lambda (`AWS_LAMBDA_RUNTIME_API` set, docs/DEPLOY.md "API keys") each
 //! event `{"command": ["keys", "list"]}` is one command, answered with the same JSON.
@@ -13,10 +13,11 @@ use serde_json::Value;
 use super::database::own_connection;
 use super::{event_loop, Error};
 use crate::adapters::postgres::keys::PgKeyStore;
+use crate::adapters::postgres::policy::PgPolicyStore;
 use crate::adapters::postgres::{self as db};
 use crate::support::config::Config;
 use crate::support::telemetry;
-use crate::usecases::keys::admin::{self, AdminError, Command, USAGE};
+use crate::usecases::keys::admin::{self, AdminError, AdminStores, Command, USAGE};
 
 /// The binary's whole `main`: a Lambda function where the runtime API is, else one command
 /// from the arguments.
@@ -60,7 +61,10 @@ struct AdminEvent {
 /// message the command line would print.
 pub async fn admin_event(event: Value) -> Result<Value, Error> {
     let event: AdminEvent = serde_json::from_value(event).map_err(|_| {
-        AdminError::Usage(r#"the event must be {"command": ["keys", ...]}"#.to_owned())
+        AdminError::Usage(
+            r#"the event must be {"command": ["keys", ...]} (or "pause", "resume", "bans")"#
+                .to_owned(),
+        )
     })?;
     Ok(run_command(&event.command).await?)
 }
@@ -71,16 +75,20 @@ pub async fn run_command(args: &[String]) -> Result<Value, AdminError> {
     if command == Command::Help {
         return Ok(admin::help());
     }
-    let store = connect().await.map_err(AdminError::Failed)?;
-    admin::run(&store, &command).await
+    let (keys, policy) = connect().await.map_err(AdminError::Failed)?;
+    let stores = AdminStores {
+        keys: &keys,
+        policy: &policy,
+    };
+    admin::run(stores, &command).await
 }
 
-/// A pool of one connection to the functions' database.
-async fn connect() -> Result<PgKeyStore, String> {
+/// The stores on a pool of one connection to the functions' database.
+async fn connect() -> Result<(PgKeyStore, PgPolicyStore), String> {
     // Boxed: inlined, this future nests too deep for the compiler's layout of `main`.
     let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
     let own = Box::pin(own_connection(&config)).await?;
     let pool =
         db::pool(own.postgres, &own.tls, 1, own.timeout).map_err(|e| e.message().to_owned())?;
-    Ok(PgKeyStore::new(pool))
+    Ok((PgKeyStore::new(pool.clone()), PgPolicyStore::new(pool)))
 }

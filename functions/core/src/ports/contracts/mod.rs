@@ -15,6 +15,7 @@ pub mod keys;
 pub mod leased;
 pub mod limiter;
 pub mod objects;
+pub mod policy;
 pub mod queue;
 pub mod secrets;
 pub mod skin_names;

@@ -1,20 +1,34 @@
-//! The `osurender-admin` commands: their grammar (clap's derive), and their run against a key store with one
-//! JSON object as the answer. The same on the command line and as a Lambda event
+//! The `osurender-admin` commands: their grammar (clap's derive), and their run against the key
+//! and policy stores (the policy's commands in usecases/policy/admin.rs) with one JSON object as
+//! the answer. The same on the command line and as a Lambda event
 //! (`{"command": ["keys", "create", "--name", "x"]}`); lambda/admin.rs runs them.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use clap::error::ErrorKind;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Value};
 
 use crate::domain::key::{InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName};
+use crate::domain::policy::{AddressRange, BanTarget, PlayerName, Reason};
 use crate::domain::RateLimit;
 use crate::ports::keys::{KeyStore, KeySummary, Revocation, MAX_LIST};
+use crate::ports::policy::{NewBan, PolicyStore};
+use crate::support::config::Seconds;
 use crate::usecases::keys::{create, CreatedKey};
+use crate::usecases::policy::admin::{self as policy, PolicyCommand};
 
 pub const USAGE: &str = "\
 usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max-active 20] [--sandbox]
        osurender-admin keys list [--limit 100]
        osurender-admin keys revoke ID
+       osurender-admin pause [--anonymous-only] [--reason TEXT]
+       osurender-admin resume
+       osurender-admin bans add (--ip ADDRESS|CIDR | --key KEY_ID | --player NAME)
+                                [--for 7d | --until RFC3339] [--reason TEXT]
+       osurender-admin bans list
+       osurender-admin bans remove ID
 
 Database: DATABASE_URL, or DB_SECRET_ARN with DB_HOST/DB_PORT/DB_NAME (as the functions).
 Answers one JSON object on stdout; exit 0 ok, 1 failure, 2 usage error.";
@@ -35,6 +49,8 @@ pub enum Command {
     Revoke {
         id: KeyId,
     },
+    /// The operator's policy: pause, resume, bans.
+    Policy(PolicyCommand),
     Help,
 }
 
@@ -73,6 +89,86 @@ enum Group {
     /// API keys.
     #[command(subcommand, arg_required_else_help = false)]
     Keys(Keys),
+    /// Refuses new render jobs (503 `render_jobs_paused`) until `resume`.
+    Pause {
+        /// Only clients without a key; keyed ones are still admitted.
+        #[arg(long)]
+        anonymous_only: bool,
+        #[arg(long, value_name = "TEXT", value_parser = Reason::parse)]
+        reason: Option<Reason>,
+    },
+    /// Admits new render jobs again.
+    Resume,
+    /// Bans of addresses, keys and players (403 `banned`).
+    #[command(subcommand, arg_required_else_help = false)]
+    Bans(Bans),
+}
+
+#[derive(Debug, Subcommand)]
+enum Bans {
+    /// A new ban, until removed or for a while.
+    Add {
+        #[command(flatten)]
+        target: BanTargetArgs,
+        /// How long: a number with s, m, h or d (`7d`).
+        #[arg(long = "for", value_name = "DURATION", value_parser = ban_duration, conflicts_with = "until")]
+        lasting: Option<chrono::Duration>,
+        /// When it ends (RFC 3339, in the future).
+        #[arg(long, value_name = "RFC3339", value_parser = ban_end)]
+        until: Option<DateTime<Utc>>,
+        #[arg(long, value_name = "TEXT", value_parser = Reason::parse)]
+        reason: Option<Reason>,
+    },
+    /// The bans in force.
+    List,
+    /// Removes a ban.
+    Remove {
+        #[arg(value_name = "ID")]
+        id: i64,
+    },
+}
+
+/// Exactly one of a ban's targets.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct BanTargetArgs {
+    #[arg(long, value_name = "ADDRESS|CIDR")]
+    ip: Option<AddressRange>,
+    #[arg(long, value_name = "KEY_ID", value_parser = key_id)]
+    key: Option<KeyId>,
+    #[arg(long, value_name = "NAME", value_parser = PlayerName::parse)]
+    player: Option<PlayerName>,
+}
+
+impl BanTargetArgs {
+    fn target(self) -> Option<BanTarget> {
+        let Self { ip, key, player } = self;
+        ip.map(BanTarget::Address)
+            .or(key.map(BanTarget::Key))
+            .or(player.map(BanTarget::Player))
+    }
+}
+
+/// A ban's length: whole seconds, or a number with s, m, h or d (config's syntax); at least a
+/// second, at most ten years.
+fn ban_duration(text: &str) -> Result<chrono::Duration, String> {
+    const TEN_YEARS: Duration = Duration::from_secs(10 * 365 * 86_400);
+    let length: Duration = text.parse::<Seconds>()?.into();
+    match !length.is_zero() && length <= TEN_YEARS {
+        true => chrono::Duration::from_std(length).map_err(|e| e.to_string()),
+        false => Err("1 s to 10 years, as a number with s, m, h or d (`7d`)".into()),
+    }
+}
+
+/// A ban's end: an RFC 3339 time in the future.
+fn ban_end(text: &str) -> Result<DateTime<Utc>, String> {
+    let until = DateTime::parse_from_rfc3339(text)
+        .map_err(|_| format!("`{text}` is not an RFC 3339 time (2026-01-31T12:00:00Z)"))?
+        .with_timezone(&Utc);
+    match until > Utc::now() {
+        true => Ok(until),
+        false => Err(format!("`{text}` has passed")),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -144,7 +240,20 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
         Err(error) if error.kind() == ErrorKind::DisplayHelp => return Ok(Command::Help),
         Err(error) => return Err(AdminError::Usage(clap_message(&error))),
     };
-    let Group::Keys(keys) = cli.command;
+    let keys = match cli.command {
+        Group::Keys(keys) => keys,
+        Group::Pause {
+            anonymous_only,
+            reason,
+        } => {
+            return Ok(Command::Policy(PolicyCommand::Pause {
+                anonymous_only,
+                reason,
+            }))
+        }
+        Group::Resume => return Ok(Command::Policy(PolicyCommand::Resume)),
+        Group::Bans(bans) => return Ok(Command::Policy(bans_command(bans))),
+    };
     Ok(match keys {
         Keys::Create {
             name,
@@ -169,6 +278,23 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
     })
 }
 
+fn bans_command(bans: Bans) -> PolicyCommand {
+    match bans {
+        Bans::Add {
+            target,
+            lasting,
+            until,
+            reason,
+        } => PolicyCommand::AddBan(NewBan {
+            target: target.target().expect("clap requires one target"),
+            reason,
+            until: until.or(lasting.map(|lasting| Utc::now() + lasting)),
+        }),
+        Bans::List => PolicyCommand::ListBans,
+        Bans::Remove { id } => PolicyCommand::RemoveBan(id),
+    }
+}
+
 /// clap's error as text, up to its usage line or its pointer to `--help`.
 fn clap_message(error: &clap::Error) -> String {
     let text = error.to_string();
@@ -188,11 +314,22 @@ pub fn help() -> Value {
     json!({ "usage": USAGE })
 }
 
+/// The stores the commands run against.
+#[derive(Clone, Copy)]
+pub struct AdminStores<'a> {
+    pub keys: &'a dyn KeyStore,
+    pub policy: &'a dyn PolicyStore,
+}
+
 /// Runs `command`; its answer as one JSON object.
-pub async fn run(store: &dyn KeyStore, command: &Command) -> Result<Value, AdminError> {
+pub async fn run(stores: AdminStores<'_>, command: &Command) -> Result<Value, AdminError> {
     let failed = |e: &dyn std::fmt::Display| AdminError::Failed(e.to_string());
+    let store = stores.keys;
     match command {
         Command::Help => Ok(help()),
+        Command::Policy(command) => policy::run(stores.policy, command)
+            .await
+            .map_err(AdminError::Failed),
         Command::Create { name, kind, limits } => {
             let created = create(store, name.clone(), *kind, *limits)
                 .await
@@ -243,7 +380,7 @@ fn summary_json(key: &KeySummary) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::memory::MemoryKeys;
+    use crate::adapters::memory::{MemoryKeys, MemoryPolicy};
 
     fn args(line: &str) -> Vec<String> {
         line.split_whitespace().map(str::to_owned).collect()
@@ -289,6 +426,19 @@ mod tests {
             "keys revoke not-a-uuid",
             "keys revoke 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab more",
             "users list",
+            "pause --reason",
+            "pause --anonymous-only=yes",
+            "resume now",
+            "bans add",
+            "bans add --ip 203.0.113.0/33",
+            "bans add --ip 203.0.113.1 --key 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab",
+            "bans add --player x --for 0d",
+            "bans add --player x --for 7w",
+            "bans add --player x --for 1d --until 2999-01-01T00:00:00Z",
+            "bans add --player x --until 2001-01-01T00:00:00Z",
+            "bans add --player x --until tomorrow",
+            "bans remove",
+            "bans remove one",
         ] {
             let error = parse(&args(line)).expect_err(line);
             assert_eq!(error.exit_code(), 2, "{line}: {error}");
@@ -319,11 +469,88 @@ mod tests {
         }
     }
 
+    #[test]
+    fn policy_commands_parse_to_what_they_say() {
+        let Command::Policy(PolicyCommand::Pause {
+            anonymous_only,
+            reason,
+        }) = parse(&args("pause --anonymous-only --reason maintenance")).unwrap()
+        else {
+            panic!("not a pause")
+        };
+        assert!(anonymous_only);
+        assert_eq!(reason.unwrap().as_str(), "maintenance");
+        assert_eq!(
+            parse(&args("resume")).unwrap(),
+            Command::Policy(PolicyCommand::Resume)
+        );
+        let ban = |line| match parse(&args(line)).unwrap() {
+            Command::Policy(PolicyCommand::AddBan(ban)) => ban,
+            other => panic!("{line}: {other:?}"),
+        };
+        let by_range = ban("bans add --ip 2001:db8:1::/48");
+        assert_eq!(by_range.target.value(), "2001:db8:1::/48");
+        assert_eq!(by_range.until, None);
+        let week = ban("bans add --player Cookiezi --for 7d --reason cheating");
+        assert_eq!(week.target.value(), "cookiezi");
+        let left = week.until.unwrap() - Utc::now();
+        assert!((left - chrono::Duration::days(7)).num_seconds().abs() < 5);
+        let until = ban(
+            "bans add --key 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --until 2999-01-01T00:00:00+02:00",
+        );
+        assert_eq!(
+            until.until.unwrap().to_rfc3339(),
+            "2998-12-31T22:00:00+00:00"
+        );
+        assert_eq!(
+            parse(&args("bans remove 7")).unwrap(),
+            Command::Policy(PolicyCommand::RemoveBan(7))
+        );
+    }
+
+    #[tokio::test]
+    async fn the_policy_commands_answer_what_they_did() {
+        let (keys, policy) = (MemoryKeys::default(), MemoryPolicy::default());
+        let stores = AdminStores {
+            keys: &keys,
+            policy: &policy,
+        };
+        let run_line = async |line: &str| run(stores, &parse(&args(line)).unwrap()).await;
+        let paused = run_line("pause --reason upgrade").await.unwrap();
+        assert_eq!(paused["paused"], true);
+        assert_eq!(paused["anonymous_only"], false);
+        assert_eq!(paused["reason"], "upgrade");
+        let resumed = run_line("resume").await.unwrap();
+        assert_eq!(resumed["paused"], false);
+        assert_eq!(resumed["lifted"]["reason"], "upgrade");
+        assert_eq!(run_line("resume").await.unwrap()["lifted"], Value::Null);
+
+        let added = run_line("bans add --ip 203.0.113.9/24 --for 1h")
+            .await
+            .unwrap();
+        assert_eq!(added["kind"], "ip");
+        assert_eq!(added["target"], "203.0.113.0/24");
+        assert!(added["until"].is_string(), "{added}");
+        let listed = run_line("bans list").await.unwrap();
+        assert_eq!(listed["bans"][0]["id"], added["id"]);
+        let id = added["id"].as_i64().unwrap();
+        let removed = run_line(&format!("bans remove {id}")).await.unwrap();
+        assert_eq!(removed["removed"]["id"], id);
+        let again = run_line(&format!("bans remove {id}")).await.unwrap_err();
+        assert_eq!(again.exit_code(), 1);
+        assert_eq!(again.to_string(), format!("no ban has id {id}"));
+    }
+
     #[tokio::test]
     async fn the_answers_show_the_key_once() {
         let store = MemoryKeys::default();
+        let policy = MemoryPolicy::default();
+        let stores = AdminStores {
+            keys: &store,
+            policy: &policy,
+        };
         let create = parse(&args("keys create --name ci --sandbox")).unwrap();
-        let created = run(&store, &create).await.unwrap();
+        let created = run(stores, &create).await.unwrap();
         let key = created["key"].as_str().unwrap();
         assert!(key.starts_with("osr_test_"), "{created}");
         assert!(created["signing_secret"]
@@ -334,7 +561,7 @@ mod tests {
         assert_eq!(created["max_active"], 20);
         assert_eq!(created["kind"], "sandbox");
 
-        let listed = run(&store, &Command::List { limit: 10 }).await.unwrap();
+        let listed = run(stores, &Command::List { limit: 10 }).await.unwrap();
         let text = listed.to_string();
         assert!(!text.contains(&key[9..]), "{text}");
         assert!(!text.contains("whsec_"), "{text}");
@@ -342,13 +569,13 @@ mod tests {
         assert_eq!(listed["keys"][0]["revoked_at"], Value::Null);
 
         let id: KeyId = created["id"].as_str().unwrap().parse().unwrap();
-        let revoked = run(&store, &Command::Revoke { id }).await.unwrap();
+        let revoked = run(stores, &Command::Revoke { id }).await.unwrap();
         assert_eq!(revoked["already_revoked"], false);
-        let again = run(&store, &Command::Revoke { id }).await.unwrap();
+        let again = run(stores, &Command::Revoke { id }).await.unwrap();
         assert_eq!(again["already_revoked"], true);
         assert_eq!(again["revoked_at"], revoked["revoked_at"]);
 
-        let unknown = run(&store, &Command::Revoke { id: KeyId::new() }).await;
+        let unknown = run(stores, &Command::Revoke { id: KeyId::new() }).await;
         assert_eq!(unknown.unwrap_err().exit_code(), 1);
     }
 }

@@ -1,0 +1,29 @@
+//! The operator's commands as the tests give them: `osurender-admin`'s own grammar and use
+//! case (usecases/keys/admin.rs), run against the test server's database.
+
+use std::time::Duration;
+
+use osurender_core::adapters::postgres::keys::PgKeyStore;
+use osurender_core::adapters::postgres::policy::PgPolicyStore;
+use osurender_core::adapters::postgres::{parse_url, pool, Tls};
+use osurender_core::support::config::DbSslMode;
+use osurender_core::usecases::keys::admin::{parse, run, AdminStores};
+use serde_json::Value;
+
+use crate::support::app::TestApp;
+
+impl TestApp {
+    /// `osurender-admin {line}` (words split on spaces) on this server's database: its answer.
+    pub async fn admin(&self, line: &[&str]) -> Value {
+        let config = parse_url(&self.database_url).unwrap();
+        let plain = Tls::new(DbSslMode::Disable, None).unwrap();
+        let pool = pool(config, &plain, 1, Duration::from_secs(5)).unwrap();
+        let (keys, policy) = (PgKeyStore::new(pool.clone()), PgPolicyStore::new(pool));
+        let stores = AdminStores {
+            keys: &keys,
+            policy: &policy,
+        };
+        let args: Vec<String> = line.iter().map(|word| (*word).to_owned()).collect();
+        run(stores, &parse(&args).unwrap()).await.unwrap()
+    }
+}
