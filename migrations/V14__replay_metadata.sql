@@ -25,6 +25,7 @@ ALTER TABLE jobs ADD COLUMN error_code text, ADD COLUMN error_retryable boolean;
 CREATE INDEX jobs_failed_by_replay ON jobs (replay_sha256, updated_at)
     WHERE status = 'failed' AND NOT sandbox AND error_retryable IS NOT TRUE;
 
--- Callbacks carry the job's `replay`, `error_code` and `retryable` too: job_callback_body takes
--- them (sql/functions/), and admit_job and queue_job_callback pass them.
+-- Callbacks carry the job's `replay`, `error_code` and `retryable` too, and a completed job's
+-- links to its video and thumbnail: job_callback_body takes them (sql/functions/), and admit_job
+-- and queue_job_callback pass them.
 DROP FUNCTION job_callback_body(uuid, integer, text, real, text, timestamptz);

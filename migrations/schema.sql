@@ -154,7 +154,8 @@ BEGIN
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
                              (c.step ->> 'progress')::real, NULL,
                              now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond',
-                             nullif(p -> 'replay', 'null'::jsonb), NULL, NULL),
+                             nullif(p -> 'replay', 'null'::jsonb), NULL, NULL,
+                             p ->> 'sandbox_thumb_key' IS NOT NULL),
            now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
       FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
      WHERE p ->> 'callback_url' IS NOT NULL;
@@ -278,10 +279,10 @@ END
 $$;
 
 --
--- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone, jsonb, text, boolean); Type: FUNCTION; Schema: public; Owner: -
+-- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone, jsonb, text, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone, p_replay jsonb, p_error_code text, p_retryable boolean) RETURNS jsonb
+CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_status text, p_progress real, p_error text, p_at timestamp with time zone, p_replay jsonb, p_error_code text, p_retryable boolean, p_has_thumbnail boolean) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
@@ -294,7 +295,11 @@ CREATE FUNCTION public.job_callback_body(p_job uuid, p_sequence integer, p_statu
         'error_code', p_error_code,
         'retryable', p_retryable,
         'occurred_at', to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'links', jsonb_build_object('status', '/v1/jobs/' || p_job)
+        'links', jsonb_build_object(
+            'status', '/v1/jobs/' || p_job,
+            'video', CASE WHEN p_status = 'completed' THEN '/v1/jobs/' || p_job || '/video' END,
+            'thumbnail', CASE WHEN p_status = 'completed' AND p_has_thumbnail
+                              THEN '/v1/jobs/' || p_job || '/thumbnail' END)
     )) || CASE WHEN p_replay IS NULL THEN '{}'::jsonb
                ELSE jsonb_build_object('replay', p_replay) END
 $$;
@@ -343,7 +348,7 @@ BEGIN
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
                               NEW.error, now(), NEW.replay, NEW.error_code,
-                              NEW.error_retryable),
+                              NEW.error_retryable, NEW.thumb_key IS NOT NULL),
             NEW.client_ip);
     RETURN NEW;
 END

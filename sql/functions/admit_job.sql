@@ -198,7 +198,8 @@ BEGIN
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
                              (c.step ->> 'progress')::real, NULL,
                              now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond',
-                             nullif(p -> 'replay', 'null'::jsonb), NULL, NULL),
+                             nullif(p -> 'replay', 'null'::jsonb), NULL, NULL,
+                             p ->> 'sandbox_thumb_key' IS NOT NULL),
            now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
       FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
      WHERE p ->> 'callback_url' IS NOT NULL;

@@ -32,7 +32,7 @@ BEGIN
     VALUES (NEW.id, NEW.callback_seq, NEW.callback_url,
             job_callback_body(NEW.id, NEW.callback_seq, NEW.status::text, NEW.progress,
                               NEW.error, now(), NEW.replay, NEW.error_code,
-                              NEW.error_retryable),
+                              NEW.error_retryable, NEW.thumb_key IS NOT NULL),
             NEW.client_ip);
     RETURN NEW;
 END

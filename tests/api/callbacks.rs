@@ -224,6 +224,12 @@ async fn each_status_change_is_posted_signed_and_in_order() {
     }
     assert_eq!(received[2].json["progress"], 10.0);
     assert_eq!(received[3].json["progress"], 100.0);
+    assert_eq!(
+        received[3].json["links"],
+        json!({ "status": format!("/v1/jobs/{job}"), "video": format!("/v1/jobs/{job}/video") }),
+        "the completed callback links the video"
+    );
+    assert_eq!(received[2].json["links"].get("video"), None);
     // Each was sent once; nothing is left.
     assert_eq!(sweep_callbacks(&core).await, 0);
     assert!(stored_callbacks(&app, &job)
@@ -559,7 +565,7 @@ async fn seed_backlog(app: &TestApp, client: &str, jobs: i32, per_job: i32, url:
              SELECT m.id, s.n, m.callback_url,
                     job_callback_body(m.id, s.n,
                         (ARRAY['queued', 'downloading', 'rendering', 'rendering',
-                               'completed'])[1 + (s.n - 1) % 5], 0, NULL, now(), NULL),
+                               'completed'])[1 + (s.n - 1) % 5], 0, NULL, now(), NULL, NULL, NULL, false),
                     now() - interval '1 minute' + s.n * interval '1 millisecond',
                     now() - interval '1 minute'
                FROM made m CROSS JOIN generate_series(1, $3) AS s (n)",

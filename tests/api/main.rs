@@ -28,5 +28,6 @@ mod request_ids;
 mod rotation;
 mod sandbox;
 mod skins;
+mod status;
 mod storms;
 mod tls;

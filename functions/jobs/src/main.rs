@@ -1,4 +1,5 @@
-//! `GET /v1/jobs`, `GET /v1/jobs/{id}` and `GET /health` on Lambda: job status reads, and the
+//! `GET /v1/jobs`, `GET /v1/jobs/{id}` (and its `/video` and `/thumbnail` redirects),
+//! `GET /v1/status` and `GET /health` on Lambda: job status reads, the service's load, and the
 //! API's health check.
 
 use osurender_core::{entry::lambda, routes};

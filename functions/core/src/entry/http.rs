@@ -23,6 +23,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/render"),
     ("GET", "/v1/jobs"),
     ("GET", "/v1/jobs/{id}"),
+    ("GET", "/v1/jobs/{id}/video"),
+    ("GET", "/v1/jobs/{id}/thumbnail"),
+    ("GET", "/v1/status"),
     ("POST", "/v1/jobs/{id}/webhook"),
     ("GET", "/v1/skins"),
     ("POST", "/v1/skins/upload"),
@@ -123,12 +126,14 @@ async fn from_our_edge(State(app): State<App>, request: Request, next: Next) -> 
     next.run(request).await
 }
 
-/// Every answer is about one moment's state (a job, a limit, a refusal): no cache may keep it.
+/// Every answer is about one moment's state (a job, a limit, a refusal): no cache may keep it,
+/// unless its route says how long it may (`GET /v1/status`).
 async fn no_store(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     response
         .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
     response
 }
 

@@ -375,6 +375,9 @@ pub trait JobAdmission: Send + Sync {
     /// The global counts alone, as admission reads them: one row, however long the queue.
     async fn capacity(&self) -> Result<Capacity, StoreError>;
 
+    /// The global counts and recent throughput, nobody's in particular (`GET /v1/status`).
+    async fn overview(&self) -> Result<(Capacity, Recent), StoreError>;
+
     /// Recent throughput, the global counts and the caller's (and its network's) oldest
     /// active job.
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError>;

@@ -4,6 +4,7 @@
 
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -13,12 +14,16 @@ use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
-use crate::usecases::jobs::{self, JobQuery, ListParams};
+use crate::usecases::jobs::{self, Artifact, JobQuery, ListParams};
+use crate::usecases::status;
 
 pub fn routes() -> Router<App> {
     Router::new()
         .route("/v1/jobs", get(list_jobs))
         .route("/v1/jobs/{id}", get(get_job))
+        .route("/v1/jobs/{id}/video", get(get_video))
+        .route("/v1/jobs/{id}/thumbnail", get(get_thumbnail))
+        .route("/v1/status", get(get_status))
 }
 
 /// The `{id}` of a job route, parsed; a malformed one is a 400 problem.
@@ -40,6 +45,39 @@ async fn get_job(State(app): State<App>, JobPath(id): JobPath, caller: Caller) -
     jobs::read_job(&app, &caller, id)
         .await
         .respond(|view| Json(view).into_response())
+}
+
+async fn get_video(State(app): State<App>, JobPath(id): JobPath, caller: Caller) -> Response {
+    redirect_to(&app, &caller, id, Artifact::Video).await
+}
+
+async fn get_thumbnail(State(app): State<App>, JobPath(id): JobPath, caller: Caller) -> Response {
+    redirect_to(&app, &caller, id, Artifact::Thumbnail).await
+}
+
+/// A 302 to the artifact's freshly presigned URL.
+async fn redirect_to(app: &App, caller: &Caller, id: JobId, artifact: Artifact) -> Response {
+    jobs::artifact_link(app, caller, id, artifact)
+        .await
+        .respond(|url| match HeaderValue::try_from(url) {
+            Ok(location) => (StatusCode::FOUND, [(header::LOCATION, location)]).into_response(),
+            Err(_) => Rejection::StorageFailed.into_response(),
+        })
+}
+
+/// `GET /v1/status`: public, and cacheable for as long as its counts are kept (status.rs).
+async fn get_status(State(app): State<App>) -> Response {
+    match status::service_status(&app).await {
+        Ok(answer) => {
+            let max_age = format!("public, max-age={}", status::STATUS_INTERVAL.as_secs());
+            let mut response = Json(answer).into_response();
+            if let Ok(value) = HeaderValue::try_from(max_age) {
+                response.headers_mut().insert(header::CACHE_CONTROL, value);
+            }
+            response
+        }
+        Err(rejection) => rejection.into_response(),
+    }
 }
 
 impl QueryParams for ListParams {

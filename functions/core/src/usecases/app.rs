@@ -19,6 +19,7 @@ use crate::support::config::Config;
 use crate::usecases::health::HealthCheck;
 use crate::usecases::keys::lookup::KeyLookup;
 use crate::usecases::policy::cache::PolicyCache;
+use crate::usecases::status::board::StatusBoard;
 
 #[cfg(any(test, feature = "memory"))]
 use crate::adapters::memory::Memory;
@@ -51,6 +52,8 @@ pub struct App {
     pub artifacts: Arc<dyn ArtifactLinks>,
     /// What `GET /health` checks, and its last answer.
     pub health: Arc<HealthCheck>,
+    /// `GET /v1/status`'s last read of the counts.
+    pub status: Arc<StatusBoard>,
     /// Where the secrets `CF_ORIGIN_SECRET_ARN` and `WEBHOOK_SECRET_ARN` name are read from.
     pub secrets: Arc<dyn SecretStore>,
     /// What every request's `X-Origin-Secret` must be, when the origin is closed to all but
@@ -90,6 +93,7 @@ impl App {
                 ports.dependencies,
                 config.health_check_interval,
             )),
+            status: Arc::default(),
             secrets: ports.secrets,
             origin_secret,
             config: Arc::new(config),

@@ -52,6 +52,65 @@ pub async fn read_job(app: &App, caller: &Caller, id: JobId) -> Submission<JobVi
     Submission { outcome, rate }
 }
 
+/// A completed job's artifact, as `GET /v1/jobs/{id}/video` and `/thumbnail` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Artifact {
+    Video,
+    Thumbnail,
+}
+
+impl Artifact {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Video => "video",
+            Self::Thumbnail => "thumbnail",
+        }
+    }
+}
+
+/// `GET /v1/jobs/{id}/video` (or `/thumbnail`): a freshly presigned URL of the completed job's
+/// artifact, for a 302. The path outlives any presigned URL: a bot can post it in a chat, and
+/// each click signs anew. Counted as a read; whoever holds the job id may follow it, as they
+/// may read the job.
+pub async fn artifact_link(
+    app: &App,
+    caller: &Caller,
+    id: JobId,
+    artifact: Artifact,
+) -> Submission<String> {
+    let rate = match limit_reads(app, &caller.client).await {
+        Ok(rate) => rate,
+        Err(rejection) => return Submission::refused(rejection),
+    };
+    let outcome = match app.job_reads.find(id).await {
+        Ok(Some(job)) => {
+            let key = match artifact {
+                Artifact::Video => job.video_key.as_deref(),
+                Artifact::Thumbnail => job.thumb_key.as_deref(),
+            };
+            match (job.status, key) {
+                (JobStatus::Completed, Some(key)) => presign(app, key, app.config.artifact_url_ttl)
+                    .await
+                    .map_err(|error| {
+                        tracing::error!(%error, "could not presign an artifact URL");
+                        Rejection::StorageFailed
+                    }),
+                (JobStatus::Completed, None) => Err(Rejection::NotFound(format!(
+                    "job {id} was rendered without a {}",
+                    artifact.noun()
+                ))),
+                (status, _) => Err(Rejection::NotFound(format!(
+                    "job {id} has no {} until it is completed; it is {status}",
+                    artifact.noun()
+                ))),
+            }
+        }
+        Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
+        Err(error) => Err(unavailable(error)),
+    };
+    Submission { outcome, rate }
+}
+
 /// `GET /v1/jobs`: one page of the caller's jobs; a keyed caller's only.
 pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submission<JobPage> {
     if caller.is_anonymous() {
@@ -221,6 +280,28 @@ pub struct JobView {
 struct Links {
     #[serde(rename = "self")]
     this: String,
+    /// A completed job's artifacts, as paths that redirect to fresh presigned URLs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    video: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thumbnail: Option<String>,
+}
+
+impl Links {
+    fn of(job: &JobRecord) -> Self {
+        let completed = job.status == JobStatus::Completed;
+        let path = job.id.status_path();
+        let artifact = |key: &Option<String>, noun: &str| {
+            key.as_ref()
+                .filter(|_| completed)
+                .map(|_| format!("{path}/{noun}"))
+        };
+        Self {
+            video: artifact(&job.video_key, "video"),
+            thumbnail: artifact(&job.thumb_key, "thumbnail"),
+            this: path,
+        }
+    }
 }
 
 /// Short-lived presigned GET URLs of a completed job's video and thumbnail.
@@ -234,6 +315,7 @@ struct Artifacts {
 impl JobView {
     /// `artifacts`: the links of `GET /v1/jobs/{id}`; always `None` in a list.
     fn new(app: &App, job: JobRecord, artifacts: Option<Artifacts>) -> Self {
+        let links = Links::of(&job);
         Self {
             job_id: job.id,
             status: job.status,
@@ -249,9 +331,7 @@ impl JobView {
             replay: job.replay,
             artifacts,
             sandbox: job.sandbox,
-            links: Links {
-                this: job.id.status_path(),
-            },
+            links,
         }
     }
 }

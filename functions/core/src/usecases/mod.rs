@@ -14,3 +14,4 @@ pub mod policy;
 pub mod request;
 pub mod secrets;
 pub mod skins;
+pub mod status;

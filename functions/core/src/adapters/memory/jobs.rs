@@ -32,6 +32,16 @@ impl JobAdmission for MemoryDatabase {
         Ok(capacity_of(&lock(&self.tables)))
     }
 
+    async fn overview(&self) -> Result<(Capacity, Recent), StoreError> {
+        self.calls.record("jobs.overview");
+        let tables = lock(&self.tables);
+        let recent = Recent {
+            completed: completed_within_hour(&tables),
+            median_turnaround_secs: None,
+        };
+        Ok((capacity_of(&tables), recent))
+    }
+
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
         self.calls.record("jobs.load");
         let tables = lock(&self.tables);

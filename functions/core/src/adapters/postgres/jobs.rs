@@ -113,10 +113,28 @@ SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
 
 const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
 
-/// Completions of the last hour come from the partial index on real renders' `updated_at`
-/// (migrations/V11: sandbox jobs, stored completed, are not in it); the oldest active job of
-/// the client (`$1`) and of its network (`$3`) from the active jobs' indexes.
-const LOAD_SQL: &str = "\
+/// Completions of the last `$window` seconds (a parameter's number) and their median
+/// turnaround, from the partial index on real renders' `updated_at` (migrations/V11: sandbox
+/// jobs, stored completed, are not in it).
+macro_rules! recent_sql {
+    ($window:literal) => {
+        concat!(
+            "(SELECT count(*) AS completed,
+               percentile_cont(0.5) WITHIN GROUP
+                   (ORDER BY extract(epoch FROM updated_at - created_at)::float8) AS median
+          FROM jobs
+         WHERE status = 'completed' AND updated_at > now() - ",
+            $window,
+            " * interval '1 second'
+           AND NOT sandbox) r"
+        )
+    };
+}
+
+/// The global counts and recent throughput; the oldest active job of the client (`$1`) and of
+/// its network (`$3`) from the active jobs' indexes.
+const LOAD_SQL: &str = concat!(
+    "\
 SELECT c.queued, c.rendering, c.anonymous_queued,
        (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
          WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
@@ -125,12 +143,18 @@ SELECT c.queued, c.rendering, c.anonymous_queued,
            AND status IN ('queued', 'downloading', 'rendering')),
        r.completed, r.median
   FROM job_counts c,
-       (SELECT count(*) AS completed,
-               percentile_cont(0.5) WITHIN GROUP
-                   (ORDER BY extract(epoch FROM updated_at - created_at)::float8) AS median
-          FROM jobs
-         WHERE status = 'completed' AND updated_at > now() - $2 * interval '1 second'
-           AND NOT sandbox) r";
+       ",
+    recent_sql!("$2")
+);
+
+/// The global counts and recent throughput alone.
+const OVERVIEW_SQL: &str = concat!(
+    "\
+SELECT c.queued, c.rendering, c.anonymous_queued, r.completed, r.median
+  FROM job_counts c,
+       ",
+    recent_sql!("$1")
+);
 
 /// admit_job's argument, one jsonb object: the one place its keys are spelled
 /// (sql/functions/admit_job.sql lists them too, and refuses a required key missing or null and
@@ -535,6 +559,18 @@ impl JobAdmission for PgJobStore {
             .pop()
             .ok_or_else(|| StoreError::new("job_counts has no row"))?;
         Ok(capacity_of(&row))
+    }
+
+    async fn overview(&self) -> Result<(Capacity, Recent), StoreError> {
+        let window = estimate::WINDOW_SECS;
+        let params: [(&(dyn ToSql + Sync), Type); 1] = [(&window, Type::FLOAT8)];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn.query_row(OVERVIEW_SQL, &params, "overview").await?;
+        let recent = Recent {
+            completed: row.get(3),
+            median_turnaround_secs: row.get(4),
+        };
+        Ok((capacity_of(&row), recent))
     }
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {

@@ -269,6 +269,11 @@ async fn admission(store: &dyn JobAdmission) {
     let job = new_job(&caller, "contract-replay-1");
     admitted(store, &job).await;
     let after = store.capacity().await.expect("answered");
+    let (overview, _) = store.overview().await.expect("answered");
+    assert!(
+        overview.queued >= after.queued && overview.queued >= 1,
+        "the overview counts the queue as admission does"
+    );
     assert_eq!(
         (after.queued, after.anonymous_queued),
         (before.queued + 1, before.anonymous_queued + 1),

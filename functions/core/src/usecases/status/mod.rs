@@ -1,0 +1,120 @@
+//! `GET /v1/status`: the service's load, public, for a bot deciding whether to submit now: the
+//! queued and rendering counts, the caps, whether intake is paused (and for whom), and when a
+//! job submitted now should start.
+//!
+//! An instance reads the counts at most once per `STATUS_INTERVAL`, one read at a time, and
+//! answers every other request from that read (as `GET /health` does its probes): however many
+//! ask, the database pays one read per interval per instance. The pause comes from the
+//! operator's policy the instance already keeps (policy/cache.rs).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::ports::jobs::Capacity;
+use crate::support::estimate::Defaults;
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+
+pub mod board;
+
+pub use board::STATUS_INTERVAL;
+
+/// Whether the render intake admits, and whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Intake {
+    Open,
+    /// Only API keys are admitted.
+    PausedForAnonymous,
+    Paused,
+}
+
+/// The answer.
+#[derive(Debug, Serialize)]
+pub struct ServiceStatus {
+    intake: Intake,
+    /// The operator's reason for a pause.
+    pause_reason: Option<String>,
+    queued: i64,
+    rendering: i64,
+    max_queued: i64,
+    max_rendering: i64,
+    /// When a job submitted now should start rendering, from recent throughput (estimate.rs);
+    /// `None` while the queue is full.
+    estimated_start_secs: Option<u64>,
+    /// When the counts were read (at most `STATUS_INTERVAL` ago).
+    as_of: DateTime<Utc>,
+}
+
+pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
+    let reading = app
+        .status
+        .reading(app.admissions.as_ref())
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "status read failed");
+            Rejection::DatabaseUnavailable
+        })?;
+    let policy = app.policy.current().await;
+    let (intake, pause_reason) = match &policy.pause {
+        None => (Intake::Open, None),
+        Some(pause) => (
+            if pause.anonymous_only {
+                Intake::PausedForAnonymous
+            } else {
+                Intake::Paused
+            },
+            pause
+                .reason
+                .as_ref()
+                .map(|reason| reason.as_str().to_owned()),
+        ),
+    };
+    let config = &app.config;
+    let Capacity {
+        queued, rendering, ..
+    } = reading.capacity;
+    let defaults = Defaults::from(&**config);
+    let estimated_start_secs = (queued < config.max_queued).then(|| {
+        reading
+            .recent
+            .start_in(&defaults, queued + 1)
+            .as_secs_f64()
+            .ceil() as u64
+    });
+    Ok(ServiceStatus {
+        intake,
+        pause_reason,
+        queued,
+        rendering,
+        max_queued: config.max_queued,
+        max_rendering: config.max_rendering,
+        estimated_start_secs,
+        as_of: reading.at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::config::Config;
+
+    #[tokio::test]
+    async fn requests_within_the_interval_share_one_read() {
+        let config = Config::from_lookup(|_| None).unwrap();
+        let (app, memory) = App::in_memory(config);
+        memory.database.occupy(crate::domain::JobStatus::Queued, 3);
+        let answers = futures_util::future::join_all((0..20).map(|_| service_status(&app))).await;
+        let reads = memory
+            .calls
+            .take()
+            .into_iter()
+            .filter(|call| *call == "jobs.overview")
+            .count();
+        assert_eq!(reads, 1, "twenty requests, one read");
+        let first = answers[0].as_ref().unwrap();
+        assert_eq!((first.queued, first.intake), (3, Intake::Open));
+        // 4th in line, at the default throughput (MAX_RENDERING per DEFAULT_RENDER_SECS).
+        assert_eq!(first.estimated_start_secs, Some(24));
+    }
+}
