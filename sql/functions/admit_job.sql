@@ -59,7 +59,10 @@
 -- - max_anonymous_queued (V11): the anonymous clients' share of the queue (checked after the
 --   queue), none for a key's job;
 -- - replay (V14): what the replay says (domain/replay/info.rs), stored with the job and put in
---   its callbacks.
+--   its callbacks;
+-- - sandbox_failure (V14): {error, error_code, retryable}: a sandbox job with
+--   `sandbox_outcome=failed`, stored failed with this failure (and its failed callback carries
+--   it) rather than completed with the sample artifacts.
 CREATE OR REPLACE FUNCTION admit_job(
     p jsonb,
     OUT verdict text,
@@ -77,6 +80,7 @@ DECLARE
     v_sandbox_since timestamptz :=
         now() - coalesce((p ->> 'sandbox_active_ms')::bigint, 0) * interval '1 millisecond';
     v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
+    v_failure jsonb := nullif(p -> 'sandbox_failure', 'null'::jsonb);
     v_counts job_counts;
     v_active bigint;
     -- The argument's keys (see above).
@@ -88,7 +92,7 @@ DECLARE
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
-        'replay'];
+        'replay', 'sandbox_failure'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -185,23 +189,31 @@ BEGIN
 
     INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
                       replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
+                      error, error_code, error_retryable,
                       callback_url, callback_seq, callback_at)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
             p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
-            CASE WHEN v_sandbox THEN 'completed' ELSE 'queued' END::job_status,
-            CASE WHEN v_sandbox THEN 100 ELSE 0 END,
+            CASE WHEN NOT v_sandbox THEN 'queued'
+                 WHEN v_failure IS NOT NULL THEN 'failed'
+                 ELSE 'completed' END::job_status,
+            CASE WHEN v_sandbox AND v_failure IS NULL THEN 100 ELSE 0 END,
             p ->> 'sandbox_video_key', p ->> 'sandbox_thumb_key',
+            v_failure ->> 'error', v_failure ->> 'error_code',
+            (v_failure ->> 'retryable')::boolean,
             p ->> 'callback_url', jsonb_array_length(v_callbacks),
             CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END);
     INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
-                             (c.step ->> 'progress')::real, NULL,
+                             (c.step ->> 'progress')::real, f.failure ->> 'error',
                              now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond',
-                             nullif(p -> 'replay', 'null'::jsonb), NULL, NULL,
+                             nullif(p -> 'replay', 'null'::jsonb), f.failure ->> 'error_code',
+                             (f.failure ->> 'retryable')::boolean,
                              p ->> 'sandbox_thumb_key' IS NOT NULL),
            now() + (c.step ->> 'delay_ms')::bigint * interval '1 millisecond'
       FROM jsonb_array_elements(v_callbacks) WITH ORDINALITY AS c (step, n)
+           CROSS JOIN LATERAL (SELECT CASE WHEN c.step ->> 'status' = 'failed'
+                                           THEN v_failure END) AS f (failure)
      WHERE p ->> 'callback_url' IS NOT NULL;
     IF NOT v_sandbox THEN
         INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)

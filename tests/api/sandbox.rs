@@ -226,3 +226,101 @@ async fn a_sandbox_key_has_its_own_quota() {
     assert_eq!(header(&response, "x-ratelimit-remaining"), Some(4));
     accepted_job(response).await;
 }
+
+#[tokio::test]
+async fn a_sandbox_job_can_fail_and_shows_what_a_real_one_would_on_the_way() {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let receiver = crate::support::callbacks::Receiver::start(0).await;
+    let key = sandbox_key(&app, "60/minute", 5).await;
+    // Two real jobs ahead: a sandbox job shows the place a real one would take.
+    app.submit("198.51.100.140").await;
+    app.submit("198.51.100.141").await;
+    let form = render_form(
+        unique_replay(),
+        "play.osr",
+        &[
+            ("sandbox_outcome", "failed"),
+            ("callback_url", &receiver.url("/hook")),
+        ],
+    );
+    let failing = app.submit_with("198.51.100.142", &key.bearer, form).await;
+    let completing = app
+        .submit_with("198.51.100.142", &key.bearer, valid_form())
+        .await;
+    let shown = |job: &str| {
+        let path = format!("/v1/jobs/{job}");
+        let app = &app;
+        let bearer = key.bearer.clone();
+        async move {
+            let response = app.get_with("198.51.100.143", &bearer, &path).await;
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let young = shown(&failing).await;
+    assert_eq!(young["status"], "queued", "{young}");
+    assert_eq!(young["queue_position"], 3, "{young}");
+    assert!(young["estimated_start"].as_str().is_some(), "{young}");
+    assert_eq!(
+        (&young["error"], &young["error_code"]),
+        (&Value::Null, &Value::Null)
+    );
+    // The status filter matches what the jobs show.
+    let listed = |status: &'static str| {
+        let app = &app;
+        let key = &key;
+        async move {
+            let page = app.list_as(key, &format!("?status={status}")).await;
+            crate::support::jobs::item_ids(&page)
+        }
+    };
+    assert_eq!(
+        listed("queued").await,
+        [completing.clone(), failing.clone()]
+    );
+    assert!(listed("completed").await.is_empty());
+
+    tokio::time::sleep(Duration::from_millis(9_300)).await;
+    let ended = shown(&failing).await;
+    assert_eq!(
+        (&ended["status"], &ended["error_code"], &ended["retryable"]),
+        (
+            &Value::from("failed"),
+            &Value::from("beatmap_not_found"),
+            &Value::from(false)
+        )
+    );
+    assert!(
+        ended["error"].as_str().unwrap().contains("sample failure"),
+        "{ended}"
+    );
+    assert_eq!(ended["artifacts"], Value::Null);
+    assert_eq!(shown(&completing).await["status"], "completed");
+    assert_eq!(listed("failed").await, [failing]);
+    assert_eq!(listed("completed").await, [completing]);
+    assert!(listed("queued").await.is_empty());
+
+    // Its callbacks end as it does.
+    crate::support::callbacks::sweep_callbacks(&app.instance().await).await;
+    let last = receiver.received().pop().unwrap();
+    assert_eq!(
+        (&last.json["status"], &last.json["error_code"]),
+        (&Value::from("failed"), &Value::from("beatmap_not_found"))
+    );
+
+    // Only a sandbox key chooses how its job ends, and only between the two.
+    let live = app.create_key("60/minute", 5).await;
+    let form = render_form(
+        unique_replay(),
+        "play.osr",
+        &[("sandbox_outcome", "failed")],
+    );
+    let refused = app.render_with("198.51.100.144", &live.bearer, form).await;
+    problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    let form = render_form(
+        unique_replay(),
+        "play.osr",
+        &[("sandbox_outcome", "exploded")],
+    );
+    let refused = app.render_with("198.51.100.144", &key.bearer, form).await;
+    problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+}

@@ -2,9 +2,58 @@
 //! never reaches a renderer. Its state is a function of its age, the same for every read and
 //! every callback, so nothing has to run to advance it and nothing can leave it stuck.
 
+use std::str::FromStr;
 use std::time::Duration;
 
+use super::failure::FailureCode;
 use super::job::JobStatus;
+
+/// How a sandbox job ends (the form's `sandbox_outcome`): rendered (the default), or failed
+/// while rendering with the documented sample failure, so a bot can test its error handling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Outcome {
+    #[default]
+    Completed,
+    Failed,
+}
+
+impl Outcome {
+    /// The render form's field.
+    pub const FIELD: &'static str = "sandbox_outcome";
+
+    /// The state the job ends in, as admission stores it.
+    pub fn final_status(self) -> JobStatus {
+        match self {
+            Self::Completed => JobStatus::Completed,
+            Self::Failed => JobStatus::Failed,
+        }
+    }
+
+    /// The stored state's outcome: a sandbox job is stored as it ends.
+    pub fn of_stored(status: JobStatus) -> Self {
+        match status {
+            JobStatus::Failed => Self::Failed,
+            _ => Self::Completed,
+        }
+    }
+}
+
+impl FromStr for Outcome {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "completed" => Ok(Self::Completed),
+            "failed" => Ok(Self::Failed),
+            _ => Err(format!("{}: `completed` or `failed`", Self::FIELD)),
+        }
+    }
+}
+
+/// The failure a sandbox job with `sandbox_outcome=failed` ends with.
+pub const SAMPLE_FAILURE_CODE: FailureCode = FailureCode::BeatmapNotFound;
+pub const SAMPLE_FAILURE: &str =
+    "sample failure (sandbox_outcome=failed): the beatmap was not found on osu!'s servers";
 
 /// Where a sandbox job's artifacts point, in the artifact bucket (docs/DEPLOY.md has the
 /// operator upload them; the dev server does at start).
@@ -13,6 +62,8 @@ pub const SAMPLE_THUMB_KEY: &str = "sandbox/sample.jpg";
 
 /// When each state begins, from admission.
 const DOWNLOADING_AT: Duration = Duration::from_secs(2);
+/// How long a sandbox job shows queued.
+pub const QUEUED_FOR: Duration = DOWNLOADING_AT;
 const RENDERING_AT: Duration = Duration::from_secs(4);
 const COMPLETED_AT: Duration = Duration::from_secs(9);
 
@@ -20,8 +71,10 @@ const COMPLETED_AT: Duration = Duration::from_secs(9);
 /// and is a duplicate of its replay.
 pub const ACTIVE_FOR: Duration = COMPLETED_AT;
 
-/// A sandbox job's status and progress (per state, 0–100, as a worker reports it) at `age`.
-pub fn state_at(age: Duration) -> (JobStatus, f32) {
+/// A sandbox job's status and progress (per state, 0–100, as a worker reports it) at `age`,
+/// ending as `outcome` says (a failed job's progress starts its state at 0, as a worker's
+/// failed report without one does).
+pub fn state_at(age: Duration, outcome: Outcome) -> (JobStatus, f32) {
     let through = |start: Duration, end: Duration| {
         let done = age.saturating_sub(start).as_secs_f32() / (end - start).as_secs_f32();
         (done * 100.0).clamp(0.0, 100.0).floor()
@@ -36,13 +89,29 @@ pub fn state_at(age: Duration) -> (JobStatus, f32) {
     } else if age < COMPLETED_AT {
         (JobStatus::Rendering, through(RENDERING_AT, COMPLETED_AT))
     } else {
-        (JobStatus::Completed, 100.0)
+        match outcome {
+            Outcome::Completed => (JobStatus::Completed, 100.0),
+            Outcome::Failed => (JobStatus::Failed, 0.0),
+        }
+    }
+}
+
+/// How long after admission a sandbox job shows `status` (from, and until if it ends), for a
+/// listing filtered by the status the jobs show: `None` for a status none shows. A final
+/// status is shown by the jobs stored with it (`Outcome::of_stored`), from `ACTIVE_FOR` on.
+pub fn shown_between(status: JobStatus) -> Option<(Duration, Option<Duration>)> {
+    match status {
+        JobStatus::Queued => Some((Duration::ZERO, Some(DOWNLOADING_AT))),
+        JobStatus::Downloading => Some((DOWNLOADING_AT, Some(RENDERING_AT))),
+        JobStatus::Rendering => Some((RENDERING_AT, Some(COMPLETED_AT))),
+        JobStatus::Completed | JobStatus::Failed => Some((COMPLETED_AT, None)),
+        JobStatus::Expired => None,
     }
 }
 
 /// The callbacks of a sandbox job: each state change, and one progress update while it
 /// renders, at the age it happens; what `state_at` shows then.
-pub fn callback_schedule() -> Vec<(Duration, JobStatus, f32)> {
+pub fn callback_schedule(outcome: Outcome) -> Vec<(Duration, JobStatus, f32)> {
     let halfway = RENDERING_AT + (COMPLETED_AT - RENDERING_AT) / 2;
     [
         Duration::ZERO,
@@ -53,7 +122,7 @@ pub fn callback_schedule() -> Vec<(Duration, JobStatus, f32)> {
     ]
     .into_iter()
     .map(|at| {
-        let (status, progress) = state_at(at);
+        let (status, progress) = state_at(at, outcome);
         (at, status, progress)
     })
     .collect()
@@ -68,7 +137,7 @@ mod tests {
         let ms = Duration::from_millis;
         let mut last = (JobStatus::Queued, 0.0);
         for age in (0..=12_000).step_by(250).map(ms) {
-            let (status, progress) = state_at(age);
+            let (status, progress) = state_at(age, Outcome::Completed);
             assert!((0.0..=100.0).contains(&progress));
             if status == last.0 {
                 assert!(progress >= last.1, "{age:?}: progress went back");
@@ -81,16 +150,21 @@ mod tests {
             }
             last = (status, progress);
         }
-        assert_eq!(state_at(ms(0)), (JobStatus::Queued, 0.0));
-        assert_eq!(state_at(ms(3_000)), (JobStatus::Downloading, 50.0));
-        assert_eq!(state_at(ms(6_500)), (JobStatus::Rendering, 50.0));
-        assert_eq!(state_at(ms(8_999)).0, JobStatus::Rendering);
-        assert_eq!(state_at(ms(9_000)), (JobStatus::Completed, 100.0));
+        let at = |ms| state_at(Duration::from_millis(ms), Outcome::Completed);
+        assert_eq!(at(0), (JobStatus::Queued, 0.0));
+        assert_eq!(at(3_000), (JobStatus::Downloading, 50.0));
+        assert_eq!(at(6_500), (JobStatus::Rendering, 50.0));
+        assert_eq!(at(8_999).0, JobStatus::Rendering);
+        assert_eq!(at(9_000), (JobStatus::Completed, 100.0));
+        let failed = |ms| state_at(Duration::from_millis(ms), Outcome::Failed);
+        assert_eq!(failed(6_500), (JobStatus::Rendering, 50.0));
+        assert_eq!(failed(9_000), (JobStatus::Failed, 0.0));
+        assert!(JobStatus::Rendering.can_move_to(JobStatus::Failed));
     }
 
     #[test]
     fn its_callbacks_are_each_state_change_and_a_progress_update_in_order() {
-        let schedule = callback_schedule();
+        let schedule = callback_schedule(Outcome::Completed);
         let statuses: Vec<_> = schedule.iter().map(|(_, status, _)| *status).collect();
         use JobStatus::*;
         assert_eq!(
@@ -100,5 +174,24 @@ mod tests {
         assert!(schedule.windows(2).all(|pair| pair[0].0 < pair[1].0));
         assert_eq!(schedule[3].2, 50.0);
         assert_eq!(schedule.last().unwrap().0, ACTIVE_FOR);
+        let failing = callback_schedule(Outcome::Failed);
+        assert_eq!(failing.last().unwrap().1, Failed);
+    }
+
+    #[test]
+    fn each_shown_status_has_its_age_range() {
+        for outcome in [Outcome::Completed, Outcome::Failed] {
+            for age in (0..=12_000).step_by(250).map(Duration::from_millis) {
+                let (shown, _) = state_at(age, outcome);
+                for status in JobStatus::ALL {
+                    let stored = !status.is_active() && status != outcome.final_status();
+                    let inside = !stored
+                        && shown_between(status).is_some_and(|(from, until)| {
+                            age >= from && until.is_none_or(|until| age < until)
+                        });
+                    assert_eq!(inside, status == shown, "{age:?} {status} {outcome:?}");
+                }
+            }
+        }
     }
 }

@@ -133,9 +133,9 @@ pub struct NewJob {
     pub replay: ReplayInfo,
     /// The idempotency claim this admission completes, with the response its retries get.
     pub completes: Option<(Claim, StoredResponse)>,
-    /// A sandbox key's job: admitted by the same checks, but stored final and never queued
-    /// for rendering (domain/sandbox.rs).
-    pub sandbox: bool,
+    /// A sandbox key's job, and how it ends: admitted by the same checks, but stored final and
+    /// never queued for rendering (domain/sandbox.rs). `None` for a real job.
+    pub sandbox: Option<sandbox::Outcome>,
     /// Where the job's status changes are POSTed.
     pub callback: Option<CallbackUrl>,
 }
@@ -145,9 +145,9 @@ impl NewJob {
     /// job has none.
     pub fn event(&self, id: Option<i64>) -> Result<Option<OutboxEvent>, StoreError> {
         match (self.sandbox, id) {
-            (true, _) => Ok(None),
-            (false, Some(id)) => Ok(Some(self.render_event(id))),
-            (false, None) => Err(StoreError::unknown("an admitted job without its event")),
+            (Some(_), _) => Ok(None),
+            (None, Some(id)) => Ok(Some(self.render_event(id))),
+            (None, None) => Err(StoreError::unknown("an admitted job without its event")),
         }
     }
 
@@ -166,9 +166,23 @@ impl NewJob {
     pub fn first_callbacks(&self) -> Vec<(Duration, JobStatus, f32)> {
         match (&self.callback, self.sandbox) {
             (None, _) => Vec::new(),
-            (Some(_), true) => sandbox::callback_schedule(),
-            (Some(_), false) => vec![(Duration::ZERO, JobStatus::Queued, 0.0)],
+            (Some(_), Some(outcome)) => sandbox::callback_schedule(outcome),
+            (Some(_), None) => vec![(Duration::ZERO, JobStatus::Queued, 0.0)],
         }
+    }
+
+    /// What a sandbox job is stored as, and how its failure reads: (status, progress, its sample
+    /// artifacts, the sample failure).
+    pub fn sandbox_final(&self) -> Option<(JobStatus, f32, bool, Option<FailureCode>)> {
+        self.sandbox.map(|outcome| match outcome {
+            sandbox::Outcome::Completed => (JobStatus::Completed, 100.0, true, None),
+            sandbox::Outcome::Failed => (
+                JobStatus::Failed,
+                0.0,
+                false,
+                Some(sandbox::SAMPLE_FAILURE_CODE),
+            ),
+        })
     }
 
     /// The `render_job_created` payload the workers receive.
@@ -201,7 +215,8 @@ pub struct JobRecord {
     pub thumb_key: Option<String>,
     /// What the replay says (`ReplayInfo`, as stored); `None` for a job of an earlier release.
     pub replay: Option<serde_json::Value>,
-    /// Jobs completed in the last hour, read for queued jobs only (their `estimated_start`).
+    /// Jobs completed in the last hour, read for queued jobs only (their `estimated_start`),
+    /// and for sandbox jobs young enough to show queued.
     pub recent_completed: Option<i64>,
     /// A sandbox key's job, shown as its age makes it (domain/sandbox.rs).
     pub sandbox: bool,
@@ -209,19 +224,26 @@ pub struct JobRecord {
 
 impl JobRecord {
     /// A sandbox job as its `age` makes it: stored final, shown moving through its states
-    /// (domain/sandbox.rs), its sample artifacts only once completed.
+    /// (domain/sandbox.rs), its sample artifacts only once completed, its sample failure only
+    /// once failed. While it shows queued, its place is the one a real job submitted with it
+    /// would have (the store reads the queue's length into `queue_position` for a young sandbox
+    /// job), with the same estimate.
     pub fn as_sandbox_shows(self, age: Duration) -> Self {
-        let (status, progress) = sandbox::state_at(age);
+        let (status, progress) = sandbox::state_at(age, sandbox::Outcome::of_stored(self.status));
         let completed = status == JobStatus::Completed;
+        let failed = status == JobStatus::Failed;
+        let queued = status == JobStatus::Queued;
         Self {
             status,
             progress,
-            queue_position: (status == JobStatus::Queued).then_some(1),
+            queue_position: self.queue_position.filter(|_| queued),
+            error: self.error.filter(|_| failed),
+            error_code: self.error_code.filter(|_| failed),
             updated_at: self.created_at
                 + chrono::Duration::from_std(age.min(sandbox::ACTIVE_FOR)).unwrap_or_default(),
             video_key: self.video_key.filter(|_| completed),
             thumb_key: self.thumb_key.filter(|_| completed),
-            recent_completed: None,
+            recent_completed: self.recent_completed.filter(|_| queued),
             ..self
         }
     }
@@ -246,6 +268,9 @@ pub struct JobQuery {
     pub player: Option<String>,
     /// Only the jobs of replays of this beatmap (lowercase hex MD5).
     pub beatmap_md5: Option<String>,
+    /// The client is a sandbox key: `status` filters by the status its jobs show, which their
+    /// age makes (domain/sandbox.rs), not the final one they are stored with.
+    pub sandbox: bool,
     pub limit: i64,
     /// Continue after this job; `None` for the first page.
     pub after: Option<PageCursor>,

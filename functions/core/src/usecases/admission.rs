@@ -112,6 +112,8 @@ struct RenderRequest {
     options: RenderOptions,
     key: Option<IdempotencyKey>,
     callback: Option<CallbackUrl>,
+    /// A sandbox key's request: how its job ends (`sandbox_outcome`); `None` for a real job.
+    sandbox: Option<sandbox::Outcome>,
 }
 
 /// Steps 1–3, the key's format and the callback URL's form: stateless, so a request refused
@@ -136,11 +138,13 @@ async fn validate_request<S: BodyStream>(
         _ => None,
     };
     let callback = parse_callback(app, caller, callback)?;
+    let sandbox = check_sandbox_outcome(caller, &form.fields)?;
     Ok(RenderRequest {
         replay,
         options,
         key,
         callback,
+        sandbox,
     })
 }
 
@@ -223,6 +227,30 @@ fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions,
     RenderOptions::from_fields(texts).map_err(|e| invalid_field(&e))
 }
 
+/// A sandbox key's job ends as `sandbox_outcome` says (default `completed`); the field is a
+/// sandbox key's alone: anyone else sending it is told so rather than ignored.
+fn check_sandbox_outcome(
+    caller: &Caller,
+    fields: &[(String, TextValue)],
+) -> Result<Option<sandbox::Outcome>, Rejection> {
+    let sent = match last_field(fields, sandbox::Outcome::FIELD) {
+        Some(TextValue::Text(text)) => Some(text.trim()),
+        _ => None,
+    };
+    match (caller.is_sandbox(), sent) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(Rejection::InvalidField(format!(
+            "{}: only a sandbox key's request (osr_test_…) may choose how its job ends",
+            sandbox::Outcome::FIELD
+        ))),
+        (true, None) => Ok(Some(sandbox::Outcome::default())),
+        (true, Some(text)) => text
+            .parse()
+            .map(Some)
+            .map_err(|reason: String| Rejection::InvalidField(reason)),
+    }
+}
+
 fn invalid_field(error: &FieldError) -> Rejection {
     Rejection::InvalidField(error.to_string())
 }
@@ -244,6 +272,11 @@ fn render_request_hash(request: &RenderRequest) -> RequestHash {
     let mut parts: Vec<&[u8]> = vec![request.replay.sha256.as_bytes(), &options[..]];
     if let Some(callback) = &request.callback {
         parts.push(callback.as_str().as_bytes());
+    }
+    // A sandbox job that fails is another request than one that completes; the default
+    // leaves the hash as it was before the field existed.
+    if request.sandbox == Some(sandbox::Outcome::Failed) {
+        parts.push(b"sandbox_outcome=failed");
     }
     RequestHash::of(&parts)
 }
@@ -405,7 +438,7 @@ async fn enqueue(
         replay_sha256: replay.sha256,
         replay: replay.info.clone(),
         completes: claim.map(|claim| (claim, admitted_response(id))),
-        sandbox: caller.is_sandbox(),
+        sandbox: request.sandbox,
         callback,
     };
     store_replay(app, &job, replay).await?;
@@ -501,7 +534,7 @@ async fn no_room_rejection(
 /// Step 10, done before the job is visible: a failure leaves nothing behind. A sandbox job
 /// renders nothing, so its replay is not kept.
 async fn store_replay(app: &App, job: &NewJob, replay: ReplayFile) -> Result<(), Rejection> {
-    if job.sandbox {
+    if job.sandbox.is_some() {
         return Ok(());
     }
     app.replays
@@ -561,7 +594,7 @@ async fn admit_or_resolve(
 
 /// Best effort: an object left behind is unreferenced and expires by the lifecycle rule.
 async fn discard_replay(app: &App, job: &NewJob) {
-    if job.sandbox {
+    if job.sandbox.is_some() {
         return;
     }
     if let Err(error) = app.replays.delete(&job.replay_key).await {

@@ -122,6 +122,10 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
+    let query = &JobQuery {
+        sandbox: caller.is_sandbox(),
+        ..query.clone()
+    };
     let outcome = match app.job_reads.list(&caller.client, query).await {
         Ok(page) => {
             let next_cursor = page.next.map(|cursor| cursor.encode());
@@ -206,6 +210,8 @@ impl ListParams {
             status,
             player,
             beatmap_md5,
+            // The caller's: list_jobs sets it.
+            sandbox: false,
             limit,
             after,
         })
@@ -434,6 +440,7 @@ mod tests {
                 status: None,
                 player: None,
                 beatmap_md5: None,
+                sandbox: false,
                 limit: 20,
                 after: None
             }
@@ -474,6 +481,7 @@ mod tests {
             status: Some(JobStatus::Failed),
             player: None,
             beatmap_md5: None,
+            sandbox: false,
             limit: 5,
             after: None,
         };
@@ -489,6 +497,7 @@ mod tests {
         let query = JobQuery {
             player: Some("Mr Ekko&co".into()),
             beatmap_md5: Some("0123456789abcdef0123456789abcdef".into()),
+            sandbox: false,
             ..query
         };
         assert_eq!(

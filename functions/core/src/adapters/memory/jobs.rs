@@ -131,7 +131,7 @@ impl JobReads for MemoryDatabase {
             .jobs
             .iter()
             .filter(|j| &j.client == client)
-            .filter(|j| query.status.is_none_or(|status| j.status == status))
+            .filter(|j| query.status.is_none_or(|status| shown_status(j) == status))
             .filter(|j| {
                 let of = |member: &str| {
                     j.replay

@@ -328,7 +328,7 @@ impl MemoryDatabase {
             &job.client,
             job.network.as_ref(),
             &job.replay_sha256,
-            job.sandbox,
+            job.sandbox.is_some(),
         );
         if let Some(existing) = occupancy.duplicate {
             return Admission::NoRoom(NoRoom::Duplicate(existing));
@@ -345,12 +345,11 @@ impl MemoryDatabase {
             }
         }
         let now = Utc::now();
-        // A sandbox job is stored final, as admit_job stores it (migrations/V10).
-        let (status, progress) = match job.sandbox {
-            true => (JobStatus::Completed, 100.0),
-            false => (JobStatus::Queued, 0.0),
-        };
-        let sample = |key: &str| job.sandbox.then(|| key.to_owned());
+        // A sandbox job is stored final, as admit_job stores it (migrations/V10, V14).
+        let (status, progress, artifacts, failure) =
+            job.sandbox_final()
+                .unwrap_or((JobStatus::Queued, 0.0, false, None));
+        let sample = |key: &str| artifacts.then(|| key.to_owned());
         tables.jobs.push(MemoryJob {
             id: job.id,
             client: job.client.clone(),
@@ -361,15 +360,18 @@ impl MemoryDatabase {
             config: serde_json::to_value(&job.options).unwrap_or_default(),
             created_at: now,
             updated_at: now,
-            error: None,
-            error_code: None,
+            error: failure.map(|_| sandbox::SAMPLE_FAILURE.to_owned()),
+            error_code: failure,
             video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
             thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
             replay: serde_json::to_value(&job.replay).ok(),
-            sandbox: job.sandbox,
+            sandbox: job.sandbox.is_some(),
             deadline: None,
         });
-        let event_id = (!job.sandbox).then_some(tables.events.len() as i64 + 1);
+        let event_id = job
+            .sandbox
+            .is_none()
+            .then_some(tables.events.len() as i64 + 1);
         let event = job.event(event_id).unwrap_or_default();
         if let Some(event) = &event {
             tables.events.push(MemoryEvent {
@@ -500,6 +502,15 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
             .filter(|q| q.status == JobStatus::Queued && q.created_at <= job.created_at)
             .count() as i64
     });
+    // A sandbox job young enough to show queued: the place a real job submitted now would have.
+    let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
+    let shows_queued = job.sandbox && age < sandbox::QUEUED_FOR;
+    let queue_position = queue_position.or_else(|| {
+        shows_queued.then(|| {
+            let queued = tables.jobs.iter().filter(|q| q.status == JobStatus::Queued);
+            queued.count() as i64 + 1
+        })
+    });
     let record = JobRecord {
         id: job.id,
         status: job.status,
@@ -517,9 +528,18 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         sandbox: job.sandbox,
     };
     match job.sandbox {
-        true => record.as_sandbox_shows((Utc::now() - job.created_at).to_std().unwrap_or_default()),
+        true => record.as_sandbox_shows(age),
         false => record,
     }
+}
+
+/// The status a job shows: a sandbox job's, as its age makes it.
+fn shown_status(job: &MemoryJob) -> JobStatus {
+    if !job.sandbox {
+        return job.status;
+    }
+    let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
+    sandbox::state_at(age, sandbox::Outcome::of_stored(job.status)).0
 }
 
 fn completed_within_hour(tables: &Tables) -> i64 {

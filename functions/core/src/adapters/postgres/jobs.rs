@@ -189,8 +189,17 @@ struct AdmitArgs<'a> {
     sandbox_active_ms: i64,
     sandbox_video_key: Option<&'static str>,
     sandbox_thumb_key: Option<&'static str>,
+    sandbox_failure: Option<SandboxFailure>,
     callback_url: Option<&'a str>,
     callbacks: Vec<AdmitCallback>,
+}
+
+/// How a sandbox job with `sandbox_outcome=failed` failed (domain/sandbox.rs' sample).
+#[derive(Debug, Serialize)]
+struct SandboxFailure {
+    error: &'static str,
+    error_code: &'static str,
+    retryable: bool,
 }
 
 /// One callback admit_job queues with the job.
@@ -209,6 +218,11 @@ impl<'a> AdmitArgs<'a> {
         event_lease_ms: i64,
     ) -> Self {
         let (claim, response) = job.completes.as_ref().map(|(c, r)| (c, r)).unzip();
+        let (artifacts, failure) = job
+            .sandbox_final()
+            .map_or((false, None), |(_, _, artifacts, failure)| {
+                (artifacts, failure)
+            });
         Self {
             id: job.id,
             client_ip: job.client.as_str(),
@@ -233,10 +247,15 @@ impl<'a> AdmitArgs<'a> {
             idem_key: claim.map(|c| c.key.as_str()),
             idem_token: claim.map(|c| c.token),
             idem_response: response,
-            sandbox: job.sandbox,
+            sandbox: job.sandbox.is_some(),
             sandbox_active_ms: millis(sandbox::ACTIVE_FOR),
-            sandbox_video_key: job.sandbox.then_some(sandbox::SAMPLE_VIDEO_KEY),
-            sandbox_thumb_key: job.sandbox.then_some(sandbox::SAMPLE_THUMB_KEY),
+            sandbox_video_key: artifacts.then_some(sandbox::SAMPLE_VIDEO_KEY),
+            sandbox_thumb_key: artifacts.then_some(sandbox::SAMPLE_THUMB_KEY),
+            sandbox_failure: failure.map(|code| SandboxFailure {
+                error: sandbox::SAMPLE_FAILURE,
+                error_code: code.as_str(),
+                retryable: code.retryable(),
+            }),
             callback_url: job.callback.as_ref().map(|url| url.as_str()),
             callbacks: job
                 .first_callbacks()
@@ -292,9 +311,14 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        CASE WHEN j.status = 'queued' THEN
             (SELECT count(*) FROM jobs q
               WHERE q.status = 'queued' AND (q.created_at, q.id) <= (j.created_at, j.id))
+            -- A sandbox job young enough to show queued (sandbox::QUEUED_FOR): the place a
+            -- real job submitted now would have.
+            WHEN j.sandbox AND j.created_at > now() - interval '2000 milliseconds' THEN
+            (SELECT queued + 1 FROM job_counts)
        END,
        -- estimate::WINDOW_SECS: the hour throughput is measured over.
-       CASE WHEN j.status = 'queued' THEN
+       CASE WHEN j.status = 'queued'
+              OR (j.sandbox AND j.created_at > now() - interval '2000 milliseconds') THEN
             (SELECT count(*) FROM jobs c
               WHERE c.status = 'completed' AND c.updated_at > now() - interval '1 hour'
                 AND NOT c.sandbox)
@@ -308,74 +332,108 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
 /// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
 /// `jobs_by_client_status_age`, or with a player or beatmap (migrations/V14) of
 /// `jobs_by_client_player_age` or `jobs_by_client_beatmap_age`, from the cursor's
-/// `(created_at, id)` on, one row more than the page (`JobPage::from_rows`). Each shape is its
-/// own statement, so no `$n IS NULL` branch keeps the planner from the index. Public so a test
-/// can `EXPLAIN` exactly it.
+/// `(created_at, id)` on, one row more than the page (`JobPage::from_rows`). A sandbox key's
+/// status filter is an age range of `jobs_by_client_age` (its jobs show the status their age
+/// makes). Each shape is its own statement, so no `$n IS NULL` branch keeps the planner from
+/// the index. Public so a test can `EXPLAIN` exactly it.
 pub struct PageStatement {
     pub sql: String,
-    client: String,
-    status: Option<&'static str>,
-    player: Option<String>,
-    beatmap_md5: Option<String>,
-    after: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
-    rows: i64,
+    /// The parameters, in the order the statement numbers them.
+    params: Vec<PageParam>,
+}
+
+/// One parameter of a page's statement.
+enum PageParam {
+    Text(String),
+    Int(i64),
+    Time(chrono::DateTime<chrono::Utc>),
+    Id(uuid::Uuid),
 }
 
 impl PageStatement {
     pub fn new(client: &ClientKey, query: &JobQuery) -> Self {
         let mut filter = String::from("j.client_ip = $1");
-        let mut next = 2;
-        let mut and = |condition: &str, params: usize| {
-            let numbers: Vec<String> = (next..next + params).map(|n| format!("${n}")).collect();
+        let mut params = vec![PageParam::Text(client.as_str().to_owned())];
+        // Each condition's `{}` are its parameters, numbered in turn.
+        let mut and = |condition: &str, values: Vec<PageParam>| {
             let mut condition = condition.to_owned();
-            for (i, number) in numbers.iter().enumerate() {
-                condition = condition.replace(&format!("{{{i}}}"), number);
+            for value in values {
+                params.push(value);
+                condition = condition.replacen("{}", &format!("${}", params.len()), 1);
             }
             filter += &format!(" AND {condition}");
-            next += params;
         };
-        if query.status.is_some() {
-            and("j.status = {0}::text::job_status", 1);
+        let ago = |age: Duration| PageParam::Int(millis(age));
+        match query.status {
+            Some(status) if query.sandbox => match sandbox::shown_between(status) {
+                None => and("false", vec![]),
+                Some((from, until)) => {
+                    and(
+                        "j.created_at <= now() - {}::bigint * interval '1 millisecond'",
+                        vec![ago(from)],
+                    );
+                    if let Some(until) = until {
+                        and(
+                            "j.created_at > now() - {}::bigint * interval '1 millisecond'",
+                            vec![ago(until)],
+                        );
+                    }
+                    if !status.is_active() {
+                        let stored = PageParam::Text(status.as_str().to_owned());
+                        and("j.status = {}::text::job_status", vec![stored]);
+                    }
+                }
+            },
+            Some(status) => and(
+                "j.status = {}::text::job_status",
+                vec![PageParam::Text(status.as_str().to_owned())],
+            ),
+            None => {}
         }
-        if query.player.is_some() {
-            and("lower(j.replay ->> 'player') = lower({0}::text)", 1);
+        if let Some(player) = &query.player {
+            and(
+                "lower(j.replay ->> 'player') = lower({}::text)",
+                vec![PageParam::Text(player.clone())],
+            );
         }
-        if query.beatmap_md5.is_some() {
-            and("(j.replay ->> 'beatmap_md5') = {0}::text", 1);
+        if let Some(md5) = &query.beatmap_md5 {
+            and(
+                "(j.replay ->> 'beatmap_md5') = {}::text",
+                vec![PageParam::Text(md5.clone())],
+            );
         }
-        if query.after.is_some() {
-            and("(j.created_at, j.id) < ({0}, {1})", 2);
+        if let Some(cursor) = query.after {
+            and(
+                "(j.created_at, j.id) < ({}, {})",
+                vec![
+                    PageParam::Time(cursor.created_at),
+                    PageParam::Id(cursor.id.as_uuid()),
+                ],
+            );
         }
+        params.push(PageParam::Int(query.limit.saturating_add(1)));
         Self {
             sql: format!(
-                "{JOB_SELECT} WHERE {filter} ORDER BY j.created_at DESC, j.id DESC LIMIT ${next}"
+                "{JOB_SELECT} WHERE {filter} ORDER BY j.created_at DESC, j.id DESC LIMIT ${}",
+                params.len()
             ),
-            client: client.as_str().to_owned(),
-            status: query.status.map(JobStatus::as_str),
-            player: query.player.clone(),
-            beatmap_md5: query.beatmap_md5.clone(),
-            after: query
-                .after
-                .map(|cursor| (cursor.created_at, cursor.id.as_uuid())),
-            rows: query.limit.saturating_add(1),
+            params,
         }
     }
 
     /// The parameters, in the order the statement numbers them.
     pub fn params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
-        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&self.client, Type::TEXT)];
-        if let Some(status) = &self.status {
-            params.push((status, Type::TEXT));
-        }
-        for text in [&self.player, &self.beatmap_md5].into_iter().flatten() {
-            params.push((text, Type::TEXT));
-        }
-        if let Some((created_at, id)) = &self.after {
-            params.push((created_at, Type::TIMESTAMPTZ));
-            params.push((id, Type::UUID));
-        }
-        params.push((&self.rows, Type::INT8));
-        params
+        self.params
+            .iter()
+            .map(|param| -> (&(dyn ToSql + Sync), Type) {
+                match param {
+                    PageParam::Text(text) => (text, Type::TEXT),
+                    PageParam::Int(value) => (value, Type::INT8),
+                    PageParam::Time(time) => (time, Type::TIMESTAMPTZ),
+                    PageParam::Id(id) => (id, Type::UUID),
+                }
+            })
+            .collect()
     }
 }
 
@@ -776,6 +834,15 @@ mod tests {
     }
 
     #[test]
+    fn a_young_sandbox_job_is_read_as_long_as_it_shows_queued() {
+        let queued_for = format!(
+            "interval '{} milliseconds'",
+            sandbox::QUEUED_FOR.as_millis()
+        );
+        assert_eq!(JOB_SELECT.matches(&queued_for).count(), 2, "{JOB_SELECT}");
+    }
+
+    #[test]
     fn admit_args_are_the_keys_admit_job_knows_the_required_ones_set() {
         let job = NewJob {
             id: JobId::new(),
@@ -787,7 +854,7 @@ mod tests {
             replay_sha256: ReplayHash::of(b"replay"),
             replay: crate::ports::contracts::jobs::replay_info("player", "beatmap"),
             completes: None,
-            sandbox: false,
+            sandbox: None,
             callback: None,
         };
         let limits = CapacityLimits {

@@ -61,7 +61,7 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
         replay_sha256: ReplayHash::of(replay.as_bytes()),
         replay: replay_info("contract player", "fedcba9876543210fedcba9876543210"),
         completes: None,
-        sandbox: false,
+        sandbox: None,
         callback: None,
     }
 }
@@ -171,6 +171,7 @@ async fn replay_filters<S: JobAdmission + JobReads>(store: &S) {
             status: None,
             player: player.map(str::to_owned),
             beatmap_md5: beatmap.map(str::to_owned),
+            sandbox: false,
             limit: 10,
             after: None,
         };
@@ -378,6 +379,7 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
         status: None,
         player: None,
         beatmap_md5: None,
+        sandbox: false,
         limit: 10,
         after: None,
     };
