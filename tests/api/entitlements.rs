@@ -195,6 +195,14 @@ async fn a_422_lists_every_bad_field() {
         body["detail"].as_str().unwrap().starts_with("limit: "),
         "{body}"
     );
+
+    let skins = app.get("/v1/skins?limit=0&cursor=%25%25").await;
+    let body = problem(skins, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    let names: Vec<&str> = params(&body)
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["limit", "cursor"], "{body}");
 }
 
 fn params(body: &Value) -> &Vec<Value> {

@@ -128,6 +128,21 @@ pub struct InvalidParam {
     pub reason: String,
 }
 
+impl InvalidParam {
+    /// A parameter's value if it checked out; else `None`, and its reason added to `invalid`:
+    /// how a request whose parameters are checked together collects every bad one.
+    pub fn collect<T>(invalid: &mut Vec<Self>, name: &str, value: Result<T, String>) -> Option<T> {
+        value
+            .map_err(|reason| {
+                invalid.push(Self {
+                    name: name.to_owned(),
+                    reason,
+                })
+            })
+            .ok()
+    }
+}
+
 impl From<FieldError> for InvalidParam {
     fn from(error: FieldError) -> Self {
         Self {

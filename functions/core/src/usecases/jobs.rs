@@ -104,17 +104,19 @@ impl ListParams {
     pub fn query(&self) -> Result<JobQuery, Rejection> {
         let mut invalid = Vec::new();
         if self.offset.is_some() {
-            let replaced = Err("replaced by `cursor`; follow a page's `next`".to_owned());
-            checked::<()>(&mut invalid, "offset", replaced);
+            invalid.push(InvalidParam {
+                name: "offset".into(),
+                reason: "replaced by `cursor`; follow a page's `next`".into(),
+            });
         }
         let limit = self.limit.unwrap_or(DEFAULT_PAGE);
         let limit = match (1..=MAX_PAGE).contains(&limit) {
             true => Ok(limit),
             false => Err(format!("must be 1 to {MAX_PAGE}")),
         };
-        let limit = checked(&mut invalid, "limit", limit);
+        let limit = InvalidParam::collect(&mut invalid, "limit", limit);
         let status = self.status.as_deref().map(str::parse::<JobStatus>);
-        let status = checked(
+        let status = InvalidParam::collect(
             &mut invalid,
             "status",
             status.transpose().map_err(|e| e.to_string()),
@@ -126,16 +128,17 @@ impl ListParams {
                 1..=MAX_PLAYER_FILTER_CHARS => Ok(player.to_owned()),
                 _ => Err(format!("must be 1 to {MAX_PLAYER_FILTER_CHARS} characters")),
             });
-        let player = checked(&mut invalid, "player", player.transpose());
+        let player = InvalidParam::collect(&mut invalid, "player", player.transpose());
         let beatmap_md5 = self.beatmap_md5.as_deref().map(|md5| {
             match md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit()) {
                 true => Ok(md5.to_ascii_lowercase()),
                 false => Err("must be 32 hexadecimal digits".to_owned()),
             }
         });
-        let beatmap_md5 = checked(&mut invalid, "beatmap_md5", beatmap_md5.transpose());
+        let beatmap_md5 =
+            InvalidParam::collect(&mut invalid, "beatmap_md5", beatmap_md5.transpose());
         let after = self.cursor.as_deref().map(PageCursor::decode);
-        let after = checked(
+        let after = InvalidParam::collect(
             &mut invalid,
             "cursor",
             after.transpose().map_err(|e| e.to_string()),
@@ -155,18 +158,6 @@ impl ListParams {
             _ => Err(Rejection::InvalidParams(invalid)),
         }
     }
-}
-
-/// A parameter's value if it checked out; else `None`, and its reason added to `invalid`.
-fn checked<T>(invalid: &mut Vec<InvalidParam>, name: &str, value: Result<T, String>) -> Option<T> {
-    value
-        .map_err(|reason| {
-            invalid.push(InvalidParam {
-                name: name.to_owned(),
-                reason,
-            })
-        })
-        .ok()
 }
 
 /// One page of the caller's jobs. `next` (the next page's path) and `next_cursor` (its
