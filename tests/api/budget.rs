@@ -61,7 +61,7 @@ const CAPACITY_REFUSED: Budget = Budget {
     aws: &[("DynamoDB.UpdateItem", 2)],
 };
 
-/// Step 4a's refusal of a skin outside the registry: the occupancy read, both windows, and the
+/// Step 4's refusal of a skin outside the registry: the occupancy read, both windows, and the
 /// registry's point read. Nothing is stored or locked.
 const UNKNOWN_SKIN: Budget = Budget {
     pg_round_trips: 2,

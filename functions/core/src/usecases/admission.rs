@@ -339,7 +339,7 @@ async fn admit(
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    // 4a: the skin's registry row, after the rate limit, which bounds the reads (DESIGN.md §2).
+    // The skin's registry row: after the rate limit, which bounds these reads (DESIGN.md §2).
     if let Err(rejection) = skins::check_renderable(app, &request.options.skin).await {
         return Submission {
             outcome: Err(rejection),
