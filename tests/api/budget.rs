@@ -61,6 +61,13 @@ const CAPACITY_REFUSED: Budget = Budget {
     aws: &[("DynamoDB.UpdateItem", 2)],
 };
 
+/// Step 4's refusal of a skin outside the registry: the occupancy read, both windows, and the
+/// registry's point read. Nothing is stored or locked.
+const UNKNOWN_SKIN: Budget = Budget {
+    pg_round_trips: 2,
+    aws: &[("DynamoDB.UpdateItem", 2)],
+};
+
 /// Long windows and room for every request: only the case under test refuses.
 const ROOMY: &[(&str, &str)] = &[
     ("RATE_LIMIT_RENDER", "1000/hour"),
@@ -200,7 +207,9 @@ async fn warm_policy(app: &TestApp) {
 
 #[tokio::test]
 async fn refusals_before_the_limiter_touch_nothing() {
-    let (app, proxies) = TestApp::spawn_via_proxies(&[("MAX_REPLAY_BYTES", "30000")]).await;
+    let (app, proxies) =
+        TestApp::spawn_via_proxies(&[("MAX_REPLAY_BYTES", "30000"), ("ANONYMOUS_DENY", "video")])
+            .await;
     let ip = "198.51.100.30";
     warm_policy(&app).await;
     let cases = [
@@ -228,12 +237,39 @@ async fn refusals_before_the_limiter_touch_nothing() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_field",
         ),
+        (
+            "403 option_not_permitted",
+            render_form(fixture("valid_0.osr"), "play.osr", &[("video", "true")]),
+            StatusCode::FORBIDDEN,
+            "option_not_permitted",
+        ),
     ];
     for (label, form, status, code) in cases {
         proxies.reset();
         problem(app.render(ip, form).await, status, code).await;
         assert_within(label, &proxies, &NOTHING);
     }
+}
+
+#[tokio::test]
+async fn an_unknown_skin_costs_one_registry_read_after_the_limiter() {
+    let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
+    let ip = "198.51.100.32";
+    let warm_up = app.render(ip, valid_form()).await;
+    assert_eq!(warm_up.status(), StatusCode::ACCEPTED);
+    proxies.reset();
+    let form = render_form(
+        fixture("valid_1.osr"),
+        "play.osr",
+        &[("skin", "NoSuchSkin")],
+    );
+    problem(
+        app.render(ip, form).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_skin",
+    )
+    .await;
+    assert_within("422 unknown_skin", &proxies, &UNKNOWN_SKIN);
 }
 
 /// Whether a statement only reads: a plain `SELECT` that takes no row lock and calls nothing

@@ -12,6 +12,7 @@ mod support;
 mod budget;
 mod callbacks;
 mod contracts;
+mod entitlements;
 mod fairness;
 mod faults;
 mod hostile;

@@ -137,6 +137,8 @@ async fn each_step_rejects_with_its_code() {
         .await;
         assert!(body["detail"].as_str().unwrap().contains(field), "{body}");
     }
+    // A registered skin (one outside the registry is `unknown_skin`: entitlements.rs).
+    app.register_skin("My Skin-2").await;
     let upper_case = render_form(fixture("valid_0.osr"), "PLAY.OSR", &[("skin", "My Skin-2")]);
     assert_eq!(
         app.render(ip, upper_case).await.status(),

@@ -7,6 +7,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use osurender_core::domain::key::{KeyKind, KeyLimits};
+
 use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::callbacks::{sweep_callbacks, Receiver};
 use crate::support::jobs::item_ids;
@@ -129,6 +131,32 @@ async fn length_is_measured_at_the_mods_speed() {
             .await;
         }
     }
+}
+
+#[tokio::test]
+async fn a_key_may_have_its_own_length_limit() {
+    let app = TestApp::spawn(&[]).await;
+    let limits = KeyLimits::new("60/minute".parse().unwrap(), 5)
+        .unwrap()
+        .with_max_replay_length(Some(100))
+        .unwrap();
+    let short = app.create_key_with(KeyKind::Live, limits).await;
+    let refused = app
+        .render_with("203.0.113.62", &short.bearer, form_of(&lasting("p", 120)))
+        .await;
+    let body = problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "replay_too_long").await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("at most 100 s"),
+        "{body}"
+    );
+    app.submit_with("203.0.113.62", &short.bearer, form_of(&lasting("p", 99)))
+        .await;
+    // Without a key of its own, the service's 900 s.
+    accepted_job(
+        app.render("203.0.113.63", form_of(&lasting("p", 120)))
+            .await,
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -109,10 +109,13 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
         fields,
         [
             "created_at",
+            "deny",
             "id",
             "key",
             "kind",
             "max_active",
+            "max_replay_length",
+            "max_resolution",
             "name",
             "render_limit",
             "revoked_at",
@@ -156,6 +159,9 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
     let default = answer(&admin(&url, &["keys", "create", "--name", "defaults"]));
     assert_eq!(default["render_limit"], "60/minute");
     assert_eq!(default["max_active"], 20);
+    assert_eq!(default["max_resolution"], Value::Null);
+    assert_eq!(default["deny"], json!([]));
+    assert_eq!(default["max_replay_length"], Value::Null);
     assert_ne!(default["key"], created["key"]);
 }
 
@@ -266,12 +272,15 @@ async fn a_revoked_key_is_refused_by_the_lookup() {
 async fn bad_arguments_exit_2_before_any_database_access() {
     // Nothing listens here: a usage error must not get as far as connecting.
     let nowhere = "postgres://postgres@127.0.0.1:1/none";
-    let usage_errors: [&[&str]; 7] = [
+    let usage_errors: [&[&str]; 10] = [
         &[],
         &["keys"],
         &["keys", "create"],
         &["keys", "create", "--name", "x", "--render-limit", "often"],
         &["keys", "create", "--name", "x", "--max-active", "0"],
+        &["keys", "create", "--name", "x", "--max-resolution", "8k"],
+        &["keys", "create", "--name", "x", "--deny", "video,bg_dim"],
+        &["keys", "create", "--name", "x", "--max-replay-length", "0"],
         &["keys", "revoke", "not-a-uuid"],
         &["keys", "delete", "x"],
     ];
@@ -415,7 +424,9 @@ async fn the_lambda_form_runs_the_same_commands() {
     let invoke = |id: &'static str, event: Value| function.invoke(id, event, TIMEOUT);
     let created = match invoke(
         "create",
-        json!({"command": ["keys", "create", "--name", "from lambda", "--sandbox"]}),
+        json!({"command": ["keys", "create", "--name", "from lambda", "--sandbox",
+                           "--max-resolution", "720p", "--deny", "video,skin",
+                           "--max-replay-length", "300"]}),
     )
     .await
     {
@@ -428,6 +439,21 @@ async fn the_lambda_form_runs_the_same_commands() {
         panic!("{listed:?}")
     };
     assert_eq!(listed["keys"][0]["id"], created["id"]);
+    for shown in [&created, &listed["keys"][0]] {
+        assert_eq!(shown["max_resolution"], "720p", "{shown}");
+        assert_eq!(shown["deny"], json!(["video", "skin"]), "{shown}");
+        assert_eq!(shown["max_replay_length"], 300, "{shown}");
+    }
+    // As a request's lookup reads the key: its entitlements came with it.
+    let key = ApiKey::parse(created["key"].as_str().unwrap()).unwrap();
+    let record = store(&url)
+        .find_by_hash(&key.hash())
+        .await
+        .unwrap()
+        .unwrap();
+    let limits = record.summary.limits;
+    assert_eq!(limits.entitlements.denied.to_string(), "video,skin");
+    assert_eq!(limits.max_replay_length, Some(300));
     for (id, bad) in [
         ("empty", json!({})),
         ("string", json!({"command": "keys list"})),

@@ -270,7 +270,7 @@ fn resolutions_are_the_codes() {
     let mut shown = BTreeSet::new();
     for resolution in &accepted {
         let options = RenderOptions::from_fields([("resolution", resolution.as_str())])
-            .unwrap_or_else(|e| panic!("{resolution}: {e}"));
+            .unwrap_or_else(|e| panic!("{resolution}: {e:?}"));
         let config = serde_json::to_value(options).unwrap();
         shown.insert(config["resolution"].as_str().unwrap().to_owned());
     }

@@ -54,6 +54,11 @@ impl TestApp {
         max_active: u32,
     ) -> TestKey {
         let limits = KeyLimits::new(render_limit.parse().unwrap(), max_active).unwrap();
+        self.create_key_with(kind, limits).await
+    }
+
+    /// A key of `kind` with these limits (entitlements, replay length).
+    pub async fn create_key_with(&self, kind: KeyKind, limits: KeyLimits) -> TestKey {
         let name = KeyName::parse("test").unwrap();
         let created = create(self.key_store().as_ref(), name, kind, limits)
             .await

@@ -127,6 +127,18 @@ pub async fn post_to_s3(http: &reqwest::Client, upload: &Value, file: Vec<u8>) -
 }
 
 impl TestApp {
+    /// A skin stored under `name` as far as the registry knows (its row, confirmed), as an
+    /// upload leaves it: what a render may name.
+    pub async fn register_skin(&self, name: &str) {
+        self.db
+            .execute(
+                "INSERT INTO skins (name, claim, stored_at) VALUES ($1, gen_random_uuid(), now())",
+                &[&name],
+            )
+            .await
+            .unwrap();
+    }
+
     pub async fn upload_skin(&self, path: &str, client_ip: &str, form: Form) -> Response {
         self.http
             .post(self.url(path))

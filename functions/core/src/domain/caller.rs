@@ -2,6 +2,7 @@
 //! wherever it connects from), and the address it came from.
 
 use super::client::ClientKey;
+use super::entitlement::Entitlements;
 use super::key::{KeyId, KeyKind, KeyLimits};
 use super::rate::RateLimit;
 
@@ -42,6 +43,22 @@ impl Caller {
     /// The render limit: the key's, or `default` (`RATE_LIMIT_RENDER`) without a key.
     pub fn render_limit(&self, default: RateLimit) -> RateLimit {
         self.key.map_or(default, |(_, limits)| limits.render)
+    }
+
+    /// What its renders may ask for: the key's entitlements, or `anonymous`
+    /// (`ANONYMOUS_MAX_RESOLUTION`, `ANONYMOUS_DENY`) without a key. A sandbox key's are its
+    /// own too: a bot learns there what its live key will be refused.
+    pub fn entitlements(&self, anonymous: Entitlements) -> Entitlements {
+        self.key
+            .map_or(anonymous, |(_, limits)| limits.entitlements)
+    }
+
+    /// The longest replay it may have rendered, in seconds of play: the key's
+    /// `max_replay_length`, or `default` (`MAX_REPLAY_LENGTH`) without one.
+    pub fn max_replay_length(&self, default: u32) -> u32 {
+        self.key
+            .and_then(|(_, limits)| limits.max_replay_length)
+            .unwrap_or(default)
     }
 
     /// A client without a key.
@@ -95,5 +112,41 @@ mod tests {
         assert_eq!(anonymous.client, a.address);
         assert_eq!(anonymous.render_limit(five), five);
         assert_eq!(anonymous.max_active(2), 2);
+    }
+
+    #[test]
+    fn entitlements_and_replay_length_are_the_keys_or_the_defaults() {
+        use crate::domain::entitlement::DeniedOptions;
+        use crate::domain::render::Resolution;
+
+        let address = ClientKey::new(ip("203.0.113.1"), 64);
+        let anonymous = Caller::anonymous(address.clone(), ClientKey::new(ip("203.0.113.0"), 64));
+        let configured = Entitlements {
+            max_resolution: Some(Resolution::Hd720),
+            denied: DeniedOptions::parse("video").unwrap(),
+        };
+        assert_eq!(anonymous.entitlements(configured), configured);
+        assert_eq!(anonymous.max_replay_length(600), 600);
+
+        let plain = Caller::keyed(
+            KeyId::new(),
+            KeyKind::Live,
+            KeyLimits::default(),
+            address.clone(),
+        );
+        assert_eq!(plain.entitlements(configured), Entitlements::default());
+        assert_eq!(plain.max_replay_length(600), 600);
+
+        let own = Entitlements {
+            max_resolution: Some(Resolution::Qhd1440),
+            denied: DeniedOptions::parse("skin").unwrap(),
+        };
+        let limits = KeyLimits::default()
+            .with_entitlements(own)
+            .with_max_replay_length(Some(90))
+            .unwrap();
+        let sandbox = Caller::keyed(KeyId::new(), KeyKind::Sandbox, limits, address);
+        assert_eq!(sandbox.entitlements(configured), own);
+        assert_eq!(sandbox.max_replay_length(600), 90);
     }
 }

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::client::{advisory_lock_id, ClientKey, KEY_CLIENT_PREFIX};
+use super::entitlement::Entitlements;
 use super::rate::RateLimit;
 
 const LIVE_PREFIX: &str = "osr_live_";
@@ -247,11 +248,15 @@ impl KeyName {
     }
 }
 
-/// What a key may do: its render rate limit and how many jobs it may have active at once.
+/// What a key may do: its render rate limit, how many jobs it may have active at once, what
+/// its renders may ask for, and how long a replay it may have rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyLimits {
     pub render: RateLimit,
     pub max_active: u32,
+    pub entitlements: Entitlements,
+    /// Seconds of play at most; `None`: the service's `MAX_REPLAY_LENGTH`.
+    pub max_replay_length: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -260,15 +265,19 @@ pub enum InvalidKeyLimits {
     Render,
     #[error("max_active must be 1 to 10000")]
     MaxActive,
+    #[error("max_replay_length must be 1 to 86400 seconds")]
+    MaxReplayLength,
 }
 
 impl KeyLimits {
     const MAX_RENDERS: u32 = 1_000_000;
     const MAX_PERIOD_SECS: u64 = 365 * 86_400;
     const MAX_ACTIVE: u32 = 10_000;
+    const MAX_REPLAY_LENGTH_SECS: u32 = 86_400;
 
     /// Limits within what the store and the limiter hold: fits an `integer`, a window of at
-    /// most a year, at least one active job.
+    /// most a year, at least one active job. Everything is entitled, the replay length is the
+    /// service's (`with_entitlements`, `with_max_replay_length` change them).
     pub fn new(render: RateLimit, max_active: u32) -> Result<Self, InvalidKeyLimits> {
         if render.requests > Self::MAX_RENDERS || render.period_secs > Self::MAX_PERIOD_SECS {
             return Err(InvalidKeyLimits::Render);
@@ -276,7 +285,30 @@ impl KeyLimits {
         if !(1..=Self::MAX_ACTIVE).contains(&max_active) {
             return Err(InvalidKeyLimits::MaxActive);
         }
-        Ok(Self { render, max_active })
+        Ok(Self {
+            render,
+            max_active,
+            entitlements: Entitlements::default(),
+            max_replay_length: None,
+        })
+    }
+
+    pub fn with_entitlements(self, entitlements: Entitlements) -> Self {
+        Self {
+            entitlements,
+            ..self
+        }
+    }
+
+    /// At most a day of play: far past any map, within an `integer`.
+    pub fn with_max_replay_length(self, secs: Option<u32>) -> Result<Self, InvalidKeyLimits> {
+        if secs.is_some_and(|secs| !(1..=Self::MAX_REPLAY_LENGTH_SECS).contains(&secs)) {
+            return Err(InvalidKeyLimits::MaxReplayLength);
+        }
+        Ok(Self {
+            max_replay_length: secs,
+            ..self
+        })
     }
 }
 
@@ -289,6 +321,8 @@ impl Default for KeyLimits {
                 period_secs: 60,
             },
             max_active: 20,
+            entitlements: Entitlements::default(),
+            max_replay_length: None,
         }
     }
 }
@@ -432,6 +466,17 @@ mod tests {
             assert_eq!(
                 KeyLimits::new(limit("1/day"), max_active),
                 Err(InvalidKeyLimits::MaxActive)
+            );
+        }
+        let limits = KeyLimits::default();
+        for secs in [None, Some(1), Some(86_400)] {
+            let with = limits.with_max_replay_length(secs).unwrap();
+            assert_eq!(with.max_replay_length, secs);
+        }
+        for secs in [0, 86_401] {
+            assert_eq!(
+                limits.with_max_replay_length(Some(secs)),
+                Err(InvalidKeyLimits::MaxReplayLength)
             );
         }
     }

@@ -5,6 +5,7 @@ pub mod callback;
 pub mod caller;
 pub mod client;
 pub mod deadline;
+pub mod entitlement;
 pub mod failure;
 pub mod form;
 pub mod hash;

@@ -45,11 +45,20 @@ impl SkinName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The built-in skin, in any case (names compare ignoring case): renderable without an
+    /// upload, never in the registry.
+    pub fn is_default(&self) -> bool {
+        self.0.eq_ignore_ascii_case(DEFAULT_SKIN)
+    }
 }
+
+/// The built-in skin's name: what a render uses when it names none.
+pub const DEFAULT_SKIN: &str = "Default";
 
 impl Default for SkinName {
     fn default() -> Self {
-        Self("Default".to_owned())
+        Self(DEFAULT_SKIN.to_owned())
     }
 }
 
@@ -67,7 +76,8 @@ impl From<SkinName> for String {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// In ascending order: an entitlement's `max_resolution` compares by it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Resolution {
     #[serde(rename = "720p")]
     Hd720,
@@ -81,7 +91,9 @@ pub enum Resolution {
 }
 
 impl Resolution {
-    fn parse(value: &str) -> Result<Self, FieldError> {
+    pub const NAMES: &str = "720p, 1080p, 1440p, 4k";
+
+    pub fn parse(value: &str) -> Result<Self, FieldError> {
         match value.to_ascii_lowercase().as_str() {
             "720p" => Ok(Self::Hd720),
             "1080p" => Ok(Self::Hd1080),
@@ -89,8 +101,18 @@ impl Resolution {
             "4k" | "2160p" => Ok(Self::Uhd4k),
             _ => Err(FieldError::new(
                 "resolution",
-                "must be one of 720p, 1080p, 1440p, 4k",
+                format!("must be one of {}", Self::NAMES),
             )),
+        }
+    }
+
+    /// The name `parse` and the job's `config` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hd720 => "720p",
+            Self::Hd1080 => "1080p",
+            Self::Qhd1440 => "1440p",
+            Self::Uhd4k => "4k",
         }
     }
 }
@@ -129,29 +151,41 @@ impl Default for RenderOptions {
 
 impl RenderOptions {
     /// Builds the options from the form's text fields (name, value), in form order.
-    /// Unknown fields are ignored, as the FastAPI original does; the first bad field decides.
+    /// Unknown fields are ignored, as the FastAPI original does. Every bad field is reported,
+    /// once each (its first error), in form order.
     pub fn from_fields<'a>(
         fields: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Self, FieldError> {
+    ) -> Result<Self, Vec<FieldError>> {
         let mut options = Self::default();
+        let mut errors: Vec<FieldError> = Vec::new();
         for (name, value) in fields {
-            match name {
-                "skin" => options.skin = SkinName::parse(value)?,
-                "resolution" => options.resolution = Resolution::parse(value.trim())?,
-                "bg_dim" => options.bg_dim = parse_bg_dim(value)?,
-                "motion_blur" => options.motion_blur = parse_bool("motion_blur", value)?,
-                "storyboard" => options.storyboard = parse_bool("storyboard", value)?,
-                "video" => options.video = parse_bool("video", value)?,
-                "snaking_in" => options.snaking_in = parse_bool("snaking_in", value)?,
-                "snaking_out" => options.snaking_out = parse_bool("snaking_out", value)?,
-                "hit_error_meter" => {
-                    options.hit_error_meter = parse_bool("hit_error_meter", value)?
+            if let Err(error) = options.set(name, value) {
+                if errors.iter().all(|seen| seen.field != error.field) {
+                    errors.push(error);
                 }
-                "key_overlay" => options.key_overlay = parse_bool("key_overlay", value)?,
-                _ => {}
             }
         }
-        Ok(options)
+        match errors.is_empty() {
+            true => Ok(options),
+            false => Err(errors),
+        }
+    }
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), FieldError> {
+        match name {
+            "skin" => self.skin = SkinName::parse(value)?,
+            "resolution" => self.resolution = Resolution::parse(value.trim())?,
+            "bg_dim" => self.bg_dim = parse_bg_dim(value)?,
+            "motion_blur" => self.motion_blur = parse_bool("motion_blur", value)?,
+            "storyboard" => self.storyboard = parse_bool("storyboard", value)?,
+            "video" => self.video = parse_bool("video", value)?,
+            "snaking_in" => self.snaking_in = parse_bool("snaking_in", value)?,
+            "snaking_out" => self.snaking_out = parse_bool("snaking_out", value)?,
+            "hit_error_meter" => self.hit_error_meter = parse_bool("hit_error_meter", value)?,
+            "key_overlay" => self.key_overlay = parse_bool("key_overlay", value)?,
+            _ => {}
+        }
+        Ok(())
     }
 }
 
@@ -232,8 +266,38 @@ mod tests {
             ("motion_blur", "maybe"),
             ("skin", "bad/skin"),
         ] {
-            let err = RenderOptions::from_fields([(field, value)]).unwrap_err();
-            assert_eq!(err.field, field);
+            let errors = RenderOptions::from_fields([(field, value)]).unwrap_err();
+            assert_eq!(errors.len(), 1);
+            assert_eq!(errors[0].field, field);
+        }
+    }
+
+    #[test]
+    fn every_bad_field_is_reported_once_in_form_order() {
+        let errors = RenderOptions::from_fields([
+            ("video", "maybe"),
+            ("skin", "Fine"),
+            ("bg_dim", "2"),
+            ("video", "perhaps"),
+            ("resolution", "8k"),
+        ])
+        .unwrap_err();
+        let fields: Vec<_> = errors.iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["video", "bg_dim", "resolution"]);
+        assert_eq!(errors[0].to_string(), "video: must be true or false");
+    }
+
+    #[test]
+    fn resolutions_are_ordered_and_named() {
+        assert!(Resolution::Hd720 < Resolution::Hd1080);
+        assert!(Resolution::Qhd1440 < Resolution::Uhd4k);
+        for resolution in [
+            Resolution::Hd720,
+            Resolution::Hd1080,
+            Resolution::Qhd1440,
+            Resolution::Uhd4k,
+        ] {
+            assert_eq!(Resolution::parse(resolution.as_str()), Ok(resolution));
         }
     }
 }

@@ -7,7 +7,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::domain::client::{NetworkPrefixes, TrustedProxies};
+use crate::domain::entitlement::{DeniedOptions, Entitlements};
 use crate::domain::rate::RateLimit;
+use crate::domain::render::Resolution;
 use crate::domain::replay::GameMode;
 
 mod sslmode;
@@ -55,6 +57,9 @@ pub struct Config {
     /// The share of `MAX_QUEUED` anonymous clients together may hold (`ANONYMOUS_QUEUE_SHARE`,
     /// 0 < s <= 1; 1 is no reserve): the rest is kept for API keys.
     pub anonymous_queue_share: f64,
+    /// What an anonymous client's renders may ask for (`ANONYMOUS_MAX_RESOLUTION`,
+    /// `ANONYMOUS_DENY`); a key has its own.
+    pub anonymous_entitlements: Entitlements,
     /// How long an instance keeps a key lookup's answer (keys/lookup.rs): at most
     /// `MAX_KEY_CACHE_TTL`, the bound on a revocation taking effect.
     pub key_cache_ttl: Duration,
@@ -347,6 +352,12 @@ impl Config {
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
             max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
             anonymous_queue_share,
+            anonymous_entitlements: Entitlements {
+                max_resolution: env
+                    .parse("ANONYMOUS_MAX_RESOLUTION", MaxResolution(None))?
+                    .0,
+                denied: env.parse("ANONYMOUS_DENY", DeniedOptions::default())?,
+            },
             key_cache_ttl,
             policy_cache_ttl,
             max_replay_bytes: env.parse("MAX_REPLAY_BYTES", 4 * 1024 * 1024)?,
@@ -577,6 +588,23 @@ impl FromStr for RenderModes {
             modes.push(mode);
         }
         Ok(Self(modes))
+    }
+}
+
+/// `ANONYMOUS_MAX_RESOLUTION`: a resolution, or empty for any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MaxResolution(Option<Resolution>);
+
+impl FromStr for MaxResolution {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "" => Ok(Self(None)),
+            name => Resolution::parse(name)
+                .map(|resolution| Self(Some(resolution)))
+                .map_err(|_| format!("expected one of {}, or empty", Resolution::NAMES)),
+        }
     }
 }
 
@@ -996,5 +1024,30 @@ mod tests {
         let c = config(&[("SKIN_BUCKET", "s"), ("SKIN_INGEST_INTERVAL", "0")]).unwrap();
         assert_eq!(c.skin_bucket, "s");
         assert_eq!(c.skin_ingest_interval, Duration::ZERO);
+    }
+
+    #[test]
+    fn anonymous_entitlements_default_to_everything() {
+        assert_eq!(
+            config(&[]).unwrap().anonymous_entitlements,
+            Entitlements::default()
+        );
+        let c = config(&[
+            ("ANONYMOUS_MAX_RESOLUTION", "720p"),
+            ("ANONYMOUS_DENY", "video, motion_blur"),
+        ])
+        .unwrap();
+        let entitlements = c.anonymous_entitlements;
+        assert_eq!(entitlements.max_resolution, Some(Resolution::Hd720));
+        assert_eq!(entitlements.denied.to_string(), "motion_blur,video");
+        let c = config(&[("ANONYMOUS_MAX_RESOLUTION", ""), ("ANONYMOUS_DENY", "")]).unwrap();
+        assert_eq!(c.anonymous_entitlements, Entitlements::default());
+        for (name, value) in [
+            ("ANONYMOUS_MAX_RESOLUTION", "8k"),
+            ("ANONYMOUS_DENY", "video,bg_dim"),
+        ] {
+            let error = config(&[(name, value)]).unwrap_err().to_string();
+            assert!(error.contains(name), "{error}");
+        }
     }
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
+use crate::domain::render::FieldError;
 
 tokio::task_local! {
     static REQUEST_ID: String;
@@ -45,6 +46,17 @@ pub enum Rejection {
     /// The skin name is taken (uploaded before, or built in).
     SkinExists(String),
     InvalidField(String),
+    /// Several fields validated together (a render form's options, a listing's query), every
+    /// bad one: the problem's `invalid_params`; its `detail` is the first's.
+    InvalidParams(Vec<InvalidParam>),
+    /// A render option beyond the client's entitlements (domain/entitlement.rs): which form
+    /// field, and why.
+    OptionNotPermitted {
+        field: &'static str,
+        detail: String,
+    },
+    /// A render's `skin` that is neither built in nor in the skin registry.
+    UnknownSkin(String),
     /// A fixed window is spent: whose (the client's, its network's, its key's) is named.
     RateLimited(RateDecision, LimitScope),
     /// The capacity refusals carry their `Retry-After` estimate (estimate.rs).
@@ -123,6 +135,37 @@ pub enum Rejection {
     },
 }
 
+/// One bad field of an `invalid_params` list (RFC 9457 §3's example extension member).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InvalidParam {
+    pub name: String,
+    pub reason: String,
+}
+
+impl InvalidParam {
+    /// A parameter's value if it checked out; else `None`, and its reason added to `invalid`:
+    /// how a request whose parameters are checked together collects every bad one.
+    pub fn collect<T>(invalid: &mut Vec<Self>, name: &str, value: Result<T, String>) -> Option<T> {
+        value
+            .map_err(|reason| {
+                invalid.push(Self {
+                    name: name.to_owned(),
+                    reason,
+                })
+            })
+            .ok()
+    }
+}
+
+impl From<FieldError> for InvalidParam {
+    fn from(error: FieldError) -> Self {
+        Self {
+            name: error.field.to_owned(),
+            reason: error.reason,
+        }
+    }
+}
+
 /// The render policy's rules for a well-formed replay, each its own code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayRule {
@@ -180,6 +223,8 @@ problem_kinds! {
     INVALID_SKIN: "invalid_skin", UNSUPPORTED_MEDIA_TYPE, "Invalid skin", Never;
     SKIN_EXISTS: "skin_exists", CONFLICT, "Skin exists", Never;
     INVALID_FIELD: "invalid_field", UNPROCESSABLE_ENTITY, "Invalid field", Never;
+    OPTION_NOT_PERMITTED: "option_not_permitted", FORBIDDEN, "Option not permitted", Never;
+    UNKNOWN_SKIN: "unknown_skin", UNPROCESSABLE_ENTITY, "Unknown skin", Never;
     RATE_LIMITED: "rate_limited", TOO_MANY_REQUESTS, "Rate limit exceeded", Estimated;
     QUEUE_FULL: "queue_full", SERVICE_UNAVAILABLE, "Render queue full", Estimated;
     RENDER_CAPACITY: "render_capacity", SERVICE_UNAVAILABLE, "Render capacity exhausted", Estimated;
@@ -230,7 +275,9 @@ impl Rejection {
             Self::ReplayFailedRecently { .. } => &REPLAY_FAILED_RECENTLY,
             Self::InvalidSkin(_) => &INVALID_SKIN,
             Self::SkinExists(_) => &SKIN_EXISTS,
-            Self::InvalidField(_) => &INVALID_FIELD,
+            Self::InvalidField(_) | Self::InvalidParams(_) => &INVALID_FIELD,
+            Self::OptionNotPermitted { .. } => &OPTION_NOT_PERMITTED,
+            Self::UnknownSkin(_) => &UNKNOWN_SKIN,
             Self::RateLimited(..) => &RATE_LIMITED,
             Self::QueueFull { .. } => &QUEUE_FULL,
             Self::RenderCapacity { .. } => &RENDER_CAPACITY,
@@ -288,6 +335,8 @@ impl Rejection {
             | Self::InvalidSkin(d)
             | Self::SkinExists(d)
             | Self::InvalidField(d)
+            | Self::OptionNotPermitted { detail: d, .. }
+            | Self::UnknownSkin(d)
             | Self::InvalidIdempotencyKey(d)
             | Self::IdempotencyKeyReused(d)
             | Self::NotFound(d)
@@ -301,6 +350,10 @@ impl Rejection {
                 "X-Signature must be the hex HMAC-SHA256 of the body under the webhook secret"
                     .into()
             }
+            Self::InvalidParams(params) => params
+                .first()
+                .map(|param| format!("{}: {}", param.name, param.reason))
+                .unwrap_or_default(),
             Self::StaleTimestamp => "the timestamp is too far from the server's clock".into(),
             Self::NonceReused => "this nonce was already used; sign each report afresh".into(),
             Self::ApiKeyRequired => {
@@ -437,6 +490,12 @@ struct Problem<'a> {
     /// When a temporary ban ends.
     #[serde(skip_serializing_if = "Option::is_none")]
     until: Option<chrono::DateTime<chrono::Utc>>,
+    /// The form field an `option_not_permitted` refuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+    /// Every bad field of an `invalid_field` that validated several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invalid_params: Option<&'a [InvalidParam]>,
     /// The request answered, as its `X-Request-Id` says.
     #[serde(skip_serializing_if = "Option::is_none")]
     request_id: Option<String>,
@@ -465,6 +524,14 @@ impl IntoResponse for Rejection {
             },
             until: match &self {
                 Self::Banned { until, .. } => *until,
+                _ => None,
+            },
+            field: match &self {
+                Self::OptionNotPermitted { field, .. } => Some(field),
+                _ => None,
+            },
+            invalid_params: match &self {
+                Self::InvalidParams(params) => Some(params),
                 _ => None,
             },
             request_id: REQUEST_ID.try_with(Clone::clone).ok(),

@@ -31,20 +31,21 @@ use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedF
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::JobId;
 use crate::domain::rate::{LimitScope, RateDecision};
-use crate::domain::render::{FieldError, RenderOptions};
+use crate::domain::render::RenderOptions;
 use crate::domain::replay::{self, ReplayInfo, ReplayLimits, ReplaySummary};
 use crate::domain::sandbox;
 use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
 use crate::ports::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
 use crate::ports::outbox::OutboxEvent;
 use crate::support::estimate::Defaults;
-use crate::support::problem::{Rejection, ReplayRule};
+use crate::support::problem::{InvalidParam, Rejection, ReplayRule};
 use crate::usecases::app::App;
 use crate::usecases::callbacks::{check_callback_host, parse_callback};
 use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
 use crate::usecases::policy::{check_caller_ban, check_intake_open, check_player_ban};
 use crate::usecases::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
+use crate::usecases::skins;
 
 /// The rate-limited endpoint name: the limiter counts each endpoint separately.
 pub const RENDER_ENDPOINT: &str = "render";
@@ -129,8 +130,9 @@ async fn validate_request<S: BodyStream>(
     let form = read_form(spec, upload).await?;
     let file = check_file(form.file, &spec, ".osr")?;
     let (replay, summary) = check_replay_structure(file)?;
-    check_replay_rules(app, &summary)?;
+    check_replay_rules(app, caller, &summary)?;
     let options = check_render_options(&form.fields)?;
+    let options = check_entitlements(app, caller, &form.fields, options)?;
     let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
     // Step 3 has refused any field that is not text.
     let callback = match last_field(&form.fields, CALLBACK_FIELD) {
@@ -170,7 +172,11 @@ fn check_replay_structure(file: UploadedFile) -> Result<(ReplayFile, ReplaySumma
 /// Step 2a: the render policy's rules for a well-formed replay, each its own code: a mode the
 /// workers render, a play by a player (not Autoplay), within the length limit at its mods'
 /// speed, and with some input (a key pressed or the cursor moved).
-fn check_replay_rules(app: &App, summary: &ReplaySummary) -> Result<(), Rejection> {
+fn check_replay_rules(
+    app: &App,
+    caller: &Caller,
+    summary: &ReplaySummary,
+) -> Result<(), Rejection> {
     let config = &app.config;
     let refuse = |rule, detail: String| Err(Rejection::ReplayRefused(rule, detail));
     if !config.render_modes.renders(summary.mode) {
@@ -190,7 +196,9 @@ fn check_replay_rules(app: &App, summary: &ReplaySummary) -> Result<(), Rejectio
                 .into(),
         );
     }
-    let max_secs = config.max_replay_length.as_secs();
+    // A key's own limit (`keys create --max-replay-length`), else `MAX_REPLAY_LENGTH`.
+    let default_secs = u32::try_from(config.max_replay_length.as_secs()).unwrap_or(u32::MAX);
+    let max_secs = u64::from(caller.max_replay_length(default_secs));
     let length_ms = summary.length_ms();
     if length_ms > i64::try_from(max_secs.saturating_mul(1000)).unwrap_or(i64::MAX) {
         return refuse(
@@ -210,21 +218,28 @@ fn check_replay_rules(app: &App, summary: &ReplaySummary) -> Result<(), Rejectio
     Ok(())
 }
 
-/// Step 3: skin name and render options.
+/// Step 3: skin name and render options, every bad field reported (`invalid_params`): the
+/// fields that are not text first, then the options in form order.
 fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions, Rejection> {
     let mut texts = Vec::with_capacity(fields.len());
+    let mut invalid = Vec::new();
     for (name, value) in fields {
         match value {
             TextValue::Text(text) => texts.push((name.as_str(), text.as_str())),
-            TextValue::TooLong | TextValue::NotUtf8 => {
-                return Err(invalid_field(&FieldError {
-                    field: "form",
-                    reason: format!("field `{}` is not a short UTF-8 text", truncate(name)),
-                }))
-            }
+            TextValue::TooLong | TextValue::NotUtf8 => invalid.push(InvalidParam {
+                name: truncate(name).to_owned(),
+                reason: "must be a short UTF-8 text".into(),
+            }),
         }
     }
-    RenderOptions::from_fields(texts).map_err(|e| invalid_field(&e))
+    match RenderOptions::from_fields(texts) {
+        Ok(options) if invalid.is_empty() => Ok(options),
+        Ok(_) => Err(Rejection::InvalidParams(invalid)),
+        Err(errors) => {
+            invalid.extend(errors.into_iter().map(InvalidParam::from));
+            Err(Rejection::InvalidParams(invalid))
+        }
+    }
 }
 
 /// A sandbox key's job ends as `sandbox_outcome` says (default `completed`); the field is a
@@ -251,8 +266,26 @@ fn check_sandbox_outcome(
     }
 }
 
-fn invalid_field(error: &FieldError) -> Rejection {
-    Rejection::InvalidField(error.to_string())
+/// Step 3, last: options within the caller's entitlements, which came with the caller (the
+/// key's record, or the configuration): refused here, no quota is spent and nothing is read.
+/// A form without `resolution` gets the default within them.
+fn check_entitlements(
+    app: &App,
+    caller: &Caller,
+    fields: &[(String, TextValue)],
+    mut options: RenderOptions,
+) -> Result<RenderOptions, Rejection> {
+    let entitlements = caller.entitlements(app.config.anonymous_entitlements);
+    if last_field(fields, "resolution").is_none() {
+        options.resolution = entitlements.default_resolution();
+    }
+    entitlements
+        .permit(&options)
+        .map_err(|refused| Rejection::OptionNotPermitted {
+            field: refused.field,
+            detail: refused.to_string(),
+        })?;
+    Ok(options)
 }
 
 /// Field names are echoed in errors; keep a hostile one from making the answer large.
@@ -355,6 +388,13 @@ async fn admit(
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
+    // The skin's registry row: after the rate limit, which bounds these reads (DESIGN.md §2).
+    if let Err(rejection) = skins::check_renderable(app, &request.options.skin).await {
+        return Submission {
+            outcome: Err(rejection),
+            rate,
+        };
+    }
     // Step 5a, with the capacity steps: a paused intake inserts and stores nothing.
     if let Err(rejection) = check_intake_open(app, caller).await {
         return Submission {

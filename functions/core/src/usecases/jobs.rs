@@ -26,7 +26,7 @@ pub use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::{JobRecord, PageCursor};
 use crate::ports::StoreError;
 use crate::support::estimate::{Defaults, Recent};
-use crate::support::problem::Rejection;
+use crate::support::problem::{InvalidParam, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::request::{check_rate_limit, Submission};
 
@@ -163,58 +163,66 @@ pub struct ListParams {
 const MAX_PLAYER_FILTER_CHARS: usize = 64;
 
 impl ListParams {
+    /// The query, or every bad parameter (`invalid_params`), in this order: `offset`, `limit`,
+    /// `status`, `player`, `beatmap_md5`, `cursor`.
     pub fn query(&self) -> Result<JobQuery, Rejection> {
-        let invalid = |reason: String| Rejection::InvalidField(reason);
+        let mut invalid = Vec::new();
         if self.offset.is_some() {
-            return Err(invalid(
-                "offset: replaced by `cursor`; follow a page's `next`".into(),
-            ));
+            invalid.push(InvalidParam {
+                name: "offset".into(),
+                reason: "replaced by `cursor`; follow a page's `next`".into(),
+            });
         }
         let limit = self.limit.unwrap_or(DEFAULT_PAGE);
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(invalid(format!("limit: must be 1 to {MAX_PAGE}")));
-        }
-        let status = self
-            .status
-            .as_deref()
-            .map(str::parse::<JobStatus>)
-            .transpose()
-            .map_err(|e| invalid(format!("status: {e}")))?;
+        let limit = match (1..=MAX_PAGE).contains(&limit) {
+            true => Ok(limit),
+            false => Err(format!("must be 1 to {MAX_PAGE}")),
+        };
+        let limit = InvalidParam::collect(&mut invalid, "limit", limit);
+        let status = self.status.as_deref().map(str::parse::<JobStatus>);
+        let status = InvalidParam::collect(
+            &mut invalid,
+            "status",
+            status.transpose().map_err(|e| e.to_string()),
+        );
         let player = self
             .player
             .as_deref()
             .map(|player| match player.chars().count() {
                 1..=MAX_PLAYER_FILTER_CHARS => Ok(player.to_owned()),
-                _ => Err(invalid(format!(
-                    "player: must be 1 to {MAX_PLAYER_FILTER_CHARS} characters"
-                ))),
-            })
-            .transpose()?;
-        let beatmap_md5 = self
-            .beatmap_md5
-            .as_deref()
-            .map(
-                |md5| match md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    true => Ok(md5.to_ascii_lowercase()),
-                    false => Err(invalid("beatmap_md5: must be 32 hexadecimal digits".into())),
-                },
-            )
-            .transpose()?;
-        let after = self
-            .cursor
-            .as_deref()
-            .map(PageCursor::decode)
-            .transpose()
-            .map_err(|e| invalid(format!("cursor: {e}")))?;
-        Ok(JobQuery {
-            status,
-            player,
-            beatmap_md5,
-            // The caller's: list_jobs sets it.
-            sandbox: false,
-            limit,
-            after,
-        })
+                _ => Err(format!("must be 1 to {MAX_PLAYER_FILTER_CHARS} characters")),
+            });
+        let player = InvalidParam::collect(&mut invalid, "player", player.transpose());
+        let beatmap_md5 = self.beatmap_md5.as_deref().map(|md5| {
+            match md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+                true => Ok(md5.to_ascii_lowercase()),
+                false => Err("must be 32 hexadecimal digits".to_owned()),
+            }
+        });
+        let beatmap_md5 =
+            InvalidParam::collect(&mut invalid, "beatmap_md5", beatmap_md5.transpose());
+        let after = self.cursor.as_deref().map(PageCursor::decode);
+        let after = InvalidParam::collect(
+            &mut invalid,
+            "cursor",
+            after.transpose().map_err(|e| e.to_string()),
+        );
+        match (limit, status, player, beatmap_md5, after) {
+            (Some(limit), Some(status), Some(player), Some(beatmap_md5), Some(after))
+                if invalid.is_empty() =>
+            {
+                Ok(JobQuery {
+                    status,
+                    player,
+                    beatmap_md5,
+                    // The caller's: list_jobs sets it.
+                    sandbox: false,
+                    limit,
+                    after,
+                })
+            }
+            _ => Err(Rejection::InvalidParams(invalid)),
+        }
     }
 }
 
@@ -473,6 +481,25 @@ mod tests {
             assert_eq!(err.code(), "invalid_field");
             assert!(err.detail().starts_with(field), "{}", err.detail());
         }
+    }
+
+    #[test]
+    fn every_bad_parameter_is_listed_and_the_first_is_the_detail() {
+        let bad = ListParams {
+            limit: Some(0),
+            status: Some("paused".into()),
+            beatmap_md5: Some("abc".into()),
+            ..ListParams::default()
+        };
+        let Err(Rejection::InvalidParams(invalid)) = bad.query() else {
+            panic!("refused with every bad parameter")
+        };
+        let names: Vec<_> = invalid.iter().map(|param| param.name.as_str()).collect();
+        assert_eq!(names, ["limit", "status", "beatmap_md5"]);
+        assert_eq!(
+            bad.query().unwrap_err().detail(),
+            format!("limit: {}", invalid[0].reason)
+        );
     }
 
     #[test]

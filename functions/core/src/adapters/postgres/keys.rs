@@ -7,8 +7,9 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use crate::adapters::postgres::{self as db};
+use crate::domain::entitlement::{DeniableOption, DeniedOptions, Entitlements};
 use crate::domain::key::{KeyHash, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
-use crate::domain::RateLimit;
+use crate::domain::{RateLimit, Resolution};
 use crate::ports::keys::{
     KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
 };
@@ -49,12 +50,14 @@ fn schema_missing(error: StoreError) -> StoreError {
 
 const CREATE_SQL: &str = "\
 INSERT INTO api_keys (id, name, key_hash, kind, render_limit_requests, render_limit_period_secs,
-                      max_active, signing_secret)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                      max_active, signing_secret, max_resolution, denied_options,
+                      max_replay_length_secs)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING created_at";
 
 const SUMMARY_COLUMNS: &str = "id, name, kind, render_limit_requests, render_limit_period_secs, \
-                               max_active, created_at, revoked_at";
+                               max_active, created_at, revoked_at, max_resolution, \
+                               denied_options, max_replay_length_secs";
 
 /// Whether this statement revoked the key, and the key's row as it was before it (the outer
 /// query's snapshot is the statement's), which tells an earlier revocation from no key.
@@ -76,8 +79,17 @@ impl KeyStore for PgKeyStore {
             .map_err(|_| StoreError::new("render period out of range"))?;
         let max_active = i32::try_from(key.limits.max_active)
             .map_err(|_| StoreError::new("max_active out of range"))?;
+        let entitlements = &key.limits.entitlements;
+        let max_resolution = entitlements.max_resolution.map(Resolution::as_str);
+        let denied = entitlements.denied.names();
+        let max_replay_length = key
+            .limits
+            .max_replay_length
+            .map(i32::try_from)
+            .transpose()
+            .map_err(|_| StoreError::new("max_replay_length out of range"))?;
         let hash = &key.hash.as_bytes()[..];
-        let params: [(&(dyn ToSql + Sync), Type); 8] = [
+        let params: [(&(dyn ToSql + Sync), Type); 11] = [
             (&key.id.0, Type::UUID),
             (&key.name.as_str(), Type::TEXT),
             (&hash, Type::BYTEA),
@@ -86,6 +98,9 @@ impl KeyStore for PgKeyStore {
             (&period, Type::INT8),
             (&max_active, Type::INT4),
             (&key.signing_secret.expose(), Type::TEXT),
+            (&max_resolution, Type::TEXT),
+            (&denied, Type::TEXT_ARRAY),
+            (&max_replay_length, Type::INT4),
         ];
         let row = self
             .query(CREATE_SQL, &params)
@@ -131,7 +146,7 @@ impl KeyStore for PgKeyStore {
         let Some(row) = self.query(&sql, &[(&hash, Type::BYTEA)]).await?.pop() else {
             return Ok(None);
         };
-        let secret: String = row.get(8);
+        let secret: String = row.get(11);
         Ok(Some(KeyRecord {
             summary: summary(&row)?,
             signing_secret: SigningSecret::parse(&secret)
@@ -164,11 +179,36 @@ fn summary(row: &Row) -> Result<KeySummary, StoreError> {
         period_secs: u64::try_from(period).map_err(|_| corrupt("render_limit_period_secs"))?,
     };
     let max_active = u32::try_from(max_active).map_err(|_| corrupt("max_active"))?;
+    let max_resolution: Option<&str> = row.get(8);
+    let max_resolution = max_resolution
+        .map(Resolution::parse)
+        .transpose()
+        .map_err(|_| corrupt("max_resolution"))?;
+    let denied: Vec<&str> = row.get(9);
+    // A name this code does not know is an option it cannot render either (V16).
+    let denied = denied
+        .into_iter()
+        .filter_map(DeniableOption::parse)
+        .fold(DeniedOptions::default(), DeniedOptions::with);
+    let max_replay_length: Option<i32> = row.get(10);
+    let max_replay_length = max_replay_length
+        .map(u32::try_from)
+        .transpose()
+        .map_err(|_| corrupt("max_replay_length_secs"))?;
+    let limits = KeyLimits {
+        render,
+        max_active,
+        entitlements: Entitlements {
+            max_resolution,
+            denied,
+        },
+        max_replay_length,
+    };
     Ok(KeySummary {
         id: KeyId(row.get(0)),
         name: KeyName::parse(&name).map_err(|_| corrupt("name"))?,
         kind: KeyKind::parse(&kind).ok_or_else(|| corrupt("kind"))?,
-        limits: KeyLimits { render, max_active },
+        limits,
         created_at: row.get(6),
         revoked_at: row.get(7),
     })

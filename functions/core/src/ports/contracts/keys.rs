@@ -1,6 +1,8 @@
 //! The API-key store's guarantees (`KeyStore`).
 
+use crate::domain::entitlement::{DeniedOptions, Entitlements};
 use crate::domain::key::{ApiKey, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
+use crate::domain::Resolution;
 use crate::ports::keys::{KeyStore, NewKey, Revocation};
 
 fn new_key(kind: KeyKind) -> NewKey {
@@ -50,8 +52,20 @@ pub async fn suite(store: &dyn KeyStore) {
     let live = store.live_hashes(100_000).await.expect("answered");
     assert!(live.contains(&first.hash), "a live key's hash is listed");
 
-    let second = new_key(KeyKind::Sandbox);
+    let mut second = new_key(KeyKind::Sandbox);
+    second.limits = KeyLimits::default()
+        .with_entitlements(Entitlements {
+            max_resolution: Some(Resolution::Hd720),
+            denied: DeniedOptions::parse("motion_blur,video,skin").expect("a deny list"),
+        })
+        .with_max_replay_length(Some(300))
+        .expect("limits");
     store.create(&second).await.expect("stored");
+    assert_eq!(
+        found_by_hash(&second.hash).await.summary.limits,
+        second.limits,
+        "its entitlements and replay length as stored"
+    );
     let listed = store.list(1_000).await.expect("answered");
     let at = |id| listed.iter().position(|key| key.id == id);
     match (at(second.id), at(first.id)) {

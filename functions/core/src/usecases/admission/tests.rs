@@ -378,3 +378,94 @@ async fn an_error_admits_nothing_and_an_unresolved_outcome_keeps_everything() {
 fn with_other_bytes(replay: &[u8]) -> Vec<u8> {
     [replay, b"another file"].concat()
 }
+
+/// An option beyond the caller's entitlements is refused with the form's checks: a 403 naming
+/// the field, no quota read, no port reached (the entitlements came with the caller). A key's
+/// own replace the anonymous ones, a sandbox key's included.
+#[tokio::test]
+async fn an_option_beyond_the_entitlements_is_refused_before_any_port() {
+    use crate::domain::entitlement::{DeniedOptions, Entitlements};
+    use crate::domain::key::{KeyId, KeyKind, KeyLimits};
+    use crate::domain::Resolution;
+
+    let (app, memory) = App::in_memory(config(&[
+        ("ANONYMOUS_MAX_RESOLUTION", "720p"),
+        ("ANONYMOUS_DENY", "motion_blur"),
+    ]));
+    let limits = KeyLimits::default().with_entitlements(Entitlements {
+        max_resolution: Some(Resolution::Qhd1440),
+        denied: DeniedOptions::parse("video").unwrap(),
+    });
+    let address = ClientKey::new("203.0.113.9".parse().unwrap(), 64);
+    let sandbox = Caller::keyed(KeyId::new(), KeyKind::Sandbox, limits, address);
+    for (caller, fields, field) in [
+        (client(20), &[("resolution", "1080p")][..], "resolution"),
+        (client(20), &[("motion_blur", "true")][..], "motion_blur"),
+        (sandbox.clone(), &[("resolution", "4k")][..], "resolution"),
+        (sandbox.clone(), &[("video", "yes")][..], "video"),
+    ] {
+        let upload = form(VALID_REPLAY, "play.osr", fields);
+        let refused = submit_render(&app, &caller, None, upload).await;
+        let rejection = refused.outcome.unwrap_err();
+        assert_eq!(rejection.code(), "option_not_permitted", "{fields:?}");
+        assert_eq!(rejection.status().as_u16(), 403);
+        assert!(
+            matches!(&rejection, Rejection::OptionNotPermitted { field: f, .. } if *f == field)
+        );
+        assert!(
+            rejection.detail().starts_with(field),
+            "{}",
+            rejection.detail()
+        );
+        assert!(refused.rate.is_none(), "{fields:?}: no quota spent");
+        assert_eq!(memory.calls.take(), Vec::<&str>::new(), "{fields:?}");
+    }
+    // Within them: admitted, a form without `resolution` at the highest permitted one.
+    admitted(
+        submit_render(&app, &client(20), None, valid())
+            .await
+            .outcome,
+    );
+    let upload = form(VALID_REPLAY, "play.osr", &[("motion_blur", "true")]);
+    admitted(submit_render(&app, &sandbox, None, upload).await.outcome);
+}
+
+/// A skin outside the registry is refused after the rate limit, which bounds the registry
+/// reads; the built-in skin costs no read.
+#[tokio::test]
+async fn an_unknown_skin_is_looked_up_after_the_rate_limit() {
+    let (app, memory) = App::in_memory(config(&[]));
+    let upload = form(VALID_REPLAY, "play.osr", &[("skin", "NoSuchSkin")]);
+    let refused = submit_render(&app, &client(21), None, upload).await;
+    assert!(refused.rate.is_some(), "the rate limit was counted first");
+    assert_eq!(refused.outcome.unwrap_err().code(), "unknown_skin");
+    assert_eq!(
+        memory.calls.take(),
+        [
+            "jobs.occupancy",
+            "limiter.hit",
+            "limiter.hit",
+            "skin_names.state"
+        ]
+    );
+    let upload = form(VALID_REPLAY, "play.osr", &[("skin", "default")]);
+    admitted(submit_render(&app, &client(21), None, upload).await.outcome);
+    assert!(!memory.calls.take().contains(&"skin_names.state"));
+}
+
+/// Every bad option is listed, the first is the detail.
+#[tokio::test]
+async fn every_bad_option_is_listed() {
+    let (app, _memory) = App::in_memory(config(&[]));
+    let upload = form(
+        VALID_REPLAY,
+        "play.osr",
+        &[("bg_dim", "2"), ("video", "perhaps"), ("skin", "a/b")],
+    );
+    let refused = submit_render(&app, &client(22), None, upload).await;
+    let Err(Rejection::InvalidParams(invalid)) = refused.outcome else {
+        panic!("refused with every bad field")
+    };
+    let names: Vec<_> = invalid.iter().map(|param| param.name.as_str()).collect();
+    assert_eq!(names, ["bg_dim", "video", "skin"]);
+}

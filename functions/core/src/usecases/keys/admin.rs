@@ -10,9 +10,10 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Value};
 
-use crate::domain::key::{InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName};
+use crate::domain::entitlement::{DeniedOptions, Entitlements};
+use crate::domain::key::{InvalidKeyLimits, InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName};
 use crate::domain::policy::{AddressRange, BanTarget, PlayerName, Reason};
-use crate::domain::RateLimit;
+use crate::domain::{RateLimit, Resolution};
 use crate::ports::keys::{KeyStore, KeySummary, Revocation, MAX_LIST};
 use crate::ports::policy::{NewBan, PolicyStore};
 use crate::support::config::Seconds;
@@ -21,6 +22,9 @@ use crate::usecases::policy::admin::{self as policy, PolicyCommand};
 
 pub const USAGE: &str = "\
 usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max-active 20] [--sandbox]
+                                    [--max-resolution 720p|1080p|1440p|4k]
+                                    [--deny motion_blur,storyboard,video,skin]
+                                    [--max-replay-length SECONDS]
        osurender-admin keys list [--limit 100]
        osurender-admin keys revoke ID
        osurender-admin pause [--anonymous-only] [--reason TEXT]
@@ -184,6 +188,15 @@ enum Keys {
         /// An `osr_test_` key.
         #[arg(long)]
         sandbox: bool,
+        /// The highest resolution its renders may ask for (default: any).
+        #[arg(long, value_name = "RESOLUTION", value_parser = max_resolution)]
+        max_resolution: Option<Resolution>,
+        /// The render options its renders may not turn on, comma-separated.
+        #[arg(long, value_name = "OPTIONS", value_parser = deny_list)]
+        deny: Option<DeniedOptions>,
+        /// Seconds of play at most (default: the service's MAX_REPLAY_LENGTH).
+        #[arg(long, value_name = "SECONDS", value_parser = max_replay_length, allow_negative_numbers = true)]
+        max_replay_length: Option<u32>,
     },
     /// The newest keys, without their secrets.
     List {
@@ -216,6 +229,25 @@ fn max_active(text: &str) -> Result<u32, String> {
         .map_err(|_| format!("`{text}` is not a number"))?;
     KeyLimits::new(KeyLimits::default().render, max_active)
         .map(|limits| limits.max_active)
+        .map_err(|e| e.to_string())
+}
+
+fn max_resolution(text: &str) -> Result<Resolution, String> {
+    Resolution::parse(text).map_err(|_| format!("one of {}", Resolution::NAMES))
+}
+
+fn deny_list(text: &str) -> Result<DeniedOptions, String> {
+    DeniedOptions::parse(text).map_err(|e| e.to_string())
+}
+
+/// A replay length within a key's bounds (`KeyLimits::with_max_replay_length`).
+fn max_replay_length(text: &str) -> Result<u32, String> {
+    let secs = text
+        .parse::<u32>()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    KeyLimits::default()
+        .with_max_replay_length(Some(secs))
+        .map(|_| secs)
         .map_err(|e| e.to_string())
 }
 
@@ -260,13 +292,23 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
             render_limit,
             max_active,
             sandbox,
+            max_resolution,
+            deny,
+            max_replay_length,
         } => {
             let defaults = KeyLimits::default();
+            let usage = |e: InvalidKeyLimits| AdminError::Usage(e.to_string());
             let limits = KeyLimits::new(
                 render_limit.unwrap_or(defaults.render),
                 max_active.unwrap_or(defaults.max_active),
             )
-            .map_err(|e| AdminError::Usage(e.to_string()))?;
+            .map_err(usage)?
+            .with_entitlements(Entitlements {
+                max_resolution,
+                denied: deny.unwrap_or_default(),
+            })
+            .with_max_replay_length(max_replay_length)
+            .map_err(usage)?;
             let kind = match sandbox {
                 true => KeyKind::Sandbox,
                 false => KeyKind::Live,
@@ -372,6 +414,9 @@ fn summary_json(key: &KeySummary) -> Value {
         "kind": key.kind,
         "render_limit": key.limits.render.to_string(),
         "max_active": key.limits.max_active,
+        "max_resolution": key.limits.entitlements.max_resolution.map(Resolution::as_str),
+        "deny": key.limits.entitlements.denied.names(),
+        "max_replay_length": key.limits.max_replay_length,
         "created_at": key.created_at,
         "revoked_at": key.revoked_at,
     })
@@ -407,6 +452,26 @@ mod tests {
     }
 
     #[test]
+    fn create_takes_entitlements_and_a_replay_length() {
+        let command = parse(&args(
+            "keys create --name bot --max-resolution 720p --deny=video,skin --max-replay-length 300",
+        ))
+        .unwrap();
+        let Command::Create { limits, .. } = command else {
+            panic!("not a create")
+        };
+        assert_eq!(
+            limits.entitlements,
+            Entitlements {
+                max_resolution: Some(Resolution::Hd720),
+                denied: DeniedOptions::parse("video,skin").unwrap(),
+            }
+        );
+        assert_eq!(limits.max_replay_length, Some(300));
+        assert_eq!(limits.render, KeyLimits::default().render);
+    }
+
+    #[test]
     fn bad_arguments_are_usage_errors() {
         for line in [
             "",
@@ -418,6 +483,11 @@ mod tests {
             "keys create --name x --max-active 0",
             "keys create --name x --max-active -1",
             "keys create --name x --sandbox=yes",
+            "keys create --name x --max-resolution 8k",
+            "keys create --name x --deny video,snaking_in",
+            "keys create --name x --max-replay-length 0",
+            "keys create --name x --max-replay-length -5",
+            "keys create --name x --max-replay-length 86401",
             "keys create --name x --color",
             "keys list --limit 0",
             "keys list --limit 1001",
@@ -455,6 +525,14 @@ mod tests {
                 "max_active must be 1 to 10000",
             ),
             ("keys list --limit 0", "1 to 1000"),
+            (
+                "keys create --name x --deny bg_dim",
+                "`bg_dim` is not an option that can be denied (one of motion_blur, storyboard, video, skin)",
+            ),
+            (
+                "keys create --name x --max-resolution 8k",
+                "one of 720p, 1080p, 1440p, 4k",
+            ),
             ("keys revoke x", "`x` is not a key id (a UUID)"),
             ("keys lst", "a similar subcommand exists: 'list'"),
         ] {
@@ -560,6 +638,9 @@ mod tests {
         assert_eq!(created["render_limit"], "60/minute");
         assert_eq!(created["max_active"], 20);
         assert_eq!(created["kind"], "sandbox");
+        assert_eq!(created["max_resolution"], Value::Null);
+        assert_eq!(created["deny"], json!([]));
+        assert_eq!(created["max_replay_length"], Value::Null);
 
         let listed = run(stores, &Command::List { limit: 10 }).await.unwrap();
         let text = listed.to_string();

@@ -28,7 +28,7 @@ use bytes::{Buf, Bytes};
 use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
-use super::upload::{is_default, publish, Content, PublishError};
+use super::upload::{publish, Content, PublishError};
 use crate::domain::archive::{self, ArchiveError, ArchiveLimits, ArchiveSource, SourceError};
 use crate::domain::render::SkinName;
 use crate::ports::replays::StorageError;
@@ -108,7 +108,7 @@ async fn decide(app: &App, key: &str) -> Result<Decision, IngestError> {
         return refused("the key names no skin upload".into());
     };
     let taken = || format!("a skin named `{}` exists already", name.as_str());
-    if is_default(&name) {
+    if name.is_default() {
         return refused(taken());
     }
     match app.skin_names.state(&name).await? {

@@ -14,7 +14,8 @@ use serde::Serialize;
 
 use crate::domain::client::ClientKey;
 use crate::domain::render::SkinName;
-use crate::support::problem::Rejection;
+use crate::ports::skins::NameState;
+use crate::support::problem::{InvalidParam, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::request::{check_rate_limit, Submission};
 
@@ -37,23 +38,50 @@ pub struct PageRequest {
 
 impl PageRequest {
     /// `cursor`: a page's `next`, as given; `limit`: 1..=`MAX_PAGE`, default `MAX_PAGE`.
+    /// Both are checked: a refusal lists every bad one (`invalid_params`).
     pub fn parse(cursor: Option<&str>, limit: Option<usize>) -> Result<Self, Rejection> {
-        let invalid = |reason: String| Rejection::InvalidField(reason);
+        let mut invalid = Vec::new();
         let limit = limit.unwrap_or(MAX_PAGE);
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(invalid(format!("limit: must be 1 to {MAX_PAGE}")));
+        let limit = match (1..=MAX_PAGE).contains(&limit) {
+            true => Ok(limit),
+            false => Err(format!("must be 1 to {MAX_PAGE}")),
+        };
+        let limit = InvalidParam::collect(&mut invalid, "limit", limit);
+        let after = cursor.map(|cursor| {
+            URL_SAFE_NO_PAD
+                .decode(cursor)
+                .ok()
+                .filter(|name| (1..=SkinName::MAX_LEN).contains(&name.len()))
+                .and_then(|name| String::from_utf8(name).ok())
+                .ok_or_else(|| "not a cursor this listing gave".to_owned())
+        });
+        let after = InvalidParam::collect(&mut invalid, "cursor", after.transpose());
+        match (limit, after) {
+            (Some(limit), Some(after)) if invalid.is_empty() => Ok(Self { after, limit }),
+            _ => Err(Rejection::InvalidParams(invalid)),
         }
-        let after = cursor
-            .map(|cursor| {
-                URL_SAFE_NO_PAD
-                    .decode(cursor)
-                    .ok()
-                    .filter(|name| (1..=SkinName::MAX_LEN).contains(&name.len()))
-                    .and_then(|name| String::from_utf8(name).ok())
-                    .ok_or_else(|| invalid("cursor: not a cursor this listing gave".into()))
-            })
-            .transpose()?;
-        Ok(Self { after, limit })
+    }
+}
+
+/// A render's skin: built in, or stored in the registry (in any case, as names compare), else a
+/// 422 `unknown_skin` rather than a job its worker would fail. One point read of the registry's
+/// unique index on the folded name; the built-in skin costs none. An upload still running
+/// (`Held`) is not a skin yet.
+pub async fn check_renderable(app: &App, skin: &SkinName) -> Result<(), Rejection> {
+    if skin.is_default() {
+        return Ok(());
+    }
+    match app.skin_names.state(skin).await {
+        Ok(NameState::Stored) => Ok(()),
+        Ok(NameState::Free | NameState::Held) => Err(Rejection::UnknownSkin(format!(
+            "skin: no skin is named `{}`; GET /v1/skins lists the skins a render may name \
+             (upload one first)",
+            skin.as_str()
+        ))),
+        Err(error) => {
+            tracing::error!(%error, "skin name lookup failed");
+            Err(Rejection::DatabaseUnavailable)
+        }
     }
 }
 
@@ -162,6 +190,13 @@ mod tests {
                 "invalid_field"
             );
         }
+        let both = PageRequest::parse(Some("%%%"), Some(0)).unwrap_err();
+        let Rejection::InvalidParams(invalid) = &both else {
+            panic!("{both:?}")
+        };
+        let names: Vec<_> = invalid.iter().map(|param| param.name.as_str()).collect();
+        assert_eq!(names, ["limit", "cursor"]);
+        assert_eq!(both.detail(), format!("limit: must be 1 to {MAX_PAGE}"));
         let too_long = URL_SAFE_NO_PAD.encode("x".repeat(SkinName::MAX_LEN + 1));
         for cursor in ["%%%", "", "_w", too_long.as_str()] {
             assert_eq!(

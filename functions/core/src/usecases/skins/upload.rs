@@ -71,7 +71,7 @@ impl UploadRoute {
 }
 
 /// The skin every renderer has; no upload may take its name.
-pub const DEFAULT_SKIN: &str = "Default";
+pub use crate::domain::render::DEFAULT_SKIN;
 
 /// How long a presigned upload may start: long enough for a slow start on a large file, short
 /// enough that a leaked form is soon useless.
@@ -316,7 +316,7 @@ pub(super) async fn publish(
     content: Content<'_>,
     completes: Option<(&KeyClaim, &StoredResponse)>,
 ) -> Result<Published, PublishError> {
-    if is_default(name) {
+    if name.is_default() {
         return Err(PublishError::Exists(name.clone()));
     }
     let claim = app.skin_names.claim(name).await.map_err(|error| {
@@ -402,11 +402,6 @@ async fn confirm(
         tracing::warn!(%error, skin = claim.name.as_str(), "could not confirm a skin name");
     }
     confirmed
-}
-
-/// The built-in skin's name, in any case (names compare ignoring case).
-pub(super) fn is_default(name: &SkinName) -> bool {
-    name.as_str().eq_ignore_ascii_case(DEFAULT_SKIN)
 }
 
 /// `POST /v1/skins/upload` with a JSON body: a presigned upload for a large skin.
@@ -499,7 +494,7 @@ async fn presign(app: &App, name: SkinName, size: u64) -> Result<PresignedUpload
 /// name can still be taken before the upload arrives, which `ingest` settles.
 async fn check_name_free(app: &App, name: &SkinName) -> Result<(), Rejection> {
     let exists = || Rejection::SkinExists(exists_detail(name));
-    if is_default(name) {
+    if name.is_default() {
         return Err(exists());
     }
     let state = app.skin_names.state(name).await.map_err(|error| {
@@ -557,9 +552,9 @@ mod tests {
     #[test]
     fn the_default_skin_is_reserved() {
         for name in ["Default", "default", "DEFAULT"] {
-            assert!(is_default(&SkinName::parse(name).unwrap()));
+            assert!(SkinName::parse(name).unwrap().is_default());
         }
-        assert!(!is_default(&SkinName::parse("Default 2").unwrap()));
+        assert!(!SkinName::parse("Default 2").unwrap().is_default());
     }
 
     #[test]
