@@ -20,10 +20,12 @@ CREATE INDEX jobs_by_client_beatmap_age
 ALTER TABLE jobs ADD COLUMN error_code text, ADD COLUMN error_retryable boolean;
 
 -- Admission's look (step 3b) reads the latest failed real render of the submitted replay
--- within REPLAY_FAILURE_COOLDOWN, for a reason that is not retryable: one index entry,
--- however many jobs there are.
+-- within REPLAY_FAILURE_COOLDOWN, for a reason that is the replay's own (FailureCode::
+-- THE_REPLAYS: not a skin, the service or a download; a failure without a code, as earlier
+-- releases record them, does not count): one index entry, however many jobs there are.
 CREATE INDEX jobs_failed_by_replay ON jobs (replay_sha256, updated_at)
-    WHERE status = 'failed' AND NOT sandbox AND error_retryable IS NOT TRUE;
+    WHERE status = 'failed' AND NOT sandbox
+      AND error_code IN ('beatmap_not_found', 'replay_unrenderable');
 
 -- Callbacks carry the job's `replay`, `error_code` and `retryable` too, and a completed job's
 -- links to its video and thumbnail: job_callback_body takes them (sql/functions/), and admit_job

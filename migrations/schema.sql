@@ -889,7 +889,7 @@ CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE 
 -- Name: jobs_failed_by_replay; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_failed_by_replay ON public.jobs USING btree (replay_sha256, updated_at) WHERE ((status = 'failed'::public.job_status) AND (NOT sandbox) AND (error_retryable IS NOT TRUE));
+CREATE INDEX jobs_failed_by_replay ON public.jobs USING btree (replay_sha256, updated_at) WHERE ((status = 'failed'::public.job_status) AND (NOT sandbox) AND (error_code = ANY (ARRAY['beatmap_not_found'::text, 'replay_unrenderable'::text])));
 
 --
 -- Name: jobs_queued_by_age; Type: INDEX; Schema: public; Owner: -

@@ -218,6 +218,24 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
         assert_eq!(callback.json["replay"], expected, "{}", callback.json);
     }
 
+    // A NUL (which no database column can hold) or another control character in the
+    // replay's texts is dropped, not a 503.
+    let hostile = Play {
+        beatmap_md5: "0123456789abcdef\u{0}0123456789abcdef".into(),
+        ..lasting("evil\u{0}na\u{7}me", 31)
+    };
+    let job = app
+        .submit_with("203.0.113.60", &key.bearer, form_of(&hostile))
+        .await;
+    let replay = app.job(&job).await["replay"].clone();
+    assert_eq!(
+        (&replay["player"], &replay["beatmap_md5"]),
+        (
+            &json!("evilname"),
+            &json!("0123456789abcdef0123456789abcdef")
+        )
+    );
+
     // An unsubmitted score has no online id.
     let unsubmitted = Play {
         online_id: 0,
@@ -267,12 +285,16 @@ async fn a_keys_listing_finds_a_players_or_a_beatmaps_jobs() {
             .await),
         [jobs[2].clone(), jobs[0].clone()]
     );
-    assert_eq!(
-        ids(&app
-            .list_as(&key, &format!("?player=bob&beatmap_md5={beatmap_a}"))
-            .await),
-        [jobs[2].clone()]
-    );
+    // One filter per listing: each has its own index, two would scan.
+    let both = app
+        .get_with(
+            ip,
+            &key.bearer,
+            &format!("/v1/jobs?player=bob&beatmap_md5={beatmap_a}"),
+        )
+        .await;
+    let body = problem(both, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    assert_eq!(body["invalid_params"][0]["name"], "beatmap_md5", "{body}");
     // Pages keep the filter.
     let first = app.list_as(&key, "?player=alice&limit=1").await;
     let next = first["next"].as_str().unwrap();
@@ -281,7 +303,7 @@ async fn a_keys_listing_finds_a_players_or_a_beatmaps_jobs() {
         ids(&app.list_as(&key, next.trim_start_matches("/v1/jobs")).await),
         [jobs[0].clone()]
     );
-    for bad in ["?beatmap_md5=xyz", "?player="] {
+    for bad in ["?beatmap_md5=xyz", "?player=", "?player=a%00b"] {
         let response = app
             .get_with(ip, &key.bearer, &format!("/v1/jobs{bad}"))
             .await;
@@ -353,16 +375,25 @@ async fn a_replay_whose_render_failed_is_refused_to_everyone_until_the_cooldown_
     let app = TestApp::spawn(&[("REPLAY_FAILURE_COOLDOWN", "3")]).await;
     let replay = lasting("unlucky", 60).osr();
     let form = || render_form(replay.clone(), "play.osr", &[]);
-    // A failure that is not the replay's (the worker was stopped) keeps nothing out.
+    // Failures that are not the replay's own keep nothing out: the service's, one
+    // submitter's skin (anyone could pick a skin that fails, to lock a replay out for
+    // others), a crash, none reported.
     let failed =
         |code: &str| json!({ "status": "failed", "error": "it broke", "error_code": code });
-    let job = accepted_job(app.render("198.51.100.70", form()).await).await;
-    app.report_ok(&job, failed("worker_stopped")).await;
-    // One that may be the replay's does.
+    for report in [
+        failed("worker_stopped"),
+        failed("skin_not_found"),
+        failed("renderer_crashed"),
+        json!({ "status": "failed" }),
+    ] {
+        let job = accepted_job(app.render("198.51.100.70", form()).await).await;
+        app.report_ok(&job, report).await;
+    }
+    // The replay's own does.
     let job = accepted_job(app.render("198.51.100.70", form()).await).await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 50 }))
         .await;
-    app.report_ok(&job, failed("renderer_crashed")).await;
+    app.report_ok(&job, failed("beatmap_not_found")).await;
 
     // Another client, and the first one again: refused, with when to try again, and no quota
     // spent (the first admitted render finds its whole window).

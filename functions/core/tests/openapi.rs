@@ -99,10 +99,12 @@ fn failure_codes_are_documented_with_whether_they_are_retryable() {
         .nth(1)
         .expect("README has a failure code table");
     for code in FailureCode::ALL {
+        let yes = |flag: bool| if flag { "yes" } else { "no" };
+        let keeps_out = FailureCode::THE_REPLAYS.contains(&code);
         let row = format!(
-            "| `{}` | {} |",
-            code,
-            if code.retryable() { "yes" } else { "no" }
+            "| `{code}` | {} | {} |",
+            yes(code.retryable()),
+            yes(keeps_out)
         );
         assert!(table.contains(&row), "README lacks the row {row}");
     }

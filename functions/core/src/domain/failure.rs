@@ -17,6 +17,8 @@ pub enum FailureCode {
     SkinDownloadFailed,
     /// The renderer itself stopped on this replay.
     RendererCrashed,
+    /// The worker found the replay itself unrenderable (whoever submits it, with any skin).
+    ReplayUnrenderable,
     /// The video could not be stored.
     UploadFailed,
     /// The worker was stopped (a deploy, a spot reclaim) before it finished.
@@ -24,7 +26,7 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 10] = [
+    pub const ALL: [FailureCode; 11] = [
         Self::RenderFailed,
         Self::TimedOut,
         Self::BeatmapNotFound,
@@ -33,9 +35,16 @@ impl FailureCode {
         Self::SkinNotFound,
         Self::SkinDownloadFailed,
         Self::RendererCrashed,
+        Self::ReplayUnrenderable,
         Self::UploadFailed,
         Self::WorkerStopped,
     ];
+
+    /// The failures that are the replay's own, whoever submits it and with whatever skin and
+    /// options: only these keep the replay out for `REPLAY_FAILURE_COOLDOWN` (a failure one
+    /// submitter's choices or the service caused must not lock everyone else out). The
+    /// admission read lists them too (adapters/postgres/jobs.rs, migrations/V14's index).
+    pub const THE_REPLAYS: [FailureCode; 2] = [Self::BeatmapNotFound, Self::ReplayUnrenderable];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -47,6 +56,7 @@ impl FailureCode {
             Self::SkinNotFound => "skin_not_found",
             Self::SkinDownloadFailed => "skin_download_failed",
             Self::RendererCrashed => "renderer_crashed",
+            Self::ReplayUnrenderable => "replay_unrenderable",
             Self::UploadFailed => "upload_failed",
             Self::WorkerStopped => "worker_stopped",
         }
@@ -58,9 +68,8 @@ impl FailureCode {
         text.parse().unwrap_or(Self::RenderFailed)
     }
 
-    /// Whether submitting the same replay again may render it: the failure was the service's
-    /// or a download's, not the replay's, beatmap's or skin's. A failure that is not retryable
-    /// keeps the replay out for `REPLAY_FAILURE_COOLDOWN`.
+    /// Whether submitting the same request again may render it: the failure was the
+    /// service's or a download's, not the replay's, beatmap's or skin's.
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -107,5 +116,8 @@ mod tests {
         assert!(!FailureCode::RenderFailed.retryable());
         assert!(!FailureCode::BeatmapNotFound.retryable());
         assert!(FailureCode::TimedOut.retryable());
+        for code in FailureCode::THE_REPLAYS {
+            assert!(!code.retryable(), "{code}: the replay's failure recurs");
+        }
     }
 }

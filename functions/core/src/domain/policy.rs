@@ -51,6 +51,10 @@ impl PlayerName {
                 "a player name is 1 to {MAX_PLAYER_CHARS} characters"
             ));
         }
+        // A replay's player is stored without them (replay/info.rs): no ban could match one.
+        if text.chars().any(char::is_control) {
+            return Err("a player name has no control characters".into());
+        }
         Ok(Self(text.to_lowercase()))
     }
 

@@ -34,6 +34,9 @@ impl JobAdmission for MemoryDatabase {
 
     async fn overview(&self) -> Result<(Capacity, Recent), StoreError> {
         self.calls.record("jobs.overview");
+        if self.overview_fails.load(Ordering::SeqCst) {
+            return Err(StoreError::new("connection refused"));
+        }
         let tables = lock(&self.tables);
         let recent = Recent {
             completed: completed_within_hour(&tables),

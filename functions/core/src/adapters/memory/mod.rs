@@ -240,6 +240,7 @@ pub struct MemoryDatabase {
     tables: Mutex<Tables>,
     admit_fault: Mutex<Option<AdmitFault>>,
     resolve_fails: AtomicBool,
+    overview_fails: AtomicBool,
     /// Lease of a fresh admission's event, as `PgJobStore` is given it.
     event_lease: Duration,
 }
@@ -257,6 +258,7 @@ impl MemoryDatabase {
             tables: Mutex::default(),
             admit_fault: Mutex::default(),
             resolve_fails: AtomicBool::new(false),
+            overview_fails: AtomicBool::new(false),
             event_lease: Duration::from_secs(30),
         }
     }
@@ -269,6 +271,11 @@ impl MemoryDatabase {
     /// Every `resolve` fails (the outcome stays unknown).
     pub fn fail_resolve(&self, fails: bool) {
         self.resolve_fails.store(fails, Ordering::SeqCst);
+    }
+
+    /// Every `overview` fails (the database is down for `GET /v1/status`).
+    pub fn fail_overview(&self, fails: bool) {
+        self.overview_fails.store(fails, Ordering::SeqCst);
     }
 
     pub fn job_ids(&self) -> Vec<JobId> {
@@ -444,7 +451,10 @@ fn failed_recently(tables: &Tables, sha256: &ReplayHash, cooldown: Duration) -> 
         .jobs
         .iter()
         .filter(|j| j.status == JobStatus::Failed && !j.sandbox && &j.replay_sha256 == sha256)
-        .filter(|j| !j.error_code.is_some_and(FailureCode::retryable))
+        .filter(|j| {
+            j.error_code
+                .is_some_and(|code| FailureCode::THE_REPLAYS.contains(&code))
+        })
         .map(|j| j.updated_at + cooldown)
         .max()?;
     (ends - Utc::now())

@@ -64,15 +64,15 @@ fn global_capacity_lock() -> i64 {
 }
 
 /// What is left, in seconds, of the failure cooldown (`$4` ms) of the replay `$2`: its latest
-/// real render that failed for a reason that is not retryable (domain/failure.rs; a failure of
-/// an earlier release, without a code, counts) within the cooldown, one row of an index
-/// (migrations/V14).
+/// real render that failed for a reason that is the replay's own (`FailureCode::THE_REPLAYS`;
+/// a failure of an earlier release, without a code, does not count) within the cooldown, one
+/// row of an index (migrations/V14).
 macro_rules! failed_recently_sql {
     () => {
         "(SELECT extract(epoch FROM f.updated_at + $4 * interval '1 millisecond' - now())::float8
            FROM jobs f
           WHERE f.replay_sha256 = $2 AND f.status = 'failed' AND NOT f.sandbox
-            AND f.error_retryable IS NOT TRUE
+            AND f.error_code IN ('beatmap_not_found', 'replay_unrenderable')
             AND f.updated_at > now() - $4 * interval '1 millisecond'
           ORDER BY f.updated_at DESC LIMIT 1)"
     };
@@ -831,6 +831,21 @@ mod tests {
         list.split(',')
             .map(|key| key.trim().trim_matches('\''))
             .collect()
+    }
+
+    #[test]
+    fn the_cooldown_read_lists_exactly_the_replays_own_failures() {
+        let listed: Vec<String> = FailureCode::THE_REPLAYS
+            .iter()
+            .map(|code| format!("'{code}'"))
+            .collect();
+        let list = format!("f.error_code IN ({})", listed.join(", "));
+        assert!(OCCUPANCY_SQL.contains(&list), "{OCCUPANCY_SQL}");
+        let migration = include_str!("../../../../../migrations/V14__replay_metadata.sql");
+        assert!(
+            migration.contains(&format!("error_code IN ({})", listed.join(", "))),
+            "V14's index must cover the same codes"
+        );
     }
 
     #[test]

@@ -124,8 +124,13 @@ impl ReplaySummary {
     }
 }
 
+/// The replay's own text, without control characters (NUL cannot be stored, and none belongs
+/// in a name or a hash), cut to `MAX_TEXT_CHARS`.
 fn bounded(text: &str) -> String {
-    text.chars().take(MAX_TEXT_CHARS).collect()
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_TEXT_CHARS)
+        .collect()
 }
 
 /// osu!'s accuracy of each mode, in percent rounded to two decimals; 100 with no judgements.
@@ -188,6 +193,14 @@ mod tests {
         assert!(Mods(2048).is_autoplay());
         assert!(Mods(1 << 22).is_autoplay());
         assert!(!Mods(8 | 64).is_autoplay());
+    }
+
+    #[test]
+    fn texts_are_kept_without_control_characters_and_bounded() {
+        assert_eq!(bounded("evil\0na\u{7}me\n"), "evilname");
+        assert_eq!(bounded("Éa日本🎵"), "Éa日本🎵");
+        assert_eq!(bounded(&"x".repeat(300)).chars().count(), MAX_TEXT_CHARS);
+        assert_eq!(bounded(&"日".repeat(100)).chars().count(), MAX_TEXT_CHARS);
     }
 
     #[test]

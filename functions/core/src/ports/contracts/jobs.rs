@@ -202,8 +202,9 @@ async fn replay_filters<S: JobAdmission + JobReads>(store: &S) {
     );
 }
 
-/// A real render of a replay that failed for a reason that is not retryable is seen by every
-/// client's look for the cooldown, then not; a retryable failure is not.
+/// A real render of a replay that failed for a reason of the replay's own is seen by every
+/// client's look for the cooldown, then not; another failure (a crash, a stopped worker) is
+/// not.
 async fn failure_cooldown<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
     let failed = |code| Transition {
         error: Some("the renderer crashed".into()),
@@ -212,17 +213,23 @@ async fn failure_cooldown<S: JobAdmission + JobReads + JobTransitions>(store: &S
     };
     let retried = new_job(&fresh_caller(), "contract-failed-retryable");
     admitted(store, &retried).await;
-    reported(store, retried.id, failed(FailureCode::WorkerStopped), None).await;
+    reported(
+        store,
+        retried.id,
+        failed(FailureCode::RendererCrashed),
+        None,
+    )
+    .await;
     let replay = format!("contract-failed-{}", uuid::Uuid::new_v4());
     let job = new_job(&fresh_caller(), &replay);
     admitted(store, &job).await;
     assert!(matches!(
-        reported(store, job.id, failed(FailureCode::RendererCrashed), None).await,
+        reported(store, job.id, failed(FailureCode::ReplayUnrenderable), None).await,
         TransitionOutcome::Applied { .. }
     ));
     assert_eq!(
         found(store, job.id).await.error_code,
-        Some(FailureCode::RendererCrashed),
+        Some(FailureCode::ReplayUnrenderable),
         "a failed job keeps its code"
     );
     let other = fresh_caller();
@@ -260,7 +267,7 @@ async fn failure_cooldown<S: JobAdmission + JobReads + JobTransitions>(store: &S
         .expect("answered");
     assert_eq!(
         occupancy.failed_recently, None,
-        "a retryable failure does not keep the replay out"
+        "a failure that is not the replay's does not keep it out"
     );
 }
 

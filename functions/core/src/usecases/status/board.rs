@@ -22,29 +22,68 @@ pub struct Reading {
     pub at: DateTime<Utc>,
 }
 
-/// The instance's last reading; an async lock, so requests that find it stale wait for one
-/// read, not one each.
+/// The instance's last reading, and its last failed read; an async lock, so requests that find
+/// the reading stale wait for one read, not one each.
 #[derive(Default)]
 pub struct StatusBoard {
-    last: Mutex<Option<(Instant, Reading)>>,
+    last: Mutex<Board>,
 }
 
+#[derive(Default)]
+struct Board {
+    reading: Option<(Instant, Reading)>,
+    failed_at: Option<Instant>,
+}
+
+/// After a failed read, requests are answered without reading for this long: an outage costs
+/// the database one read per second per instance, not one per request.
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
 impl StatusBoard {
+    /// The last reading while it is fresh; else a new one. While reads fail, the last reading
+    /// (its `at` says how old), or the failure, without reading again within
+    /// `RETRY_AFTER_FAILURE`.
     pub async fn reading(&self, jobs: &dyn JobAdmission) -> Result<Reading, StoreError> {
-        let mut last = self.last.lock().await;
-        if let Some((read_at, reading)) = last.as_ref() {
-            if read_at.elapsed() < STATUS_INTERVAL {
+        let mut board = self.last.lock().await;
+        let fresh = |at: &Instant, interval| at.elapsed() < interval;
+        if let Some((read_at, reading)) = &board.reading {
+            if fresh(read_at, STATUS_INTERVAL) {
                 return Ok(*reading);
             }
         }
+        if board
+            .failed_at
+            .is_some_and(|at| fresh(&at, RETRY_AFTER_FAILURE))
+        {
+            return board
+                .reading
+                .map(|(_, reading)| reading)
+                .ok_or_else(|| StoreError::new("the last read of the counts failed"));
+        }
         let read_at = Instant::now();
-        let (capacity, recent) = jobs.overview().await?;
-        let reading = Reading {
-            capacity,
-            recent,
-            at: Utc::now(),
-        };
-        *last = Some((read_at, reading));
-        Ok(reading)
+        match jobs.overview().await {
+            Ok((capacity, recent)) => {
+                let reading = Reading {
+                    capacity,
+                    recent,
+                    at: Utc::now(),
+                };
+                *board = Board {
+                    reading: Some((read_at, reading)),
+                    failed_at: None,
+                };
+                Ok(reading)
+            }
+            Err(error) => {
+                board.failed_at = Some(read_at);
+                match board.reading {
+                    Some((_, reading)) => {
+                        tracing::error!(%error, "status read failed; answering the last reading");
+                        Ok(reading)
+                    }
+                    None => Err(error),
+                }
+            }
+        }
     }
 }

@@ -117,4 +117,36 @@ mod tests {
         // 4th in line, at the default throughput (MAX_RENDERING per DEFAULT_RENDER_SECS).
         assert_eq!(first.estimated_start_secs, Some(24));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_reads_are_retried_once_a_second_and_the_last_reading_answers_meanwhile() {
+        let config = Config::from_lookup(|_| None).unwrap();
+        let (app, memory) = App::in_memory(config);
+        let reads = || {
+            let calls = memory.calls.take();
+            calls
+                .iter()
+                .filter(|call| **call == "jobs.overview")
+                .count()
+        };
+        memory.database.fail_overview(true);
+        for _ in 0..10 {
+            assert!(service_status(&app).await.is_err(), "no reading yet: 503");
+        }
+        assert_eq!(reads(), 1, "one failed read, then none within a second");
+        tokio::time::advance(board::RETRY_AFTER_FAILURE).await;
+        memory.database.fail_overview(false);
+        let good = service_status(&app).await.unwrap();
+        assert_eq!(reads(), 1);
+        memory.database.fail_overview(true);
+        tokio::time::advance(STATUS_INTERVAL).await;
+        for _ in 0..10 {
+            let stale = service_status(&app).await.unwrap();
+            assert_eq!(
+                stale.as_of, good.as_of,
+                "the last reading, saying how old it is"
+            );
+        }
+        assert_eq!(reads(), 1, "one failed read for the ten");
+    }
 }
