@@ -73,10 +73,23 @@ impl FromStr for AddressRange {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        IpNet::from_str(text)
+        let net = IpNet::from_str(text)
             .or_else(|_| IpAddr::from_str(text).map(IpNet::from))
-            .map(|net| Self(net.trunc()))
-            .map_err(|_| format!("`{text}` is not an IP address or a CIDR range"))
+            .map(|net| net.trunc())
+            .map_err(|_| format!("`{text}` is not an IP address or a CIDR range"))?;
+        // Clients in these are counted as the IPv4 address they carry (domain/client.rs): a
+        // ban on the IPv6 form would never match.
+        let carries_ipv4 = ["::ffff:0:0/96", "2002::/16"]
+            .iter()
+            .filter_map(|range| IpNet::from_str(range).ok())
+            .any(|range| range.contains(&net));
+        if carries_ipv4 {
+            return Err(format!(
+                "`{text}` is an IPv6 form of IPv4 addresses (mapped or 6to4): ban the IPv4 \
+                 address or range it carries"
+            ));
+        }
+        Ok(Self(net))
     }
 }
 
@@ -204,6 +217,23 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_forms_of_ipv4_addresses_are_refused_as_ban_ranges() {
+        for text in [
+            "::ffff:203.0.113.7",
+            "::ffff:203.0.113.0/120",
+            "2002:cb00:7100::/40",
+        ] {
+            assert!(text.parse::<AddressRange>().is_err(), "{text}");
+        }
+        assert!("2001:db8::/48".parse::<AddressRange>().is_ok());
+        assert!(
+            "::/0".parse::<AddressRange>().is_ok(),
+            "a wider range holds real IPv6 too"
+        );
+        assert!("203.0.113.0/24".parse::<AddressRange>().is_ok());
+    }
     use crate::domain::client::{ClientKey, NetworkPrefixes};
     use crate::domain::key::{KeyKind, KeyLimits};
 

@@ -50,7 +50,7 @@ impl PolicyStore for PgPolicyStore {
         let pause = match row.get::<_, Option<bool>>(0) {
             Some(anonymous_only) => Some(Pause {
                 anonymous_only,
-                reason: reason(row.get(1))?,
+                reason: reason(row.get(1)),
                 since: row.get(2),
             }),
             None => None,
@@ -61,17 +61,22 @@ impl PolicyStore for PgPolicyStore {
         let reasons: Vec<Option<String>> = row.get::<_, Option<_>>(6).unwrap_or_default();
         let untils: Vec<Option<DateTime<Utc>>> = row.get::<_, Option<_>>(7).unwrap_or_default();
         let created: Vec<DateTime<Utc>> = row.get::<_, Option<_>>(8).unwrap_or_default();
+        // One row a hand edit made unreadable is skipped (logged), not the whole policy: the
+        // instance must not keep a stale policy, or none, for one bad row.
         let bans = (0..ids.len())
-            .map(|i| {
-                Ok(Ban {
+            .filter_map(|i| {
+                let target = target(&kinds[i], &targets[i])
+                    .inspect_err(|error| tracing::warn!(%error, id = ids[i], "ban skipped"))
+                    .ok()?;
+                Some(Ban {
                     id: ids[i],
-                    target: target(&kinds[i], &targets[i])?,
-                    reason: reason(reasons[i].clone())?,
-                    until: untils[i],
-                    created_at: created[i],
+                    target,
+                    reason: reason(reasons.get(i).cloned().flatten()),
+                    until: untils.get(i).copied().flatten(),
+                    created_at: *created.get(i)?,
                 })
             })
-            .collect::<Result<_, StoreError>>()?;
+            .collect();
         Ok(Policy { pause, bans })
     }
 
@@ -142,7 +147,7 @@ impl PolicyStore for PgPolicyStore {
 fn pause(row: &Row) -> Result<Pause, StoreError> {
     Ok(Pause {
         anonymous_only: row.get(0),
-        reason: reason(row.get(1))?,
+        reason: reason(row.get(1)),
         since: row.get(2),
     })
 }
@@ -153,7 +158,7 @@ fn ban(row: &Row) -> Result<Ban, StoreError> {
     Ok(Ban {
         id: row.get(0),
         target: target(&kind, &value)?,
-        reason: reason(row.get(3))?,
+        reason: reason(row.get(3)),
         until: row.get(4),
         created_at: row.get(5),
     })
@@ -165,8 +170,10 @@ fn target(kind: &str, value: &str) -> Result<BanTarget, StoreError> {
     BanTarget::parse(kind, value).map_err(|e| StoreError::new(format!("bans: {e}")))
 }
 
-fn reason(text: Option<String>) -> Result<Option<Reason>, StoreError> {
-    text.map(|text| Reason::parse(&text))
-        .transpose()
-        .map_err(|e| StoreError::new(format!("policy: an invalid reason: {e}")))
+/// A reason a hand edit made invalid is dropped (logged): the pause or ban still holds.
+fn reason(text: Option<String>) -> Option<Reason> {
+    let text = text?;
+    Reason::parse(&text)
+        .inspect_err(|error| tracing::warn!(%error, "an invalid reason dropped"))
+        .ok()
 }
