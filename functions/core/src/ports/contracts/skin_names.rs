@@ -70,6 +70,16 @@ async fn reservations(registry: &dyn SkinRegistry) {
     kept(registry, &skin, "nor is a reserved stored one").await;
     assert!(registry.unreserve(&skin).await.expect("answered"));
     assert_eq!(state(&skin).await, NameState::Stored);
+
+    // A reservation made while an upload holds its claim lets that upload finish.
+    let racing = name(&fresh_name("Racing"));
+    let NameClaim::Claimed(claim) = registry.claim(&racing).await.expect("answered") else {
+        panic!("a free name is claimed");
+    };
+    registry.reserve(&racing).await.expect("answered");
+    assert_eq!(state(&racing).await, NameState::Reserved { stored: false });
+    registry.confirm(&claim, None).await.expect("answered");
+    assert_eq!(state(&racing).await, NameState::Reserved { stored: true });
 }
 
 async fn removals(registry: &dyn SkinRegistry) {
