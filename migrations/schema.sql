@@ -638,6 +638,18 @@ CREATE TABLE public.skin_ingests (
 );
 
 --
+-- Name: skin_reservations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.skin_reservations (
+    folded text NOT NULL,
+    name text NOT NULL,
+    reserved_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT skin_reservations_check CHECK ((folded = lower(name))),
+    CONSTRAINT skin_reservations_name_check CHECK ((name ~ '^[A-Za-z0-9_ -]{1,128}$'::text))
+);
+
+--
 -- Name: skins; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -648,6 +660,7 @@ CREATE TABLE public.skins (
     stored_at timestamp with time zone,
     folded text GENERATED ALWAYS AS (lower(btrim(name, ' '::text))) STORED,
     shadowed boolean DEFAULT false NOT NULL,
+    removed_at timestamp with time zone,
     CONSTRAINT skins_name_check CHECK ((name ~ '^[A-Za-z0-9_ -]{1,128}$'::text))
 );
 
@@ -762,6 +775,13 @@ ALTER TABLE ONLY public.outbox_events
 
 ALTER TABLE ONLY public.skin_ingests
     ADD CONSTRAINT skin_ingests_pkey PRIMARY KEY (key);
+
+--
+-- Name: skin_reservations skin_reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.skin_reservations
+    ADD CONSTRAINT skin_reservations_pkey PRIMARY KEY (folded);
 
 --
 -- Name: skins skins_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -928,6 +948,12 @@ CREATE INDEX outbox_events_pending ON public.outbox_events USING btree (availabl
 CREATE INDEX skin_ingests_by_age ON public.skin_ingests USING btree (claimed_at);
 
 --
+-- Name: skins_by_folded; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX skins_by_folded ON public.skins USING btree (folded);
+
+--
 -- Name: skins_folded; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -938,6 +964,12 @@ CREATE UNIQUE INDEX skins_folded ON public.skins USING btree (folded) WHERE (NOT
 --
 
 CREATE INDEX skins_listed ON public.skins USING btree (name COLLATE "C") WHERE (stored_at IS NOT NULL);
+
+--
+-- Name: skins_listed_kept; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX skins_listed_kept ON public.skins USING btree (name COLLATE "C") WHERE ((stored_at IS NOT NULL) AND (removed_at IS NULL));
 
 --
 -- Name: webhook_nonces_by_expiry; Type: INDEX; Schema: public; Owner: -

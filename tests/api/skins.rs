@@ -11,7 +11,8 @@ use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::app::{header, problem, TestApp};
+use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::replays::{render_form, unique_replay};
 use crate::support::skins::{
     compressed_bomb, declare_size, noise, osk, post_to_s3, skin, upload_form, with_unix_mode,
     LEGACY, V1,
@@ -856,7 +857,7 @@ async fn the_skin_list_pages_through_the_registry() {
     let plan: String = app
         .db
         .query(
-            "EXPLAIN SELECT name FROM skins WHERE stored_at IS NOT NULL \
+            "EXPLAIN SELECT name FROM skins WHERE stored_at IS NOT NULL AND removed_at IS NULL \
              AND name COLLATE \"C\" > 'Dark 0400' ORDER BY name COLLATE \"C\" LIMIT 1001",
             &[],
         )
@@ -866,7 +867,7 @@ async fn the_skin_list_pages_through_the_registry() {
         .map(|row| row.get::<_, String>(0))
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(plan.contains("skins_listed"), "{plan}");
+    assert!(plan.contains("skins_listed_kept"), "{plan}");
 }
 
 /// One presigned policy, one ingest. Once a policy's upload is published, the same policy
@@ -1013,4 +1014,149 @@ async fn the_janitor_prunes_day_old_ingest_claims_only() {
     assert_eq!(janitor::run(&core).await.unwrap().skin_ingests_pruned, 2);
     assert_eq!(app.count("SELECT count(*) FROM skin_ingests").await, 1);
     assert_eq!(janitor::run(&core).await.unwrap().skin_ingests_pruned, 0);
+}
+
+impl TestApp {
+    /// `form` uploaded on `path`: refused, the name kept by the operator (409
+    /// `skin_name_reserved`).
+    async fn assert_name_reserved(&self, path: &str, client_ip: &str, form: Form) {
+        let response = self.upload_skin(path, client_ip, form).await;
+        let body = problem(response, StatusCode::CONFLICT, "skin_name_reserved").await;
+        assert!(
+            body["detail"].as_str().unwrap().contains("reserved"),
+            "{body}"
+        );
+    }
+
+    /// Every upload path refuses `name` as kept by the operator: v1 and legacy direct uploads,
+    /// and the presigned request.
+    async fn assert_uploads_refused(&self, client_ip: &str, name: &str) {
+        for path in [V1, LEGACY] {
+            let form = upload_form(skin(name), "x.osk", Some(name));
+            self.assert_name_reserved(path, client_ip, form).await;
+        }
+        let request = json!({ "name": name, "size": 1000 });
+        let presigned = self.request_upload(client_ip, request).await;
+        problem(presigned, StatusCode::CONFLICT, "skin_name_reserved").await;
+    }
+
+    async fn render_with_skin(&self, client_ip: &str, skin: &str) -> Response {
+        let form = render_form(unique_replay(), "a.osr", &[("skin", skin)]);
+        self.render(client_ip, form).await
+    }
+}
+
+const ROOMY_RENDERS: &[(&str, &str)] = &[
+    ("RATE_LIMIT_SKINS_UPLOAD", "1000/hour"),
+    ("RATE_LIMIT_LEGACY_SKINS_UPLOAD", "1000/hour"),
+    ("MAX_ACTIVE_JOBS_PER_IP", "100"),
+];
+
+/// `skins remove`: the skin leaves the listing and can no longer be rendered; its object stays
+/// for the jobs that name it, so its name (in any case) is kept from every upload path.
+#[tokio::test]
+async fn a_removed_skin_is_unlisted_unrenderable_and_its_object_kept() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    let ip = "198.51.100.90";
+    let bytes = skin("squat");
+    let form = upload_form(bytes.clone(), "Squatted.osk", None);
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    let job = accepted_job(app.render_with_skin(ip, "Squatted").await).await;
+
+    let removed = app.admin(&["skins", "remove", "SQUATTED"]).await;
+    assert_eq!(
+        removed,
+        json!({ "skin": "SQUATTED", "removed": ["Squatted"], "already_removed": false })
+    );
+    assert_eq!(app.skin_names().await, ["Default"]);
+    for name in ["Squatted", "squatted"] {
+        let response = app.render_with_skin(ip, name).await;
+        problem(response, StatusCode::UNPROCESSABLE_ENTITY, "unknown_skin").await;
+    }
+    assert_eq!(
+        app.object("skins/Squatted.osk").await,
+        bytes,
+        "kept for the jobs"
+    );
+    assert_eq!(app.job(&job).await["config"]["skin"], "Squatted");
+    for name in ["Squatted", "squatted"] {
+        app.assert_uploads_refused(ip, name).await;
+    }
+    assert_eq!(
+        app.object("skins/Squatted.osk").await,
+        bytes,
+        "never overwritten"
+    );
+
+    let again = app.admin(&["skins", "remove", "Squatted"]).await;
+    assert_eq!(again["already_removed"], true);
+    let unknown = app
+        .try_admin(&["skins", "remove", "Nobody"])
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.exit_code(), 1);
+    assert_eq!(unknown.to_string(), "no skin is named `Nobody`");
+    // Unreserving does not free a removed name.
+    let unreserved = app.admin(&["skins", "unreserve", "Squatted"]).await;
+    assert_eq!(unreserved["was_reserved"], false);
+    assert_eq!(unreserved["removed"], true);
+    app.assert_uploads_refused(ip, "Squatted").await;
+}
+
+/// `skins reserve`: every upload path refuses the name (in any case) with 409
+/// `skin_name_reserved`, the presigned ingest too when the reservation came after the policy;
+/// a skin stored before its name was reserved stays listed and renderable; `skins unreserve`
+/// frees the name.
+#[tokio::test]
+async fn a_reserved_name_is_refused_on_every_upload_path() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    let ip = "198.51.100.91";
+    let reserved = app.admin(&["skins", "reserve", "Official"]).await;
+    assert_eq!(
+        reserved,
+        json!({ "skin": "Official", "reserved": true, "already_reserved": false, "listed": false })
+    );
+    for name in ["Official", "OFFICIAL"] {
+        app.assert_uploads_refused(ip, name).await;
+    }
+    let response = app.render_with_skin(ip, "Official").await;
+    problem(response, StatusCode::UNPROCESSABLE_ENTITY, "unknown_skin").await;
+
+    // A policy granted before the reservation: its upload is refused at the ingest, unread.
+    let bytes = skin("late");
+    let (_, key) = app.presigned_upload(ip, "Late Official", &bytes).await;
+    app.admin(&["skins", "reserve", "late official"]).await;
+    let core = app.instance().await;
+    assert_ingest_refused(&core, &app.bucket, &key, "is reserved", "reserved late").await;
+    assert!(app.objects("incoming/").await.is_empty());
+    assert!(app.objects("skins/").await.is_empty());
+
+    // A stored skin whose name is reserved afterwards: listed and renderable, never replaced.
+    let team = skin("team");
+    let form = upload_form(team.clone(), "Team Skin.osk", None);
+    assert_eq!(
+        app.upload_skin(LEGACY, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    let reserved = app.admin(&["skins", "reserve", "team skin"]).await;
+    assert_eq!(reserved["listed"], true);
+    assert_eq!(app.skin_names().await, ["Default", "Team Skin"]);
+    accepted_job(app.render_with_skin(ip, "TEAM SKIN").await).await;
+    app.assert_uploads_refused(ip, "Team Skin").await;
+    assert_eq!(app.object("skins/Team Skin.osk").await, team);
+
+    let unreserved = app.admin(&["skins", "unreserve", "OFFICIAL"]).await;
+    assert_eq!(
+        unreserved,
+        json!({ "skin": "OFFICIAL", "reserved": false, "was_reserved": true, "removed": false })
+    );
+    let form = upload_form(skin("official"), "Official.osk", None);
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(app.skin_names().await, ["Default", "Official", "Team Skin"]);
 }

@@ -272,7 +272,7 @@ async fn a_revoked_key_is_refused_by_the_lookup() {
 async fn bad_arguments_exit_2_before_any_database_access() {
     // Nothing listens here: a usage error must not get as far as connecting.
     let nowhere = "postgres://postgres@127.0.0.1:1/none";
-    let usage_errors: [&[&str]; 10] = [
+    let usage_errors: [&[&str]; 12] = [
         &[],
         &["keys"],
         &["keys", "create"],
@@ -283,6 +283,8 @@ async fn bad_arguments_exit_2_before_any_database_access() {
         &["keys", "create", "--name", "x", "--max-replay-length", "0"],
         &["keys", "revoke", "not-a-uuid"],
         &["keys", "delete", "x"],
+        &["skins", "remove"],
+        &["skins", "reserve", "Default"],
     ];
     for args in usage_errors {
         let output = admin(nowhere, args);
@@ -470,4 +472,45 @@ async fn the_lambda_form_runs_the_same_commands() {
             "{bad}: {error}"
         );
     }
+}
+
+/// `skins reserve|unreserve|remove` on the command line and as events: the same JSON answers,
+/// an unknown skin's removal a failure (exit 1, the invocation's error).
+#[tokio::test]
+async fn the_skin_commands_run_on_the_command_line_and_as_events() {
+    let (_database, url) = test_database("skins", true).await;
+    let reserved = answer(&admin(&url, &["skins", "reserve", "Official Skin"]));
+    assert_eq!(
+        reserved,
+        json!({"skin": "Official Skin", "reserved": true, "already_reserved": false,
+               "listed": false})
+    );
+    let unknown = admin(&url, &["skins", "remove", "Nobody"]);
+    assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
+    assert!(stderr(&unknown).contains("no skin is named `Nobody`"));
+
+    let function = Function::of(env!("CARGO_BIN_EXE_osurender-admin"), "admin")
+        .vars(&[("DATABASE_URL", &url), ("DB_SSLMODE", "disable")])
+        .start("skins")
+        .await;
+    let invoke = async |id: &'static str, words: &[&str]| {
+        function
+            .invoke(id, json!({ "command": words }), TIMEOUT)
+            .await
+    };
+    let responded = async |id: &'static str, words: &[&str]| match invoke(id, words).await {
+        Answer::Response(answer) => answer,
+        other => panic!("{id}: {other:?}"),
+    };
+    let again = responded("again", &["skins", "reserve", "official skin"]).await;
+    assert_eq!(again["already_reserved"], true);
+    let unreserved = responded("unreserve", &["skins", "unreserve", "OFFICIAL SKIN"]).await;
+    assert_eq!(unreserved["was_reserved"], true);
+    let removal = invoke("remove", &["skins", "remove", "Nobody"]).await;
+    let Answer::Error(error) = &removal else {
+        panic!("{removal:?}")
+    };
+    assert!(error["errorMessage"]
+        .as_str()
+        .is_some_and(|m| m.contains("no skin is named")));
 }

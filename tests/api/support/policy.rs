@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::policy::PgPolicyStore;
+use osurender_core::adapters::postgres::skins::PgSkinRegistry;
 use osurender_core::adapters::postgres::{parse_url, pool, Tls};
+use osurender_core::ports::skins::CLAIM_STALE_AFTER;
 use osurender_core::support::config::DbSslMode;
-use osurender_core::usecases::keys::admin::{parse, run, AdminStores};
+use osurender_core::usecases::keys::admin::{parse, run, AdminError, AdminStores};
 use serde_json::Value;
 
 use crate::support::app::TestApp;
@@ -15,15 +17,25 @@ use crate::support::app::TestApp;
 impl TestApp {
     /// `osurender-admin {line}` (words split on spaces) on this server's database: its answer.
     pub async fn admin(&self, line: &[&str]) -> Value {
+        self.try_admin(line).await.unwrap()
+    }
+
+    /// `osurender-admin {line}`: its answer, or why it failed.
+    pub async fn try_admin(&self, line: &[&str]) -> Result<Value, AdminError> {
         let config = parse_url(&self.database_url).unwrap();
         let plain = Tls::new(DbSslMode::Disable, None).unwrap();
         let pool = pool(config, &plain, 1, Duration::from_secs(5)).unwrap();
-        let (keys, policy) = (PgKeyStore::new(pool.clone()), PgPolicyStore::new(pool));
+        let (keys, policy) = (
+            PgKeyStore::new(pool.clone()),
+            PgPolicyStore::new(pool.clone()),
+        );
+        let skins = PgSkinRegistry::new(pool, CLAIM_STALE_AFTER);
         let stores = AdminStores {
             keys: &keys,
             policy: &policy,
+            skins: &skins,
         };
         let args: Vec<String> = line.iter().map(|word| (*word).to_owned()).collect();
-        run(stores, &parse(&args).unwrap()).await.unwrap()
+        run(stores, &parse(&args).unwrap()).await
     }
 }

@@ -136,6 +136,38 @@ pub enum NameState {
     Held,
     /// A skin of that name, in any case, is stored.
     Stored,
+    /// The operator removed the skin (`skins remove`): not listed, not renderable. Its object
+    /// is kept for the jobs that name it, so the name is not free again: an upload never
+    /// writes over an object.
+    Removed,
+    /// The operator reserved the name (`skins reserve`) and it is not removed; `stored`: a skin
+    /// of that name was stored (before the reservation), and is still listed and renderable.
+    Reserved {
+        stored: bool,
+    },
+}
+
+impl NameState {
+    /// Whether a render may name it.
+    pub fn renderable(self) -> bool {
+        matches!(self, Self::Stored | Self::Reserved { stored: true })
+    }
+
+    /// Whether the operator keeps the name from every upload (409 `skin_name_reserved`).
+    pub fn kept_by_operator(self) -> bool {
+        matches!(self, Self::Removed | Self::Reserved { .. })
+    }
+}
+
+/// What `SkinRegistry::remove` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// These stored names (as registered; names folding alike from before V7 too) are removed.
+    Removed(Vec<String>),
+    /// Removed before: nothing changed.
+    AlreadyRemoved,
+    /// No skin of that name is stored (an upload still running is not a skin yet).
+    NotStored,
 }
 
 /// One run's claim on a presigned upload's ingest (`incoming/{upload id}/…`), made before it
@@ -177,12 +209,16 @@ pub enum NameClaim {
     Stored,
     /// Another upload holds the name, unconfirmed: in flight, or one whose outcome was lost.
     Held,
+    /// The operator keeps the name from uploads: reserved, or its skin removed
+    /// (`NameState::kept_by_operator`).
+    Kept,
 }
 
 #[async_trait]
 pub trait SkinRegistry: Send + Sync {
-    /// Claims `name` unless a name folding alike is stored or held (a stale claim is taken
-    /// over, and renamed to this spelling).
+    /// Claims `name` unless a name folding alike is stored, held, removed or reserved (a stale
+    /// claim is taken over, and renamed to this spelling). A reservation made while an upload
+    /// holds its claim does not stop that upload: its skin is then stored and reserved.
     async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError>;
     /// The skin is stored: the name is taken for good. With `completes`, the upload's
     /// idempotency claim is completed in the same statement, so a key answers with the skin
@@ -214,6 +250,14 @@ pub trait SkinRegistry: Send + Sync {
     /// Forgets ingests claimed longer ago than `older_than` (past any retry of their S3 event;
     /// their objects are gone), at most `limit` of them: how many.
     async fn prune_ingests(&self, older_than: Duration, limit: u64) -> Result<u64, StoreError>;
+    /// The operator's `skins reserve`: no upload claims `name` (folded) from now on. Whether it
+    /// was not reserved before.
+    async fn reserve(&self, name: &SkinName) -> Result<bool, StoreError>;
+    /// The operator's `skins unreserve`: whether it was reserved. A removed name stays kept.
+    async fn unreserve(&self, name: &SkinName) -> Result<bool, StoreError>;
+    /// The operator's `skins remove`: the stored skins of `name` (folded) are no longer listed,
+    /// renderable or claimable. Their objects are not touched.
+    async fn remove(&self, name: &SkinName) -> Result<Removal, StoreError>;
 }
 
 /// Longer than any function runs (Lambda's maximum is 15 minutes), so a live claim is never

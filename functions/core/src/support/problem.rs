@@ -45,6 +45,8 @@ pub enum Rejection {
     InvalidSkin(String),
     /// The skin name is taken (uploaded before, or built in).
     SkinExists(String),
+    /// The operator keeps the skin name from uploads: reserved, or its skin removed.
+    SkinNameReserved(String),
     InvalidField(String),
     /// Several fields validated together (a render form's options, a listing's query), every
     /// bad one: the problem's `invalid_params`; its `detail` is the first's.
@@ -222,6 +224,7 @@ problem_kinds! {
     REPLAY_FAILED_RECENTLY: "replay_failed_recently", UNPROCESSABLE_ENTITY, "Replay failed recently", Estimated;
     INVALID_SKIN: "invalid_skin", UNSUPPORTED_MEDIA_TYPE, "Invalid skin", Never;
     SKIN_EXISTS: "skin_exists", CONFLICT, "Skin exists", Never;
+    SKIN_NAME_RESERVED: "skin_name_reserved", CONFLICT, "Skin name reserved", Never;
     INVALID_FIELD: "invalid_field", UNPROCESSABLE_ENTITY, "Invalid field", Never;
     OPTION_NOT_PERMITTED: "option_not_permitted", FORBIDDEN, "Option not permitted", Never;
     UNKNOWN_SKIN: "unknown_skin", UNPROCESSABLE_ENTITY, "Unknown skin", Never;
@@ -275,6 +278,7 @@ impl Rejection {
             Self::ReplayFailedRecently { .. } => &REPLAY_FAILED_RECENTLY,
             Self::InvalidSkin(_) => &INVALID_SKIN,
             Self::SkinExists(_) => &SKIN_EXISTS,
+            Self::SkinNameReserved(_) => &SKIN_NAME_RESERVED,
             Self::InvalidField(_) | Self::InvalidParams(_) => &INVALID_FIELD,
             Self::OptionNotPermitted { .. } => &OPTION_NOT_PERMITTED,
             Self::UnknownSkin(_) => &UNKNOWN_SKIN,
@@ -334,6 +338,7 @@ impl Rejection {
             | Self::ReplayRefused(_, d)
             | Self::InvalidSkin(d)
             | Self::SkinExists(d)
+            | Self::SkinNameReserved(d)
             | Self::InvalidField(d)
             | Self::OptionNotPermitted { detail: d, .. }
             | Self::UnknownSkin(d)

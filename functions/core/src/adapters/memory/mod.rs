@@ -60,7 +60,7 @@ use crate::ports::replays::{ReplayStore, StorageError};
 use crate::ports::secrets::{SecretStore, SecretVersions};
 use crate::ports::skins::{
     self, ByteChunks, Copied, IngestClaim, IngestTicket, NameClaim, NameState, ObjectVersion,
-    PresignedPost, SkinRegistry, SkinStore,
+    PresignedPost, Removal, SkinRegistry, SkinStore,
 };
 use crate::ports::{Ports, StoreError};
 use crate::support::estimate::Recent;
@@ -216,6 +216,8 @@ struct Tables {
     skins: HashMap<String, MemorySkin>,
     /// Presigned uploads' ingests by upload key.
     ingests: HashMap<String, MemoryIngest>,
+    /// Reserved skin names, folded.
+    skin_reservations: HashSet<String>,
     /// A held `admit` that runs at the next `resolve`'s end (see `AdmitFault`).
     held_admission: Option<(NewJob, CapacityLimits)>,
 }
@@ -224,6 +226,7 @@ struct MemorySkin {
     name: String,
     token: uuid::Uuid,
     stored: bool,
+    removed: bool,
 }
 
 struct MemoryIngest {

@@ -7,7 +7,11 @@ impl SkinRegistry for MemoryDatabase {
     async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
         self.calls.record("skin_names.claim");
         let mut tables = lock(&self.tables);
-        match tables.skins.get(&folded(name.as_str())) {
+        let folded_name = folded(name.as_str());
+        let reserved = tables.skin_reservations.contains(&folded_name);
+        match tables.skins.get(&folded_name) {
+            Some(skin) if skin.removed => Ok(NameClaim::Kept),
+            _ if reserved => Ok(NameClaim::Kept),
             Some(skin) if skin.stored => Ok(NameClaim::Stored),
             Some(_) => Ok(NameClaim::Held),
             None => {
@@ -16,8 +20,9 @@ impl SkinRegistry for MemoryDatabase {
                     name: name.as_str().to_owned(),
                     token,
                     stored: false,
+                    removed: false,
                 };
-                tables.skins.insert(folded(name.as_str()), skin);
+                tables.skins.insert(folded_name, skin);
                 Ok(NameClaim::Claimed(skins::Claim {
                     name: name.clone(),
                     token,
@@ -63,7 +68,13 @@ impl SkinRegistry for MemoryDatabase {
 
     async fn state(&self, name: &SkinName) -> Result<NameState, StoreError> {
         self.calls.record("skin_names.state");
-        Ok(match lock(&self.tables).skins.get(&folded(name.as_str())) {
+        let tables = lock(&self.tables);
+        let folded_name = folded(name.as_str());
+        let skin = tables.skins.get(&folded_name);
+        let stored = skin.is_some_and(|skin| skin.stored);
+        Ok(match skin {
+            Some(skin) if skin.removed => NameState::Removed,
+            _ if tables.skin_reservations.contains(&folded_name) => NameState::Reserved { stored },
             Some(skin) if skin.stored => NameState::Stored,
             Some(_) => NameState::Held,
             None => NameState::Free,
@@ -76,7 +87,7 @@ impl SkinRegistry for MemoryDatabase {
         let mut names: Vec<String> = tables
             .skins
             .values()
-            .filter(|skin| skin.stored && skin.name.as_str() > after)
+            .filter(|skin| skin.stored && !skin.removed && skin.name.as_str() > after)
             .map(|skin| skin.name.clone())
             .collect();
         names.sort_unstable();
@@ -149,6 +160,30 @@ impl SkinRegistry for MemoryDatabase {
             ingests.remove(key);
         }
         Ok(old.len() as u64)
+    }
+
+    async fn reserve(&self, name: &SkinName) -> Result<bool, StoreError> {
+        self.calls.record("skin_names.reserve");
+        let reservations = &mut lock(&self.tables).skin_reservations;
+        Ok(reservations.insert(folded(name.as_str())))
+    }
+
+    async fn unreserve(&self, name: &SkinName) -> Result<bool, StoreError> {
+        self.calls.record("skin_names.unreserve");
+        let reservations = &mut lock(&self.tables).skin_reservations;
+        Ok(reservations.remove(&folded(name.as_str())))
+    }
+
+    async fn remove(&self, name: &SkinName) -> Result<Removal, StoreError> {
+        self.calls.record("skin_names.remove");
+        match lock(&self.tables).skins.get_mut(&folded(name.as_str())) {
+            Some(skin) if skin.removed => Ok(Removal::AlreadyRemoved),
+            Some(skin) if skin.stored => {
+                skin.removed = true;
+                Ok(Removal::Removed(vec![skin.name.clone()]))
+            }
+            _ => Ok(Removal::NotStored),
+        }
     }
 }
 

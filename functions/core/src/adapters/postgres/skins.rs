@@ -8,7 +8,7 @@ use crate::ports::idempotency::StoredResponse;
 use crate::ports::skins::Claim;
 use crate::ports::skins::NameClaim;
 use crate::ports::skins::SkinRegistry;
-use crate::ports::skins::{IngestClaim, IngestTicket, NameState};
+use crate::ports::skins::{IngestClaim, IngestTicket, NameState, Removal};
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -41,15 +41,25 @@ impl PgSkinRegistry {
             .await?;
         Ok(touched)
     }
+
+    /// Runs `sql` with `$1` a name; the rows it touched.
+    async fn execute_on_name(&self, sql: &str, name: &SkinName) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        conn.execute_typed(sql, &[(&name.as_str(), Type::TEXT)])
+            .await
+    }
 }
 
-/// Whether the name was claimed, and else whether it is stored (the outer query's snapshot is
-/// the statement's: it sees the row as it was before the insert). A stale claim taken over
-/// takes this spelling of the name, which the object is written under. `$1` is trimmed (a
-/// `SkinName`), so `lower($1)` is its folded form.
+/// Whether the name was claimed; else whether it is reserved, and whether it is stored
+/// (removed: true, kept: false, NULL: not stored). The outer query's snapshot is the
+/// statement's: it sees the row as it was before the insert. A stale claim taken over takes
+/// this spelling of the name, which the object is written under; a removed row is stored, so
+/// never taken over. `$1` is trimmed (a `SkinName`), so `lower($1)` is its folded form.
 const CLAIM_SQL: &str = "\
-WITH claimed AS (
-    INSERT INTO skins (name, claim) VALUES ($1, $2)
+WITH reserved AS (
+    SELECT EXISTS (SELECT FROM skin_reservations WHERE folded = lower($1)) AS yes
+), claimed AS (
+    INSERT INTO skins (name, claim) SELECT $1, $2 WHERE NOT (SELECT yes FROM reserved)
     ON CONFLICT (folded) WHERE NOT shadowed DO UPDATE
        SET name = EXCLUDED.name, claim = EXCLUDED.claim, claimed_at = now()
      WHERE skins.stored_at IS NULL
@@ -57,8 +67,9 @@ WITH claimed AS (
     RETURNING claim
 )
 SELECT EXISTS (SELECT FROM claimed),
-       EXISTS (SELECT FROM skins
-                WHERE folded = lower($1) AND NOT shadowed AND stored_at IS NOT NULL)";
+       (SELECT yes FROM reserved),
+       (SELECT removed_at IS NOT NULL FROM skins
+         WHERE folded = lower($1) AND NOT shadowed AND stored_at IS NOT NULL)";
 
 /// `$3`–`$7`: the idempotency claim to complete with the response, or NULLs. With a claim,
 /// the name is confirmed only while the claim is still the upload's (locked first), so an
@@ -85,15 +96,19 @@ SELECT count(*) FROM confirmed";
 const RELEASE_SQL: &str = "DELETE FROM skins WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
 
 /// By `skins_folded`: the row holding the folded name (a shadowed one's group is held by a
-/// stored skin, migrations/V7).
+/// stored skin, migrations/V7), if any, and the name's reservation. Always one row.
 const STATE_SQL: &str = "\
-SELECT stored_at IS NOT NULL, claimed_at >= now() - make_interval(secs => $2)
-  FROM skins WHERE folded = lower($1) AND NOT shadowed";
+SELECT skins.stored_at IS NOT NULL,
+       skins.claimed_at >= now() - make_interval(secs => $2),
+       skins.removed_at IS NOT NULL,
+       EXISTS (SELECT FROM skin_reservations WHERE folded = lower($1))
+  FROM (SELECT) AS one
+  LEFT JOIN skins ON skins.folded = lower($1) AND NOT skins.shadowed";
 
-/// One page, by `skins_listed` (keyset on the name, in byte order).
+/// One page, by `skins_listed_kept` (keyset on the name, in byte order).
 const LIST_SQL: &str = "\
 SELECT name FROM skins
- WHERE stored_at IS NOT NULL AND name COLLATE \"C\" > $1
+ WHERE stored_at IS NOT NULL AND removed_at IS NULL AND name COLLATE \"C\" > $1
  ORDER BY name COLLATE \"C\"
  LIMIT $2";
 
@@ -126,6 +141,22 @@ DELETE FROM skin_ingests WHERE key IN (
      ORDER BY claimed_at
      LIMIT $2)";
 
+const RESERVE_SQL: &str = "\
+INSERT INTO skin_reservations (folded, name) VALUES (lower($1), $1) ON CONFLICT (folded) DO NOTHING";
+
+const UNRESERVE_SQL: &str = "DELETE FROM skin_reservations WHERE folded = lower($1)";
+
+/// By `skins_by_folded`: the names removed now, and whether one was removed before (the outer
+/// query sees the rows as they were before the update).
+const REMOVE_SQL: &str = "\
+WITH removed AS (
+    UPDATE skins SET removed_at = now()
+     WHERE folded = lower($1) AND stored_at IS NOT NULL AND removed_at IS NULL
+    RETURNING name
+)
+SELECT ARRAY(SELECT name FROM removed ORDER BY name COLLATE \"C\"),
+       EXISTS (SELECT FROM skins WHERE folded = lower($1) AND removed_at IS NOT NULL)";
+
 #[async_trait]
 impl SkinRegistry for PgSkinRegistry {
     async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
@@ -137,13 +168,16 @@ impl SkinRegistry for PgSkinRegistry {
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn.query_row(CLAIM_SQL, &params, "the name claim").await?;
-        Ok(match (row.get(0), row.get(1)) {
-            (true, _) => NameClaim::Claimed(Claim {
+        let (claimed, reserved, removed): (bool, bool, Option<bool>) =
+            (row.get(0), row.get(1), row.get(2));
+        Ok(match (claimed, reserved, removed) {
+            (true, _, _) => NameClaim::Claimed(Claim {
                 name: name.clone(),
                 token,
             }),
-            (false, true) => NameClaim::Stored,
-            (false, false) => NameClaim::Held,
+            (false, true, _) | (false, _, Some(true)) => NameClaim::Kept,
+            (false, false, Some(false)) => NameClaim::Stored,
+            (false, false, None) => NameClaim::Held,
         })
     }
 
@@ -193,11 +227,21 @@ impl SkinRegistry for PgSkinRegistry {
             (&self.stale_after_secs, Type::FLOAT8),
         ];
         let conn = db::checkout(&self.pool).await?;
-        let row = conn.query_typed(STATE_SQL, &params).await?.pop();
-        Ok(match row.map(|row| (row.get(0), row.get(1))) {
-            Some((true, _)) => NameState::Stored,
-            Some((false, true)) => NameState::Held,
-            Some((false, false)) | None => NameState::Free,
+        let row = conn
+            .query_row(STATE_SQL, &params, "the name's state")
+            .await?;
+        let stored: Option<bool> = row.get(0);
+        let fresh: Option<bool> = row.get(1);
+        let removed: Option<bool> = row.get(2);
+        let reserved: bool = row.get(3);
+        Ok(match (stored, fresh, removed, reserved) {
+            (_, _, Some(true), _) => NameState::Removed,
+            (stored, _, _, true) => NameState::Reserved {
+                stored: stored == Some(true),
+            },
+            (Some(true), _, _, false) => NameState::Stored,
+            (Some(false), Some(true), _, false) => NameState::Held,
+            _ => NameState::Free,
         })
     }
 
@@ -266,5 +310,27 @@ impl SkinRegistry for PgSkinRegistry {
                 &[(&older_than, Type::FLOAT8), (&limit, Type::INT8)],
             )
             .await?)
+    }
+
+    async fn reserve(&self, name: &SkinName) -> Result<bool, StoreError> {
+        Ok(self.execute_on_name(RESERVE_SQL, name).await? == 1)
+    }
+
+    async fn unreserve(&self, name: &SkinName) -> Result<bool, StoreError> {
+        Ok(self.execute_on_name(UNRESERVE_SQL, name).await? == 1)
+    }
+
+    async fn remove(&self, name: &SkinName) -> Result<Removal, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_row(REMOVE_SQL, &[(&name.as_str(), Type::TEXT)], "the removal")
+            .await?;
+        let removed: Vec<String> = row.get(0);
+        let removed_before: bool = row.get(1);
+        Ok(match (removed.is_empty(), removed_before) {
+            (false, _) => Removal::Removed(removed),
+            (true, true) => Removal::AlreadyRemoved,
+            (true, false) => Removal::NotStored,
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! `osurender-admin`: the key and policy commands (keys/admin.rs) against the database the functions use
+//! `osurender-admin`: the key, policy and skin commands (keys/admin.rs) against the database the functions use
 //! (`DATABASE_URL`, or the secret and `DB_*` variables). On a shell it reads its arguments and
 //! answers on stdout; on Lambda (`AWS_LAMBDA_RUNTIME_API` set, docs/DEPLOY.md "API keys") each
 //! event `{"command": ["keys", "list"]}` is one command, answered with the same JSON.
@@ -14,7 +14,9 @@ use super::database::own_connection;
 use super::{event_loop, Error};
 use crate::adapters::postgres::keys::PgKeyStore;
 use crate::adapters::postgres::policy::PgPolicyStore;
+use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db};
+use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::support::config::Config;
 use crate::support::telemetry;
 use crate::usecases::keys::admin::{self, AdminError, AdminStores, Command, USAGE};
@@ -62,7 +64,7 @@ struct AdminEvent {
 pub async fn admin_event(event: Value) -> Result<Value, Error> {
     let event: AdminEvent = serde_json::from_value(event).map_err(|_| {
         AdminError::Usage(
-            r#"the event must be {"command": ["keys", ...]} (or "pause", "resume", "bans")"#
+            r#"the event must be {"command": ["keys", ...]} (or "pause", "resume", "bans", "skins")"#
                 .to_owned(),
         )
     })?;
@@ -75,20 +77,25 @@ pub async fn run_command(args: &[String]) -> Result<Value, AdminError> {
     if command == Command::Help {
         return Ok(admin::help());
     }
-    let (keys, policy) = connect().await.map_err(AdminError::Failed)?;
+    let (keys, policy, skins) = connect().await.map_err(AdminError::Failed)?;
     let stores = AdminStores {
         keys: &keys,
         policy: &policy,
+        skins: &skins,
     };
     admin::run(stores, &command).await
 }
 
 /// The stores on a pool of one connection to the functions' database.
-async fn connect() -> Result<(PgKeyStore, PgPolicyStore), String> {
+async fn connect() -> Result<(PgKeyStore, PgPolicyStore, PgSkinRegistry), String> {
     // Boxed: inlined, this future nests too deep for the compiler's layout of `main`.
     let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
     let own = Box::pin(own_connection(&config)).await?;
     let pool =
         db::pool(own.postgres, &own.tls, 1, own.timeout).map_err(|e| e.message().to_owned())?;
-    Ok((PgKeyStore::new(pool.clone()), PgPolicyStore::new(pool)))
+    Ok((
+        PgKeyStore::new(pool.clone()),
+        PgPolicyStore::new(pool.clone()),
+        PgSkinRegistry::new(pool, CLAIM_STALE_AFTER),
+    ))
 }

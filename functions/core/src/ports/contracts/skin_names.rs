@@ -1,7 +1,8 @@
-//! The skin-name registry's guarantees (`SkinRegistry`): names, and presigned uploads' ingests.
+//! The skin-name registry's guarantees (`SkinRegistry`): names, the operator's reservations and
+//! removals, and presigned uploads' ingests.
 
 use crate::domain::render::SkinName;
-use crate::ports::skins::{IngestClaim, IngestTicket, NameClaim, NameState, SkinRegistry};
+use crate::ports::skins::{IngestClaim, IngestTicket, NameClaim, NameState, Removal, SkinRegistry};
 
 fn fresh_name(prefix: &str) -> String {
     let n = uuid::Uuid::new_v4().simple().to_string();
@@ -14,7 +15,112 @@ fn name(text: &str) -> SkinName {
 
 pub async fn suite(registry: &dyn SkinRegistry) {
     names(registry).await;
+    reservations(registry).await;
+    removals(registry).await;
     ingests(registry).await;
+}
+
+/// `name` stored, as an upload leaves it.
+async fn stored(registry: &dyn SkinRegistry, skin: &SkinName) {
+    let NameClaim::Claimed(claim) = registry.claim(skin).await.expect("answered") else {
+        panic!("a free name is claimed");
+    };
+    registry.confirm(&claim, None).await.expect("answered");
+}
+
+async fn listed(registry: &dyn SkinRegistry, spelled: &str) -> bool {
+    let before = &spelled[..spelled.len() - 1];
+    let page = registry.list(before, 1_000).await.expect("answered");
+    page.iter().any(|name| name == spelled)
+}
+
+async fn kept(registry: &dyn SkinRegistry, skin: &SkinName, why: &str) {
+    let claim = registry.claim(skin).await.expect("answered");
+    assert!(matches!(claim, NameClaim::Kept), "{why}: {claim:?}");
+}
+
+async fn reservations(registry: &dyn SkinRegistry) {
+    let state = async |skin: &SkinName| registry.state(skin).await.expect("answered");
+    let spelled = fresh_name("Reserved");
+    let (skin, folded) = (name(&spelled), name(&spelled.to_uppercase()));
+    assert!(registry.reserve(&skin).await.expect("answered"), "newly");
+    assert!(
+        !registry.reserve(&folded).await.expect("answered"),
+        "again, in any case"
+    );
+    assert_eq!(state(&folded).await, NameState::Reserved { stored: false });
+    assert!(!state(&skin).await.renderable());
+    kept(registry, &folded, "a reserved name is not claimed").await;
+    assert!(registry.unreserve(&folded).await.expect("answered"));
+    assert!(
+        !registry.unreserve(&skin).await.expect("answered"),
+        "not twice"
+    );
+    assert_eq!(state(&skin).await, NameState::Free, "unreserved is free");
+
+    stored(registry, &skin).await;
+    assert!(registry.reserve(&folded).await.expect("answered"));
+    let reserved = state(&skin).await;
+    assert_eq!(reserved, NameState::Reserved { stored: true });
+    assert!(reserved.renderable() && reserved.kept_by_operator());
+    assert!(
+        listed(registry, &spelled).await,
+        "a reserved skin stays listed"
+    );
+    kept(registry, &skin, "nor is a reserved stored one").await;
+    assert!(registry.unreserve(&skin).await.expect("answered"));
+    assert_eq!(state(&skin).await, NameState::Stored);
+
+    // A reservation made while an upload holds its claim lets that upload finish.
+    let racing = name(&fresh_name("Racing"));
+    let NameClaim::Claimed(claim) = registry.claim(&racing).await.expect("answered") else {
+        panic!("a free name is claimed");
+    };
+    registry.reserve(&racing).await.expect("answered");
+    assert_eq!(state(&racing).await, NameState::Reserved { stored: false });
+    registry.confirm(&claim, None).await.expect("answered");
+    assert_eq!(state(&racing).await, NameState::Reserved { stored: true });
+}
+
+async fn removals(registry: &dyn SkinRegistry) {
+    let state = async |skin: &SkinName| registry.state(skin).await.expect("answered");
+    let spelled = fresh_name("Removed");
+    let (skin, folded) = (name(&spelled), name(&spelled.to_lowercase()));
+    assert_eq!(
+        registry.remove(&skin).await.expect("answered"),
+        Removal::NotStored
+    );
+    let NameClaim::Claimed(held) = registry.claim(&skin).await.expect("answered") else {
+        panic!("a free name is claimed");
+    };
+    let removal = registry.remove(&skin).await.expect("answered");
+    assert_eq!(
+        removal,
+        Removal::NotStored,
+        "an upload running is no skin yet"
+    );
+    registry.confirm(&held, None).await.expect("answered");
+
+    let removal = registry.remove(&folded).await.expect("answered");
+    assert_eq!(
+        removal,
+        Removal::Removed(vec![spelled.clone()]),
+        "in any case"
+    );
+    let again = registry.remove(&skin).await.expect("answered");
+    assert_eq!(again, Removal::AlreadyRemoved);
+    assert_eq!(state(&folded).await, NameState::Removed);
+    assert!(!state(&skin).await.renderable());
+    assert!(
+        !listed(registry, &spelled).await,
+        "a removed skin is not listed"
+    );
+    kept(registry, &folded, "a removed name is not free again").await;
+    registry.release(&held).await.expect("answered");
+    assert_eq!(state(&skin).await, NameState::Removed, "nor released");
+    registry.reserve(&skin).await.expect("answered");
+    registry.unreserve(&skin).await.expect("answered");
+    assert_eq!(state(&skin).await, NameState::Removed, "nor unreserved");
 }
 
 async fn names(registry: &dyn SkinRegistry) {

@@ -13,12 +13,15 @@ use serde_json::{json, Value};
 use crate::domain::entitlement::{DeniedOptions, Entitlements};
 use crate::domain::key::{InvalidKeyLimits, InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName};
 use crate::domain::policy::{AddressRange, BanTarget, PlayerName, Reason};
+use crate::domain::render::SkinName;
 use crate::domain::{RateLimit, Resolution};
 use crate::ports::keys::{KeyStore, KeySummary, Revocation, MAX_LIST};
 use crate::ports::policy::{NewBan, PolicyStore};
+use crate::ports::skins::SkinRegistry;
 use crate::support::config::Seconds;
 use crate::usecases::keys::{create, CreatedKey};
 use crate::usecases::policy::admin::{self as policy, PolicyCommand};
+use crate::usecases::skins::admin::{self as skins, SkinCommand};
 
 pub const USAGE: &str = "\
 usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max-active 20] [--sandbox]
@@ -33,6 +36,9 @@ usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max
                                 [--for 7d | --until RFC3339] [--reason TEXT]
        osurender-admin bans list
        osurender-admin bans remove ID
+       osurender-admin skins remove NAME
+       osurender-admin skins reserve NAME
+       osurender-admin skins unreserve NAME
 
 Database: DATABASE_URL, or DB_SECRET_ARN with DB_HOST/DB_PORT/DB_NAME (as the functions).
 Answers one JSON object on stdout; exit 0 ok, 1 failure, 2 usage error.";
@@ -55,6 +61,8 @@ pub enum Command {
     },
     /// The operator's policy: pause, resume, bans.
     Policy(PolicyCommand),
+    /// Skin names: remove, reserve, unreserve.
+    Skins(SkinCommand),
     Help,
 }
 
@@ -106,6 +114,37 @@ enum Group {
     /// Bans of addresses, keys and players (403 `banned`).
     #[command(subcommand, arg_required_else_help = false)]
     Bans(Bans),
+    /// Skin names (usecases/skins/admin.rs).
+    #[command(subcommand, arg_required_else_help = false)]
+    Skins(Skins),
+}
+
+#[derive(Debug, Subcommand)]
+enum Skins {
+    /// Unlists a skin: no longer renderable, its name kept from uploads, its object kept.
+    Remove {
+        #[arg(value_name = "NAME", value_parser = skin_name)]
+        name: SkinName,
+    },
+    /// Keeps a name from uploads (409 `skin_name_reserved`).
+    Reserve {
+        #[arg(value_name = "NAME", value_parser = skin_name)]
+        name: SkinName,
+    },
+    /// Lets uploads claim a reserved name again.
+    Unreserve {
+        #[arg(value_name = "NAME", value_parser = skin_name)]
+        name: SkinName,
+    },
+}
+
+/// A skin name as uploads take it; not the built-in skin, which no upload can take.
+fn skin_name(text: &str) -> Result<SkinName, String> {
+    let name = SkinName::parse(text).map_err(|e| e.reason)?;
+    match name.is_default() {
+        true => Err(format!("`{text}` is the built-in skin, always reserved")),
+        false => Ok(name),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -285,6 +324,7 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
         }
         Group::Resume => return Ok(Command::Policy(PolicyCommand::Resume)),
         Group::Bans(bans) => return Ok(Command::Policy(bans_command(bans))),
+        Group::Skins(command) => return Ok(Command::Skins(skins_command(command))),
     };
     Ok(match keys {
         Keys::Create {
@@ -337,6 +377,14 @@ fn bans_command(bans: Bans) -> PolicyCommand {
     }
 }
 
+fn skins_command(command: Skins) -> SkinCommand {
+    match command {
+        Skins::Remove { name } => SkinCommand::Remove(name),
+        Skins::Reserve { name } => SkinCommand::Reserve(name),
+        Skins::Unreserve { name } => SkinCommand::Unreserve(name),
+    }
+}
+
 /// clap's error as text, up to its usage line or its pointer to `--help`.
 fn clap_message(error: &clap::Error) -> String {
     let text = error.to_string();
@@ -361,6 +409,7 @@ pub fn help() -> Value {
 pub struct AdminStores<'a> {
     pub keys: &'a dyn KeyStore,
     pub policy: &'a dyn PolicyStore,
+    pub skins: &'a dyn SkinRegistry,
 }
 
 /// Runs `command`; its answer as one JSON object.
@@ -370,6 +419,9 @@ pub async fn run(stores: AdminStores<'_>, command: &Command) -> Result<Value, Ad
     match command {
         Command::Help => Ok(help()),
         Command::Policy(command) => policy::run(stores.policy, command)
+            .await
+            .map_err(AdminError::Failed),
+        Command::Skins(command) => skins::run(stores.skins, command)
             .await
             .map_err(AdminError::Failed),
         Command::Create { name, kind, limits } => {
@@ -425,7 +477,7 @@ fn summary_json(key: &KeySummary) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::memory::{MemoryKeys, MemoryPolicy};
+    use crate::adapters::memory::{Memory, MemoryKeys, MemoryPolicy};
 
     fn args(line: &str) -> Vec<String> {
         line.split_whitespace().map(str::to_owned).collect()
@@ -509,6 +561,12 @@ mod tests {
             "bans add --player x --until tomorrow",
             "bans remove",
             "bans remove one",
+            "skins",
+            "skins remove",
+            "skins remove Default",
+            "skins reserve ../etc",
+            "skins reserve a b",
+            "skins unreserve",
         ] {
             let error = parse(&args(line)).expect_err(line);
             assert_eq!(error.exit_code(), 2, "{line}: {error}");
@@ -586,12 +644,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn skin_commands_take_one_name() {
+        let name = SkinName::parse("Official").unwrap();
+        for (line, command) in [
+            ("skins remove Official", SkinCommand::Remove(name.clone())),
+            ("skins reserve Official", SkinCommand::Reserve(name.clone())),
+            ("skins unreserve Official", SkinCommand::Unreserve(name)),
+        ] {
+            assert_eq!(
+                parse(&args(line)).unwrap(),
+                Command::Skins(command),
+                "{line}"
+            );
+        }
+        let spaced = ["skins", "remove", "My Skin"].map(str::to_owned);
+        let Command::Skins(SkinCommand::Remove(spaced)) = parse(&spaced).unwrap() else {
+            panic!("not a removal")
+        };
+        assert_eq!(spaced.as_str(), "My Skin");
+        let built_in = parse(&args("skins reserve default")).unwrap_err();
+        assert!(built_in.to_string().contains("built-in skin"), "{built_in}");
+    }
+
     #[tokio::test]
     async fn the_policy_commands_answer_what_they_did() {
         let (keys, policy) = (MemoryKeys::default(), MemoryPolicy::default());
+        let skins = Memory::new().database;
         let stores = AdminStores {
             keys: &keys,
             policy: &policy,
+            skins: &*skins,
         };
         let run_line = async |line: &str| run(stores, &parse(&args(line)).unwrap()).await;
         let paused = run_line("pause --reason upgrade").await.unwrap();
@@ -623,9 +706,11 @@ mod tests {
     async fn the_answers_show_the_key_once() {
         let store = MemoryKeys::default();
         let policy = MemoryPolicy::default();
+        let skins = Memory::new().database;
         let stores = AdminStores {
             keys: &store,
             policy: &policy,
+            skins: &*skins,
         };
         let create = parse(&args("keys create --name ci --sandbox")).unwrap();
         let created = run(stores, &create).await.unwrap();

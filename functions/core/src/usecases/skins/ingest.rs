@@ -28,7 +28,7 @@ use bytes::{Buf, Bytes};
 use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
-use super::upload::{publish, Content, PublishError};
+use super::upload::{kept_detail, publish, Content, PublishError};
 use crate::domain::archive::{self, ArchiveError, ArchiveLimits, ArchiveSource, SourceError};
 use crate::domain::render::SkinName;
 use crate::ports::replays::StorageError;
@@ -47,7 +47,7 @@ pub const CLAIMS_KEPT: Duration = Duration::from_secs(24 * 60 * 60);
 pub enum IngestOutcome {
     /// Now listed and renderable.
     Published(SkinName),
-    /// Not a valid skin, too large, a name taken meanwhile, a key no upload was given, or an
+    /// Not a valid skin, too large, a name taken (or reserved) meanwhile, a key no upload was given, or an
     /// upload key ingested before (its policy POSTed again): the object is deleted.
     Refused(String),
     /// The object was gone already (another run ingested it).
@@ -114,6 +114,7 @@ async fn decide(app: &App, key: &str) -> Result<Decision, IngestError> {
     match app.skin_names.state(&name).await? {
         NameState::Free => {}
         NameState::Stored => return refused(taken()),
+        NameState::Removed | NameState::Reserved { .. } => return refused(kept_detail(&name)),
         // Held by an upload whose outcome is not settled: kept, and tried again later.
         NameState::Held => return Err(held(&name)),
     }
@@ -182,6 +183,7 @@ async fn check_and_publish(
         Err(PublishError::Exists(name)) => {
             refused(format!("a skin named `{}` exists already", name.as_str()))
         }
+        Err(PublishError::Kept(name)) => refused(kept_detail(&name)),
         Err(PublishError::Held(name)) => Err(held(&name)),
         Err(PublishError::Database(error)) => Err(error.into()),
         Err(PublishError::Storage(error) | PublishError::Unknown(error)) => Err(error.into()),

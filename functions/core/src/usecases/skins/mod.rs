@@ -5,6 +5,7 @@
 //! Read `upload` for the admission steps, `archive` for what a valid skin is, `store` for where
 //! skins live and how a name is claimed race-free, `ingest` for presigned uploads' arrival.
 
+pub mod admin;
 pub mod ingest;
 pub mod upload;
 
@@ -14,7 +15,6 @@ use serde::Serialize;
 
 use crate::domain::client::ClientKey;
 use crate::domain::render::SkinName;
-use crate::ports::skins::NameState;
 use crate::support::problem::{InvalidParam, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::request::{check_rate_limit, Submission};
@@ -66,14 +66,14 @@ impl PageRequest {
 /// A render's skin: built in, or stored in the registry (in any case, as names compare), else a
 /// 422 `unknown_skin` rather than a job its worker would fail. One point read of the registry's
 /// unique index on the folded name; the built-in skin costs none. An upload still running
-/// (`Held`) is not a skin yet.
+/// (`Held`) is not a skin yet, nor is one the operator removed (`NameState::renderable`).
 pub async fn check_renderable(app: &App, skin: &SkinName) -> Result<(), Rejection> {
     if skin.is_default() {
         return Ok(());
     }
     match app.skin_names.state(skin).await {
-        Ok(NameState::Stored) => Ok(()),
-        Ok(NameState::Free | NameState::Held) => Err(Rejection::UnknownSkin(format!(
+        Ok(state) if state.renderable() => Ok(()),
+        Ok(_) => Err(Rejection::UnknownSkin(format!(
             "skin: no skin is named `{}`; GET /v1/skins lists the skins a render may name \
              (upload one first)",
             skin.as_str()

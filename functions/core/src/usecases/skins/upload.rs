@@ -9,7 +9,7 @@
 //! | 3 | the name: the `name` field, else the file's stem, trimmed, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
 //! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 | 400 / 409 / 422 |
 //! | 4 | the route's rate limit (v1 and legacy count separately) | 429 |
-//! | 5 | the name is free, ignoring case: claimed in the registry, race-free | 409 |
+//! | 5 | the name is free, ignoring case: claimed in the registry, race-free; not kept by the operator (reserved, or its skin removed) | 409 |
 //! | 6 | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
 //!
 //! Skins too large for a request ask for a presigned upload instead (`request_upload`): the
@@ -277,6 +277,8 @@ pub(super) enum Published {
 #[derive(Debug)]
 pub(super) enum PublishError {
     Exists(SkinName),
+    /// The operator keeps the name (`NameState::kept_by_operator`).
+    Kept(SkinName),
     /// Another upload holds the name, unconfirmed, with other content (or none stored yet):
     /// taken for now; it is free again if that upload never stores.
     Held(SkinName),
@@ -292,6 +294,7 @@ impl PublishError {
     pub(super) fn into_rejection(self) -> Rejection {
         match self {
             Self::Exists(name) | Self::Held(name) => Rejection::SkinExists(exists_detail(&name)),
+            Self::Kept(name) => Rejection::SkinNameReserved(kept_detail(&name)),
             Self::Database(_) => Rejection::DatabaseUnavailable,
             Self::Storage(_) | Self::Unknown(_) => Rejection::SkinStorageUnavailable,
         }
@@ -301,6 +304,14 @@ impl PublishError {
 fn exists_detail(name: &SkinName) -> String {
     format!(
         "a skin named `{}` exists already (names compare ignoring case); choose another name",
+        name.as_str()
+    )
+}
+
+/// Also the ingest's refusal of a kept name.
+pub(super) fn kept_detail(name: &SkinName) -> String {
+    format!(
+        "the skin name `{}` is reserved (names compare ignoring case); choose another name",
         name.as_str()
     )
 }
@@ -327,6 +338,7 @@ pub(super) async fn publish(
     let claim = match claim {
         NameClaim::Claimed(claim) => claim,
         NameClaim::Stored => return Err(PublishError::Exists(name.clone())),
+        NameClaim::Kept => return Err(PublishError::Kept(name.clone())),
         NameClaim::Held => return held_name(app, name, &content_id).await,
     };
     let reserve = app.config.settle_reserve(app.config.aws_timeout);
@@ -491,7 +503,7 @@ async fn presign(app: &App, name: SkinName, size: u64) -> Result<PresignedUpload
 }
 
 /// A courtesy check, so a client does not upload a large file only to have it refused: the
-/// name can still be taken before the upload arrives, which `ingest` settles.
+/// name can still be taken (or reserved) before the upload arrives, which `ingest` settles.
 async fn check_name_free(app: &App, name: &SkinName) -> Result<(), Rejection> {
     let exists = || Rejection::SkinExists(exists_detail(name));
     if name.is_default() {
@@ -501,6 +513,9 @@ async fn check_name_free(app: &App, name: &SkinName) -> Result<(), Rejection> {
         tracing::error!(%error, "skin name lookup failed");
         Rejection::DatabaseUnavailable
     })?;
+    if state.kept_by_operator() {
+        return Err(Rejection::SkinNameReserved(kept_detail(name)));
+    }
     let stored = state != NameState::Free
         || app.skins.exists(name).await.map_err(|error| {
             tracing::error!(%error, "skin lookup failed");
