@@ -47,14 +47,11 @@ impl PolicyStore for PgPolicyStore {
             .await?
             .pop()
             .ok_or_else(|| StoreError::new("the policy read returned no row"))?;
-        let pause = match row.get::<_, Option<bool>>(0) {
-            Some(anonymous_only) => Some(Pause {
-                anonymous_only,
-                reason: reason(row.get(1)),
-                since: row.get(2),
-            }),
-            None => None,
-        };
+        let pause = row.get::<_, Option<bool>>(0).map(|anonymous_only| Pause {
+            anonymous_only,
+            reason: reason(row.get(1)),
+            since: row.get(2),
+        });
         let ids: Vec<i64> = row.get::<_, Option<_>>(3).unwrap_or_default();
         let kinds: Vec<String> = row.get::<_, Option<_>>(4).unwrap_or_default();
         let targets: Vec<String> = row.get::<_, Option<_>>(5).unwrap_or_default();
