@@ -107,15 +107,7 @@ async fn a_job_walks_to_completed_and_frees_its_clients_slot() {
         "an in-flight job has a deadline for the janitor"
     );
 
-    let video_key = format!("renders/{first}.mp4");
-    app.s3
-        .put_object()
-        .bucket(&app.config.artifact_bucket)
-        .key(&video_key)
-        .body(b"rendered video".to_vec().into())
-        .send()
-        .await
-        .unwrap();
+    let video_key = app.put_rendered_video(&first).await;
     app.report_ok(
         &first,
         json!({ "status": "completed", "video_key": video_key, "thumb_key": "renders/t.jpg", "job_id": first }),

@@ -78,15 +78,7 @@ async fn a_completed_jobs_artifact_links_redirect_to_fresh_presigned_urls() {
         "{body}"
     );
 
-    let video_key = format!("renders/{job}.mp4");
-    app.s3
-        .put_object()
-        .bucket(&app.config.artifact_bucket)
-        .key(&video_key)
-        .body(b"rendered video".to_vec().into())
-        .send()
-        .await
-        .unwrap();
+    let video_key = app.put_rendered_video(&job).await;
     app.report_ok(&job, json!({ "status": "rendering" })).await;
     app.report_ok(
         &job,

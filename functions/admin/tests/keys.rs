@@ -514,3 +514,55 @@ async fn the_skin_commands_run_on_the_command_line_and_as_events() {
         .as_str()
         .is_some_and(|m| m.contains("no skin is named")));
 }
+
+#[tokio::test]
+async fn the_policy_commands_run_on_the_command_line_and_as_events() {
+    let (_database, url) = test_database("policy", true).await;
+    let paused = answer(&admin(
+        &url,
+        &["pause", "--anonymous-only", "--reason", "maintenance"],
+    ));
+    assert_eq!(
+        (
+            &paused["paused"],
+            &paused["anonymous_only"],
+            &paused["reason"]
+        ),
+        (&json!(true), &json!(true), &json!("maintenance")),
+        "{paused}"
+    );
+    let banned = answer(&admin(
+        &url,
+        &["bans", "add", "--ip", "203.0.113.0/24", "--for", "7d"],
+    ));
+    assert!(
+        banned["until"].is_string(),
+        "a temporary ban ends: {banned}"
+    );
+    let bad = admin(&url, &["bans", "add", "--ip", "::ffff:203.0.113.7"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+
+    let function = Function::of(env!("CARGO_BIN_EXE_osurender-admin"), "admin")
+        .vars(&[("DATABASE_URL", &url), ("DB_SSLMODE", "disable")])
+        .start("policy")
+        .await;
+    let responded = async |id: &'static str, words: &[&str]| match function
+        .invoke(id, json!({ "command": words }), TIMEOUT)
+        .await
+    {
+        Answer::Response(answer) => answer,
+        other => panic!("{id}: {other:?}"),
+    };
+    let listed = responded("list", &["bans", "list"]).await;
+    let bans = listed["bans"].as_array().expect("a list of bans");
+    assert_eq!(bans.len(), 1, "{listed}");
+    let id = bans[0]["id"].to_string();
+    let removed = responded("remove", &["bans", "remove", &id]).await;
+    assert!(removed.is_object(), "{removed}");
+    let resumed = responded("resume", &["resume"]).await;
+    assert!(resumed.is_object(), "{resumed}");
+    assert_eq!(
+        responded("empty", &["bans", "list"]).await["bans"],
+        json!([])
+    );
+}

@@ -113,6 +113,21 @@ impl TestApp {
         self.post_webhook(job_id, &body, Some(&signature)).await
     }
 
+    /// What a worker stores before it reports `completed`: `renders/{job}.mp4` in the artifact
+    /// bucket, holding "rendered video". Its key.
+    pub async fn put_rendered_video(&self, job_id: &str) -> String {
+        let video_key = format!("renders/{job_id}.mp4");
+        self.s3
+            .put_object()
+            .bucket(&self.config.artifact_bucket)
+            .key(&video_key)
+            .body(b"rendered video".to_vec().into())
+            .send()
+            .await
+            .unwrap();
+        video_key
+    }
+
     pub async fn report_ok(&self, job_id: &str, fields: Value) {
         let response = self.report(job_id, fields.clone()).await;
         assert_eq!(response.status(), StatusCode::OK, "{fields}");
