@@ -19,7 +19,7 @@ PROXY_CONNECTION_BUDGET = 100
 # S3 read speed the skin-ingest timeouts are sized for, bytes per second (a conservative
 # figure for one GET inside a region) and the copy within S3 after it.
 S3_BYTES_PER_SECOND = 10 * 1024 * 1024
-SINGLETONS = ["MigrateFunction", "OutboxDispatcherFunction", "JanitorFunction", "AdminFunction"]
+SINGLETONS = ["MigrateFunction", "JanitorFunction", "AdminFunction"]
 # skin-ingest inflates up to 256 MiB per upload: at most this many run at once, so a flood of
 # uploads (or of events) waits in S3's async-invoke queue instead of multiplying the work.
 MAX_INGEST_CONCURRENCY = 10
@@ -362,6 +362,33 @@ def main(template_path, samconfig_path):
             check(ref(vpc.get("SubnetIds")) == "VpcSubnetIds" and ref(vpc.get("SecurityGroupIds")) == "VpcSecurityGroupIds",
                   f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
     check(ref(globals_env.get("CALLBACKS_EGRESS")) == "CallbackEgress", "Globals: CALLBACKS_EGRESS from CallbackEgress")
+
+    # Event-driven callbacks: every function that queues a callback (admission, a worker's
+    # report, the janitor's endings) or sweeps them may send a wake; the dispatcher is woken by
+    # the queue, with room for a wake's sweeps beside a scheduled one.
+    check(ref(globals_env.get("CALLBACK_WAKE_QUEUE_URL")) == "CallbackWakeQueue",
+          "Globals: CALLBACK_WAKE_QUEUE_URL from CallbackWakeQueue")
+    wake_arn = {"Fn::GetAtt": ["CallbackWakeQueue", "Arn"]}
+    for name in ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction"):
+        sends = [
+            statement for policy in functions[name]["Properties"].get("Policies", [])
+            for statement in (policy.get("Statement", []) if isinstance(policy, dict) else [])
+            if statement.get("Action") == "sqs:SendMessage"
+        ]
+        resources_sent = [r for st in sends for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])]
+        check(wake_arn in resources_sent, f"{name}: sqs:SendMessage on CallbackWakeQueue")
+    dispatcher = functions["OutboxDispatcherFunction"]["Properties"]
+    wakes = [e["Properties"] for e in dispatcher.get("Events", {}).values() if e.get("Type") == "SQS"]
+    check(len(wakes) == 1 and wakes[0].get("Queue") == wake_arn,
+          "OutboxDispatcherFunction: woken by CallbackWakeQueue (an SQS event)")
+    if wakes:
+        most = wakes[0].get("ScalingConfig", {}).get("MaximumConcurrency")
+        check(isinstance(most, int) and most < dispatcher.get("ReservedConcurrentExecutions", 0),
+              "OutboxDispatcherFunction: reserved concurrency above the wake's MaximumConcurrency "
+              "(a scheduled sweep fits beside the wakes')")
+    queue = resources.get("CallbackWakeQueue", {}).get("Properties", {})
+    check(queue.get("VisibilityTimeout", 0) >= 6 * dispatcher.get("Timeout", 0),
+          "CallbackWakeQueue: VisibilityTimeout at least six times the dispatcher's Timeout")
 
     # Lifecycles: renders/ go with their jobs (JOB_RETENTION), incoming/ stays as long as the
     # failure queue keeps the events that point at it; prod keeps its log groups.

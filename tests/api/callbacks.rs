@@ -14,7 +14,7 @@ use osurender_core::{App, Clients};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::app::{header, problem, TestApp};
+use crate::support::app::{header, problem, wake_queue, TestApp};
 use crate::support::callbacks::{callback_form, sequences, sweep_callbacks, Receiver, Trap};
 use crate::support::replays::valid_form;
 
@@ -941,4 +941,149 @@ async fn a_callback_queued_during_a_send_goes_out_next_however_that_send_ends() 
     // Delivered: the second is due at once.
     core.callbacks.mark_dispatched(&[head]).await.unwrap();
     assert_eq!(claim().await, [2]);
+}
+
+/// Polls `received` every 50 ms until it holds `count` POSTs; how long that took, or `None`
+/// after `within`.
+async fn received_within(receiver: &Receiver, count: usize, within: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if receiver.received().len() >= count {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Waits until no wake is waiting on the queue or being handled (delayed ones aside).
+async fn wakes_taken(app: &TestApp, queue: &str) {
+    use aws_sdk_sqs::types::QueueAttributeName::{
+        ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible,
+    };
+    let started = Instant::now();
+    loop {
+        let attributes = app
+            .sqs
+            .get_queue_attributes()
+            .queue_url(queue)
+            .attribute_names(ApproximateNumberOfMessages)
+            .attribute_names(ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap();
+        let counts = attributes.attributes().cloned().unwrap_or_default();
+        let waiting: u64 = counts.values().map(|n| n.parse::<u64>().unwrap()).sum();
+        if waiting == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "wakes left: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// With a wake queue and no scheduled sweep at all (`OUTBOX_SWEEP_INTERVAL=0`, as every test
+/// server), callbacks go out on the dispatcher's wakes alone, as on AWS: a job's first
+/// callback and each status change within seconds, a failed send again once its backoff ends
+/// (a delayed wake), and a receiver that keeps failing holds back only its own job's later
+/// callbacks, not another job's of the same key, and only until its attempts run out.
+#[tokio::test]
+async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
+    const PROMPTLY: Duration = Duration::from_secs(5);
+    let wake_queue = wake_queue().await;
+    let app = TestApp::spawn(&[
+        ("ALLOW_PRIVATE_CALLBACKS", "true"),
+        ("CALLBACK_WAKE_QUEUE_URL", wake_queue.as_str()),
+        ("OUTBOX_MAX_ATTEMPTS", "2"),
+    ])
+    .await;
+    let (good, failing) = (Receiver::start(0).await, Receiver::start(usize::MAX).await);
+    let key = app.create_key("60/minute", 20).await;
+    let held = app
+        .submit_with_callback("203.0.113.31", &key, &failing.url("/hook"))
+        .await;
+    let job = app
+        .submit_with_callback("203.0.113.32", &key, &good.url("/hook"))
+        .await;
+    let first = received_within(&good, 1, PROMPTLY).await;
+    assert!(
+        first.is_some(),
+        "the queued callback did not come within {PROMPTLY:?}"
+    );
+    assert!(received_within(&failing, 1, PROMPTLY).await.is_some());
+    let first_failure = Instant::now();
+    // The admissions' wakes are spent: what sends the next callbacks is the reports' own.
+    wakes_taken(&app, &wake_queue).await;
+
+    for id in [&held, &job] {
+        app.report_ok(id, json!({ "status": "downloading" })).await;
+    }
+    let change = received_within(&good, 2, PROMPTLY).await;
+    assert!(
+        change.is_some(),
+        "the status change did not come within {PROMPTLY:?}"
+    );
+    assert_eq!(
+        sequences(&good.received()),
+        [(1, "queued"), (2, "downloading")]
+    );
+
+    // The failing receiver's first callback is sent again when its backoff (5 s) ends, woken
+    // by a delayed wake; its job's second waits behind it until then.
+    let sent = |receiver: &Receiver| -> Vec<i64> {
+        receiver.received().iter().map(|r| r.sequence()).collect()
+    };
+    assert_eq!(sent(&failing), [1]);
+    let retried = received_within(&failing, 2, Duration::from_secs(5) + PROMPTLY).await;
+    assert!(
+        retried.is_some(),
+        "no retry within its backoff and {PROMPTLY:?}"
+    );
+    assert!(
+        first_failure.elapsed() >= Duration::from_secs(4),
+        "retried after {:?}, before its backoff",
+        first_failure.elapsed()
+    );
+    // That was its last attempt (OUTBOX_MAX_ATTEMPTS=2): the hold ends, and the job's next
+    // callback goes out at once.
+    assert!(received_within(&failing, 3, PROMPTLY).await.is_some());
+    assert_eq!(sent(&failing), [1, 1, 2]);
+    let stored = stored_callbacks(&app, &held).await;
+    assert_eq!(
+        (stored[0].1.as_str(), stored[0].2),
+        ("failed", 2),
+        "{stored:?}"
+    );
+    assert_eq!(sent(&good), [1, 2], "the other job was never held");
+}
+
+/// A sandbox job's callbacks fall due on its simulated schedule (0–9 s): each sweep's wake for
+/// the next one due sends the whole progression, with no scheduled sweep.
+#[tokio::test]
+async fn with_a_wake_queue_a_sandbox_job_calls_back_its_whole_progression() {
+    let wake_queue = wake_queue().await;
+    let app = TestApp::spawn(&[
+        ("ALLOW_PRIVATE_CALLBACKS", "true"),
+        ("CALLBACK_WAKE_QUEUE_URL", wake_queue.as_str()),
+    ])
+    .await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key_of(KeyKind::Sandbox, "60/minute", 2).await;
+    let job = app
+        .submit_with_callback("203.0.113.33", &key, &receiver.url("/hook"))
+        .await;
+    let expected = stored_callbacks(&app, &job).await.len();
+    assert!(
+        expected >= 4,
+        "a sandbox job queues its progression: {expected}"
+    );
+    let all = received_within(&receiver, expected, Duration::from_secs(16)).await;
+    assert!(all.is_some(), "got {:?}", sequences(&receiver.received()));
+    let received = receiver.received();
+    assert_eq!(received.last().map(|r| r.status()), Some("completed"));
+    let in_order: Vec<i64> = received.iter().map(|r| r.sequence()).collect();
+    assert_eq!(in_order, (1..=expected as i64).collect::<Vec<_>>());
 }

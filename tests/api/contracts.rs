@@ -16,7 +16,7 @@ use osurender_core::adapters::postgres::policy::PgPolicyStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
 use osurender_core::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
-use osurender_core::adapters::sqs::SqsRenderQueue;
+use osurender_core::adapters::sqs::{SqsRenderQueue, SqsWake};
 use osurender_core::domain::callback::CallbackUrl;
 use osurender_core::ports::callbacks::{CallbackClaim, KeyShares};
 use osurender_core::ports::contracts;
@@ -24,7 +24,7 @@ use osurender_core::ports::jobs::{Admission, JobAdmission};
 use osurender_core::ports::skins::CLAIM_STALE_AFTER;
 use osurender_core::Clients;
 
-use crate::support::app::TestApp;
+use crate::support::app::{wake_queue, TestApp};
 
 #[tokio::test]
 async fn the_dynamodb_limiter_keeps_the_ports_contract() {
@@ -114,6 +114,34 @@ async fn the_postgres_callback_queue_keeps_the_ports_contract() {
     };
     let callbacks = PgCallbackStore::new(clients.pool.clone());
     contracts::leased::suite(&callbacks, |lease| CallbackClaim { lease, shares }, seed).await;
+}
+
+#[tokio::test]
+async fn the_sqs_wake_keeps_the_ports_contract() {
+    let url = wake_queue().await;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let wake = SqsWake::new(sqs.clone(), url.clone());
+    // As the dispatcher's event source: what is received is deleted.
+    let take_due = async || {
+        let received = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        for message in received.messages() {
+            sqs.delete_message()
+                .queue_url(&url)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+        received.messages().len()
+    };
+    contracts::wake::suite(&wake, take_due).await;
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 mod provision;
+mod wakes;
 mod workers;
 
 /// How long the start-up may wait for each AWS call that creates what is missing.
@@ -94,7 +95,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     let verifier = Verifier::from_app(&app).await?;
     let router = http::service(http::all_routes(verifier), app.clone());
     let addr = listener.local_addr()?;
-    run_scheduled(&app);
+    run_scheduled(&app, &clients.sqs);
     if app.config.simulate_workers {
         workers::Simulator {
             app: app.clone(),
@@ -111,7 +112,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     Ok(Server { addr, task })
 }
 
-fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
+pub(crate) fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
     match swept {
         Ok(report) if report.claimed > 0 => tracing::info!(?report, "{what} sweep"),
         Ok(_) => {}
@@ -119,9 +120,13 @@ fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
     }
 }
 
-/// The scheduled functions of a deployment, on the dev server's timers.
-fn run_scheduled(app: &App) {
+/// The scheduled functions of a deployment, on the dev server's timers, and the dispatcher's
+/// wakes when there is a wake queue.
+fn run_scheduled(app: &App, sqs: &aws_sdk_sqs::Client) {
     let sender = callback_sender(&app.config);
+    if let Some(url) = &app.config.callback_wake_queue_url {
+        wakes::spawn(app.clone(), sqs.clone(), url.clone(), sender.clone());
+    }
     every(app.config.outbox_sweep_interval, app, move |app| {
         let sender = sender.clone();
         async move {

@@ -60,6 +60,21 @@ fn capture_logs() {
         .try_init();
 }
 
+/// A fresh queue on the AWS stand-in, for a server's `CALLBACK_WAKE_QUEUE_URL`: its URL.
+pub async fn wake_queue() -> String {
+    init_env();
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let name = format!("wakes-{}", uuid::Uuid::new_v4().simple());
+    aws_sdk_sqs::Client::new(&sdk)
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .expect("the stand-in creates a queue")
+        .queue_url
+        .expect("a created queue has a URL")
+}
+
 /// The webhook secret every test server shares with its tests' simulated workers.
 pub const WEBHOOK_SECRET: &str = "integration-test-webhook-secret";
 

@@ -1,4 +1,7 @@
-//! The SQS render queue the outbox publishes to: `SendMessageBatch`, ten messages a call.
+//! The SQS render queue the outbox publishes to (`SendMessageBatch`, ten messages a call), and
+//! the dispatcher's wake queue.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::error::DisplayErrorContext;
@@ -11,6 +14,8 @@ use crate::ports::health::Dependency;
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::queue::EventPublisher;
 use crate::ports::queue::Published;
+use crate::ports::wake::{delay_secs, DispatcherWake};
+use crate::ports::StoreError;
 /// SQS takes at most ten entries per `SendMessageBatch`.
 const SQS_BATCH: usize = 10;
 
@@ -156,5 +161,41 @@ impl Dependency for SqsRenderQueue {
             .map_err(|expired| expired.to_string())?
             .map(drop)
             .map_err(|e| DisplayErrorContext(e).to_string())
+    }
+}
+
+/// The dispatcher's wake queue: a wake is one message, held back by SQS for its delay; its
+/// body is not read (any message is a reason to sweep).
+pub struct SqsWake {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl SqsWake {
+    pub fn new(client: aws_sdk_sqs::Client, url: String) -> Self {
+        Self { client, url }
+    }
+}
+
+#[async_trait]
+impl DispatcherWake for SqsWake {
+    async fn wake(&self, after: Duration) -> Result<(), StoreError> {
+        let send = self
+            .client
+            .send_message()
+            .queue_url(&self.url)
+            .delay_seconds(delay_secs(after))
+            .message_body(r#"{"wake":"callbacks"}"#)
+            .send();
+        match deadline::within(send).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(StoreError::new(format!(
+                "waking the dispatcher: {}",
+                DisplayErrorContext(error)
+            ))),
+            Err(expired) => Err(StoreError::unknown(format!(
+                "waking the dispatcher: {expired}"
+            ))),
+        }
     }
 }

@@ -18,9 +18,10 @@ use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db, PostgresCheck};
 use crate::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
 use crate::adapters::secrets::{DatabaseSecret, SecretsManagerStore};
-use crate::adapters::sqs::SqsRenderQueue;
+use crate::adapters::sqs::{SqsRenderQueue, SqsWake};
 use crate::ports::callbacks::CallbackSender;
 use crate::ports::skins::CLAIM_STALE_AFTER;
+use crate::ports::wake::DispatcherWake;
 use crate::ports::{Ports, StoreError};
 use crate::support::aws;
 use crate::support::config::Config;
@@ -133,6 +134,9 @@ impl Clients {
             keys: Arc::new(PgKeyStore::new(self.pool.clone())),
             policy: Arc::new(PgPolicyStore::new(self.pool.clone())),
             secrets: Arc::new(SecretsManagerStore::new(self.secretsmanager.clone())),
+            wake: config.callback_wake_queue_url.as_ref().map(|url| {
+                Arc::new(SqsWake::new(self.sqs.clone(), url.clone())) as Arc<dyn DispatcherWake>
+            }),
         }
     }
 }

@@ -371,10 +371,17 @@ pub struct Nonce {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransitionOutcome {
-    Applied { status: JobStatus, progress: f32 },
+    /// `calls_back`: the job has a `callback_url`, so the change queued a callback.
+    Applied {
+        status: JobStatus,
+        progress: f32,
+        calls_back: bool,
+    },
     NonceReused,
     UnknownJob,
-    Illegal { current: JobStatus },
+    Illegal {
+        current: JobStatus,
+    },
 }
 
 /// Steps 3b and 5–9 of admission: the unlocked looks that refuse early, and the locked admit

@@ -50,4 +50,8 @@ pub trait LeasedQueue: Send + Sync {
     /// Fails the due pending items that have no attempts left: their last sender died before
     /// it could say how the send went. Returns how many.
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
+
+    /// How long until the earliest pending item that is not due yet falls due (a retry's
+    /// backoff, a lease, a callback scheduled for later); `None` if none waits.
+    async fn next_due(&self) -> Result<Option<Duration>, StoreError>;
 }

@@ -18,6 +18,7 @@ pub mod queue;
 pub mod replays;
 pub mod secrets;
 pub mod skins;
+pub mod wake;
 
 /// A store call that failed, and whether what it asked for may still have happened.
 use std::sync::Arc;
@@ -42,6 +43,9 @@ pub struct Ports {
     pub policy: Arc<dyn policy::PolicyStore>,
     pub artifacts: Arc<dyn artifacts::ArtifactLinks>,
     pub secrets: Arc<dyn secrets::SecretStore>,
+    /// What wakes the dispatcher for a callback; none without a wake queue (the schedule sends
+    /// them all).
+    pub wake: Option<Arc<dyn wake::DispatcherWake>>,
     /// What `/health` probes.
     pub dependencies: Vec<Arc<dyn health::Dependency>>,
 }

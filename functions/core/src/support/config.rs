@@ -83,6 +83,10 @@ pub struct Config {
     /// The SQS render queue: its URL, or its name to look the URL up by.
     pub render_queue_url: Option<String>,
     pub render_queue_name: String,
+    /// The dispatcher's wake queue (`CALLBACK_WAKE_QUEUE_URL`): set, a status change with a
+    /// callback wakes the dispatcher through it at once, and a sweep asks to be woken when the
+    /// next callback falls due; unset, callbacks wait for the scheduled sweep.
+    pub callback_wake_queue_url: Option<String>,
     /// The key render workers sign reports with (`WEBHOOK_SECRET`, or `WEBHOOK_SECRET_ARN` on
     /// AWS); `job-webhook` refuses to start without one.
     pub webhook_secret: Option<SecretSource>,
@@ -373,6 +377,8 @@ impl Config {
             network_prefixes,
             render_queue_url: lookup("RENDER_QUEUE_URL").filter(|url| !url.is_empty()),
             render_queue_name: env.string("RENDER_QUEUE_NAME", "osurender-render-jobs"),
+            callback_wake_queue_url: lookup("CALLBACK_WAKE_QUEUE_URL")
+                .filter(|url| !url.is_empty()),
             webhook_secret: SecretSource::from_lookup(&lookup, "WEBHOOK_SECRET")?,
             origin_secret: SecretSource::from_lookup(&lookup, "CF_ORIGIN_SECRET")?,
             secret_refresh_interval: env

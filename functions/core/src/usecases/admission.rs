@@ -40,7 +40,7 @@ use crate::ports::outbox::OutboxEvent;
 use crate::support::estimate::Defaults;
 use crate::support::problem::{InvalidParam, Rejection, ReplayRule};
 use crate::usecases::app::App;
-use crate::usecases::callbacks::{check_callback_host, parse_callback};
+use crate::usecases::callbacks::{self, check_callback_host, parse_callback};
 use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
 use crate::usecases::policy::{check_caller_ban, check_intake_open, check_player_ban};
@@ -448,7 +448,7 @@ async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDeci
 /// an unknown outcome resolved as abandoned. An outcome that stays unknown keeps it (a crash
 /// too): at worst an unreferenced object, which the bucket's lifecycle rule removes. Once
 /// committed, the job's event is published at once (the fast path); whatever happens to that,
-/// the outbox sweep delivers it.
+/// the outbox sweep delivers it. A job with a callback wakes the dispatcher for its first one.
 async fn enqueue(
     app: &App,
     caller: &Caller,
@@ -486,6 +486,9 @@ async fn enqueue(
         Ok(event) => {
             if let Some(event) = event {
                 outbox::publish_admitted(app, &event).await;
+            }
+            if job.callback.is_some() {
+                callbacks::wake_dispatcher(app).await;
             }
             return Ok(job.id);
         }

@@ -14,6 +14,7 @@ use crate::ports::queue::EventPublisher;
 use crate::ports::replays::ReplayStore;
 use crate::ports::secrets::SecretStore;
 use crate::ports::skins::{SkinRegistry, SkinStore};
+use crate::ports::wake::DispatcherWake;
 use crate::ports::Ports;
 use crate::support::config::Config;
 use crate::usecases::health::HealthCheck;
@@ -41,6 +42,9 @@ pub struct App {
     /// dispatcher's alone: `callbacks::sweep` is handed the sender.)
     pub callbacks: Arc<CallbackQueue>,
     pub callback_addresses: Arc<dyn CallbackAddresses>,
+    /// What wakes the dispatcher when a callback is queued or falls due; none without a wake
+    /// queue (`callbacks::wake_dispatcher`).
+    pub wake: Option<Arc<dyn DispatcherWake>>,
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
     pub idempotency: Arc<dyn IdempotencyStore>,
@@ -83,6 +87,7 @@ impl App {
             queue: ports.queue,
             callbacks: ports.callbacks,
             callback_addresses: ports.callback_addresses,
+            wake: ports.wake,
             skins: ports.skins,
             skin_names: ports.skin_names,
             idempotency: ports.idempotency,

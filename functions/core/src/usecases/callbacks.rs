@@ -17,6 +17,7 @@ use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::ports::callbacks::{Callback, CallbackClaim, CallbackSender, KeyShares, SendError};
 use crate::ports::leased::{LeaseClaim, Retry};
+use crate::ports::wake::MAX_WAKE_DELAY;
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
@@ -88,6 +89,36 @@ pub async fn check_callback_host(app: &App, url: &CallbackUrl) -> Result<(), Rej
                 invalid_callback(&"the host is not allowed")
             }
         })
+}
+
+/// Wakes the dispatcher for a callback just queued (a status change committed): on AWS the
+/// callback then goes out within seconds. Best effort: a wake that failed is logged, and the
+/// scheduled sweep sends the callback within its period.
+pub async fn wake_dispatcher(app: &App) {
+    wake_after(app, Duration::ZERO).await;
+}
+
+/// After a sweep: asks to be woken when the next callback falls due (a retry's backoff, a
+/// sandbox job's next step, a lease that may run out), when that is within a wake's reach; one
+/// due later is the schedule's. A failed read or wake is only logged: the schedule remains.
+pub async fn wake_when_next_due(app: &App) {
+    if app.wake.is_none() {
+        return;
+    }
+    match app.callbacks.next_due().await {
+        Ok(Some(after)) if after <= MAX_WAKE_DELAY => wake_after(app, after).await,
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "reading when the next callback is due failed"),
+    }
+}
+
+async fn wake_after(app: &App, after: Duration) {
+    let Some(wake) = &app.wake else {
+        return;
+    };
+    if let Err(error) = wake.wake(after).await {
+        tracing::warn!(%error, ?after, "waking the dispatcher failed; the scheduled sweep sends the callbacks");
+    }
 }
 
 fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
@@ -404,6 +435,46 @@ mod tests {
             urls.last().map(String::as_str),
             Some("https://slow.example/hook")
         );
+    }
+
+    #[tokio::test]
+    async fn after_a_sweep_the_dispatcher_asks_to_be_woken_when_the_next_callback_falls_due() {
+        let (app, memory) = app();
+        let sender: Arc<dyn CallbackSender> = memory.callbacks.clone();
+        let secret = SigningSecret::generate().unwrap();
+        memory
+            .callbacks
+            .push(callback(1, JobId::new(), 1, Some(&secret)));
+        wake_when_next_due(&app).await;
+        assert!(
+            memory.wake.asked().is_empty(),
+            "what is due now needs no wake"
+        );
+
+        memory.callbacks.set_down(true);
+        assert_eq!(sweep(&app, &sender).await.unwrap().retried, 1);
+        wake_when_next_due(&app).await;
+        let asked = memory.wake.asked();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let backoff = backoff(1);
+        assert!(
+            asked[0] > backoff - Duration::from_secs(1) && asked[0] <= backoff,
+            "woken when the retry's backoff ends: {asked:?}"
+        );
+
+        // A wake that cannot be sent is only logged: the schedule remains.
+        memory.wake.set_down(true);
+        wake_when_next_due(&app).await;
+        wake_dispatcher(&app).await;
+        assert_eq!(memory.wake.asked().len(), 1);
+
+        // Delivered: nothing waits, so no wake.
+        memory.wake.set_down(false);
+        memory.callbacks.set_down(false);
+        memory.callbacks.make_due();
+        assert_eq!(sweep(&app, &sender).await.unwrap().dispatched, 1);
+        wake_when_next_due(&app).await;
+        assert_eq!(memory.wake.asked().len(), 1);
     }
 
     #[tokio::test]

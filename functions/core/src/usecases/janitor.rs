@@ -26,6 +26,7 @@ use tokio::time::Instant;
 
 use crate::ports::StoreError;
 use crate::usecases::app::App;
+use crate::usecases::callbacks;
 use crate::usecases::skins::ingest;
 
 /// Rows one delete statement removes at most: its locks are short and its time bounded.
@@ -69,6 +70,11 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
         callbacks_failed: app.callbacks.fail_exhausted(attempts).await?,
         ..JanitorReport::default()
     };
+    // An ended job, or a callback given up (its job's next one is due now), may have a
+    // callback to send.
+    if report.expired + report.timed_out + report.callbacks_failed > 0 {
+        callbacks::wake_dispatcher(app).await;
+    }
     let until = Instant::now() + app.config.request_deadline;
     report.nonces_pruned = in_batches(until, || jobs.prune_nonces(PRUNE_BATCH)).await?;
     report.idempotency_keys_pruned =

@@ -21,6 +21,7 @@ use crate::domain::job::{JobId, JobStatus};
 use crate::ports::jobs::{Nonce, Transition, TransitionOutcome};
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
+use crate::usecases::callbacks;
 use crate::usecases::request::epoch_secs;
 use crate::usecases::secrets::{RotatingSecret, SecretUnavailable};
 
@@ -144,8 +145,15 @@ pub async fn receive(
             Rejection::DatabaseUnavailable
         })?;
     match outcome {
-        TransitionOutcome::Applied { status, progress } => {
+        TransitionOutcome::Applied {
+            status,
+            progress,
+            calls_back,
+        } => {
             tracing::info!(%id, %status, progress, "job updated by its worker");
+            if calls_back {
+                callbacks::wake_dispatcher(app).await;
+            }
             Ok((status, progress))
         }
         TransitionOutcome::NonceReused => Err(Rejection::NonceReused),

@@ -193,6 +193,14 @@ impl LeasedQueue for MemoryCallbacks {
         }
         Ok(failed)
     }
+
+    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
+        let queued = lock(&self.queued);
+        let pending = queued
+            .iter()
+            .filter(|(_, status, _)| *status == EventStatus::Pending);
+        Ok(waiting_for(pending.map(|(_, _, at)| *at), Utc::now()))
+    }
 }
 
 #[async_trait]

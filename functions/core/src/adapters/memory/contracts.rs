@@ -49,6 +49,12 @@ async fn the_callbacks_keep_the_leased_queue_contract() {
 }
 
 #[tokio::test]
+async fn the_wake_keeps_its_contract() {
+    let wake = MemoryWake::default();
+    contracts::wake::suite(&wake, async || wake.take_due()).await;
+}
+
+#[tokio::test]
 async fn the_keys_policy_limiter_queue_and_secrets_keep_their_contracts() {
     contracts::keys::suite(&MemoryKeys::default()).await;
     contracts::policy::suite(&MemoryPolicy::default()).await;

@@ -202,6 +202,7 @@ impl JobTransitions for MemoryDatabase {
         Ok(TransitionOutcome::Applied {
             status: job.status,
             progress,
+            calls_back: job.calls_back,
         })
     }
 }

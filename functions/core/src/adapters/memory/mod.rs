@@ -19,6 +19,7 @@ mod policy;
 mod queue;
 mod secrets;
 mod skin_names;
+mod wake;
 
 pub use callbacks::MemoryCallbacks;
 pub use keys::MemoryKeys;
@@ -27,6 +28,7 @@ pub use objects::MemoryObjects;
 pub use policy::MemoryPolicy;
 pub use queue::MemoryQueue;
 pub use secrets::MemorySecrets;
+pub use wake::MemoryWake;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -62,6 +64,7 @@ use crate::ports::skins::{
     self, ByteChunks, Copied, IngestClaim, IngestTicket, NameClaim, NameState, ObjectVersion,
     PresignedPost, Removal, SkinRegistry, SkinStore,
 };
+use crate::ports::wake::{delay_secs, DispatcherWake};
 use crate::ports::{Ports, StoreError};
 use crate::support::estimate::Recent;
 
@@ -77,6 +80,7 @@ pub struct Memory {
     pub policy: Arc<MemoryPolicy>,
     pub secrets: Arc<MemorySecrets>,
     pub callbacks: Arc<MemoryCallbacks>,
+    pub wake: Arc<MemoryWake>,
 }
 
 impl Memory {
@@ -92,6 +96,7 @@ impl Memory {
             policy: Arc::default(),
             secrets: Arc::new(MemorySecrets::default()),
             callbacks: Arc::default(),
+            wake: Arc::default(),
             calls,
         }
     }
@@ -116,6 +121,7 @@ impl Memory {
             policy: self.policy.clone(),
             artifacts: self.objects.clone(),
             secrets: self.secrets.clone(),
+            wake: Some(self.wake.clone()),
             dependencies: vec![self.database.clone() as Arc<dyn Dependency>],
         }
     }
@@ -179,6 +185,8 @@ struct MemoryJob {
     sandbox: bool,
     /// When the janitor fails the job if no report came (jobs.deadline_at).
     deadline: Option<DateTime<Utc>>,
+    /// Whether the job has a `callback_url`.
+    calls_back: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,6 +324,7 @@ impl MemoryDatabase {
                 replay: None,
                 sandbox: false,
                 deadline: None,
+                calls_back: false,
             });
         }
     }
@@ -377,6 +386,7 @@ impl MemoryDatabase {
             replay: serde_json::to_value(&job.replay).ok(),
             sandbox: job.sandbox.is_some(),
             deadline: None,
+            calls_back: job.callback.is_some(),
         });
         let event_id = job
             .sandbox
@@ -600,4 +610,13 @@ impl Dependency for MemoryDatabase {
     async fn check(&self) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// How long until the earliest of these times still ahead of `now`: as the leased tables'
+/// `next_due`.
+fn waiting_for(times: impl Iterator<Item = DateTime<Utc>>, now: DateTime<Utc>) -> Option<Duration> {
+    times
+        .filter(|&at| at > now)
+        .min()
+        .and_then(|at| (at - now).to_std().ok())
 }

@@ -66,4 +66,15 @@ impl LeasedQueue for MemoryDatabase {
         }
         Ok(failed)
     }
+
+    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
+        self.calls.record("outbox.next_due");
+        let now = Utc::now();
+        let tables = lock(&self.tables);
+        let pending = tables
+            .events
+            .iter()
+            .filter(|row| row.status == EventStatus::Pending);
+        Ok(waiting_for(pending.map(|row| row.available_at), now))
+    }
 }

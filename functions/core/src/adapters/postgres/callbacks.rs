@@ -1,5 +1,7 @@
 //! `job_callbacks` (migrations/V10, V12): the fair, in-order claim; the marks are the outbox's.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};
@@ -209,5 +211,9 @@ impl LeasedQueue for PgCallbackStore {
 
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
         CALLBACKS.fail_exhausted(&self.pool, max_attempts).await
+    }
+
+    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
+        CALLBACKS.next_due(&self.pool).await
     }
 }

@@ -461,12 +461,13 @@ WITH fresh AS (
      WHERE id = $1
        AND status = ANY ($5::text[]::job_status[])
        AND EXISTS (SELECT FROM fresh)
-    RETURNING status::text, progress
+    RETURNING status::text, progress, callback_url IS NOT NULL AS calls_back
 )
 SELECT EXISTS (SELECT FROM fresh),
        (SELECT status FROM moved),
        (SELECT progress FROM moved),
-       (SELECT status::text FROM jobs WHERE id = $1)";
+       (SELECT status::text FROM jobs WHERE id = $1),
+       (SELECT calls_back FROM moved)";
 
 const EXPIRE_QUEUED_SQL: &str = "\
 UPDATE jobs
@@ -763,6 +764,7 @@ impl JobTransitions for PgJobStore {
             (true, Some(status), _) => TransitionOutcome::Applied {
                 status: status_of(status)?,
                 progress: row.get(2),
+                calls_back: row.get::<_, Option<bool>>(4).unwrap_or(false),
             },
             (true, None, None) => TransitionOutcome::UnknownJob,
             (true, None, Some(current)) => TransitionOutcome::Illegal {

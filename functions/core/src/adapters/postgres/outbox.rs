@@ -5,6 +5,8 @@ use crate::domain::job::JobId;
 use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry};
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
+use std::time::Duration;
+
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};
@@ -42,6 +44,7 @@ pub(super) struct LeasedTable {
     dispatched: &'static str,
     retry: &'static str,
     fail_exhausted: &'static str,
+    next_due: &'static str,
 }
 
 /// The `LeasedTable` of the table named by this literal.
@@ -68,6 +71,12 @@ macro_rules! leased_table {
                 " last_error = coalesce(last_error, 'sender stopped before the outcome was recorded')",
                 " WHERE status = 'pending' AND available_at <= now() AND attempts >= $1"
             ),
+            // The pending index on available_at: one probe.
+            concat!(
+                "SELECT (extract(epoch FROM min(available_at) - now()) * 1000)::bigint FROM ",
+                $table,
+                " WHERE status = 'pending' AND available_at > now()"
+            ),
         )
     };
 }
@@ -87,11 +96,13 @@ impl LeasedTable {
         dispatched: &'static str,
         retry: &'static str,
         fail_exhausted: &'static str,
+        next_due: &'static str,
     ) -> Self {
         Self {
             dispatched,
             retry,
             fail_exhausted,
+            next_due,
         }
     }
 
@@ -129,6 +140,14 @@ impl LeasedTable {
         let conn = db::checkout(pool).await?;
         conn.execute_typed(self.fail_exhausted, &[(&max_attempts, Type::INT4)])
             .await
+    }
+
+    pub async fn next_due(&self, pool: &Pool) -> Result<Option<Duration>, StoreError> {
+        let conn = db::checkout(pool).await?;
+        let row = conn.query_row(self.next_due, &[], "next due").await?;
+        Ok(row
+            .get::<_, Option<i64>>(0)
+            .map(|ms| Duration::from_millis(ms.max(0) as u64)))
     }
 }
 
@@ -179,5 +198,9 @@ impl LeasedQueue for PgOutboxStore {
 
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
         OUTBOX.fail_exhausted(&self.pool, max_attempts).await
+    }
+
+    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
+        OUTBOX.next_due(&self.pool).await
     }
 }

@@ -1,5 +1,6 @@
-//! The non-HTTP functions' handlers: the scheduled outbox dispatcher and janitor (whatever the
-//! event: EventBridge's, or `{}` by hand) and the S3 event that ingests presigned skin uploads.
+//! The non-HTTP functions' handlers: the outbox dispatcher (on its schedule, by hand with `{}`,
+//! or woken by the wake queue's SQS event), the scheduled janitor (whatever the event), and the
+//! S3 event that ingests presigned skin uploads.
 
 use std::sync::Arc;
 
@@ -24,19 +25,30 @@ pub struct DispatchReport {
     pub callbacks: SweepReport,
 }
 
-/// `outbox-dispatcher`: one sweep of the render events and one of the callbacks, each run even
-/// if the other fails; the events it gave up on become the `OutboxFailed` metric, the callbacks
-/// it delivered and gave up on `CallbacksDelivered` and `CallbacksFailed`. A failed
-/// sweep is the invocation's error (the dispatcher's errors alarm counts those). Each run also
-/// prints the render capacity in use (the dashboard's gauge); a failed read of it is only
-/// logged. `sender`: the instance's (`wiring::callback_sender`, built once in the function's
-/// `main`), so its connections are reused by the next invocations.
+/// `outbox-dispatcher`. On its schedule (or `{}` by hand): one sweep of the render events and
+/// one of the callbacks, each run even if the other fails. On the wake queue's messages (an SQS
+/// event: `callbacks::wake_dispatcher`): the callbacks' sweep alone. Either way it then asks to
+/// be woken when the next callback falls due. The events it gave up on become the
+/// `OutboxFailed` metric, the callbacks it delivered and gave up on `CallbacksDelivered` and
+/// `CallbacksFailed`. A failed sweep is the invocation's error (the dispatcher's errors alarm
+/// counts those; a wake's messages come back after their visibility timeout). Each scheduled
+/// run also prints the render capacity in use (the dashboard's gauge); a failed read of it is
+/// only logged. `sender`: the instance's (`wiring::callback_sender`, built once in the
+/// function's `main`), so its connections are reused by the next invocations.
 pub async fn dispatch_outbox(
     app: App,
     sender: Arc<dyn CallbackSender>,
-    _event: Value,
+    event: Value,
 ) -> Result<DispatchReport, Error> {
-    let (events, callbacks) = tokio::join!(outbox::sweep(&app), callbacks::sweep(&app, &sender));
+    let woken = is_wake(&event);
+    let sweep_events = async {
+        match woken {
+            true => Ok(SweepReport::default()),
+            false => outbox::sweep(&app).await,
+        }
+    };
+    let (events, callbacks) = tokio::join!(sweep_events, callbacks::sweep(&app, &sender));
+    callbacks::wake_when_next_due(&app).await;
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,
@@ -48,13 +60,23 @@ pub async fn dispatch_outbox(
         metrics::callbacks(report.callbacks.dispatched, report.callbacks.failed);
     }
     if report.events.claimed + report.callbacks.claimed > 0 {
-        tracing::info!(?report, "outbox sweep");
+        tracing::info!(?report, woken, "outbox sweep");
     }
-    match app.admissions.capacity().await {
-        Ok(capacity) => metrics::render_capacity(capacity.queued, capacity.rendering),
-        Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
+    if !woken {
+        match app.admissions.capacity().await {
+            Ok(capacity) => metrics::render_capacity(capacity.queued, capacity.rendering),
+            Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
+        }
     }
     Ok(report)
+}
+
+/// Whether the event is the wake queue's (SQS records), not the schedule's.
+fn is_wake(event: &Value) -> bool {
+    event["Records"]
+        .as_array()
+        .and_then(|records| records.first())
+        .is_some_and(|record| record["eventSource"] == "aws:sqs")
 }
 
 /// `janitor`: one run.
@@ -116,6 +138,24 @@ mod tests {
             Some("incoming/plain.osk")
         );
         assert_eq!(object_key("incoming/%FF.osk"), None);
+    }
+
+    #[test]
+    fn only_an_sqs_event_is_a_wake() {
+        let wake = serde_json::json!({ "Records": [{
+            "messageId": "1", "eventSource": "aws:sqs", "body": "{\"wake\":\"callbacks\"}"
+        }] });
+        assert!(is_wake(&wake));
+        let schedule = serde_json::json!({
+            "source": "aws.events", "detail-type": "Scheduled Event", "detail": {}
+        });
+        for event in [
+            schedule,
+            serde_json::json!({}),
+            serde_json::json!({ "Records": [] }),
+        ] {
+            assert!(!is_wake(&event), "{event}");
+        }
     }
 
     #[test]

@@ -439,9 +439,10 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
         reported(store, job.id, downloading, Some(&nonce)).await,
         TransitionOutcome::Applied {
             status: JobStatus::Downloading,
-            progress: 0.0
+            progress: 0.0,
+            calls_back: false,
         },
-        "a legal report moves the job"
+        "a legal report moves the job (one without a callback_url calls nothing back)"
     );
     assert_eq!(
         reported(store, job.id, report(JobStatus::Rendering), Some(&nonce)).await,

@@ -14,7 +14,8 @@ const ATTEMPTS: i32 = 10;
 const MINUTE: Duration = Duration::from_secs(60);
 
 /// `seed` makes a pending item and returns its id, due or not (the suite's retry makes it due);
-/// `claim_of` makes the queue's claim of a `LeaseClaim`.
+/// `claim_of` makes the queue's claim of a `LeaseClaim`. The queue must be its own (a fresh
+/// database): `next_due` answers for every item in it.
 pub async fn suite<Q, C, S>(queue: &Q, claim_of: C, seed: S)
 where
     Q: LeasedQueue + ?Sized,
@@ -52,10 +53,20 @@ where
         0,
         "a retry with attempts left fails nothing"
     );
+    assert_eq!(
+        queue.next_due().await.expect("answered"),
+        None,
+        "every pending item is due: none waits"
+    );
     let first = claim(MINUTE, ATTEMPTS).await;
     assert!(
         first.contains_key(&a) && first.contains_key(&b),
         "due items are claimed"
+    );
+    let lease_ends = queue.next_due().await.expect("answered");
+    assert!(
+        lease_ends.is_some_and(|left| left > Duration::ZERO && left <= MINUTE),
+        "a leased item falls due again when its lease ends: {lease_ends:?}"
     );
     let again = claim(MINUTE, ATTEMPTS).await;
     assert!(
@@ -93,10 +104,16 @@ where
     );
 
     let held = seed().await;
-    retry(&[held], Duration::from_secs(3600), ATTEMPTS).await;
+    let hour = Duration::from_secs(3600);
+    retry(&[held], hour, ATTEMPTS).await;
     assert!(
         !claim(MINUTE, ATTEMPTS).await.contains_key(&held),
         "a retry waits its delay"
+    );
+    let backoff_ends = queue.next_due().await.expect("answered");
+    assert!(
+        backoff_ends.is_some_and(|left| left > hour - MINUTE && left <= hour),
+        "the next item due is the one backing off, when its delay ends: {backoff_ends:?}"
     );
 
     let abandoned = seed().await;

@@ -19,6 +19,7 @@ pub mod policy;
 pub mod queue;
 pub mod secrets;
 pub mod skin_names;
+pub mod wake;
 
 use std::net::{IpAddr, Ipv4Addr};
 

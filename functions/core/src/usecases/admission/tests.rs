@@ -2,6 +2,7 @@
 //! outcome reaches, in which order, and what is left behind. No Postgres, no stand-in.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
@@ -198,6 +199,17 @@ async fn without_egress_a_callback_url_is_refused_before_any_port() {
     );
     let job = admitted(submit_render(&app, &keyed(12), None, upload).await.outcome);
     assert_eq!(memory.database.job_ids(), [job]);
+    assert_eq!(
+        memory.wake.asked(),
+        [Duration::ZERO],
+        "a job with a callback wakes the dispatcher at once for its first"
+    );
+    admitted(submit_render(&app, &keyed(13), None, valid()).await.outcome);
+    assert_eq!(
+        memory.wake.asked().len(),
+        1,
+        "a job without one wakes nothing"
+    );
 }
 
 #[tokio::test]
