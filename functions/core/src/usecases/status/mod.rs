@@ -42,7 +42,8 @@ pub struct ServiceStatus {
     /// When a job submitted now should start rendering, from recent throughput (estimate.rs);
     /// `None` while the queue is full.
     estimated_start_secs: Option<u64>,
-    /// When the counts were read (at most `STATUS_INTERVAL` ago).
+    /// When the counts were read: at most `STATUS_INTERVAL` ago, unless reads fail (then the
+    /// last reading's time).
     as_of: DateTime<Utc>,
 }
 
