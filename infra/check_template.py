@@ -23,6 +23,9 @@ SINGLETONS = ["MigrateFunction", "JanitorFunction", "AdminFunction"]
 # skin-ingest inflates up to 256 MiB per upload: at most this many run at once, so a flood of
 # uploads (or of events) waits in S3's async-invoke queue instead of multiplying the work.
 MAX_INGEST_CONCURRENCY = 10
+# SQS's longest DelaySeconds, the longest a wake of outbox-dispatcher waits (core ports/wake.rs
+# MAX_WAKE_DELAY).
+MAX_WAKE_DELAY = 900
 # Requests per second one instance of an API function serves (a 100 ms request): the most its
 # routes' gateway throttles may add up to per reserved instance.
 RPS_PER_INSTANCE = 10
@@ -389,6 +392,17 @@ def main(template_path, samconfig_path):
     queue = resources.get("CallbackWakeQueue", {}).get("Properties", {})
     check(queue.get("VisibilityTimeout", 0) >= 6 * dispatcher.get("Timeout", 0),
           "CallbackWakeQueue: VisibilityTimeout at least six times the dispatcher's Timeout")
+    check(queue.get("MessageRetentionPeriod", 0) >= MAX_WAKE_DELAY + queue.get("VisibilityTimeout", 0),
+          "CallbackWakeQueue: MessageRetentionPeriod outlasts the longest wake delay and one failed receipt")
+    watched = [
+        q["MetricStat"]["Metric"] for q in
+        resources.get("CallbackWakesFailedAlarm", {}).get("Properties", {}).get("Metrics", [])
+        if "MetricStat" in q
+    ]
+    for name in ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction"):
+        check({"Namespace": "osurender", "MetricName": "CallbackWakesFailed",
+               "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": name}}]} in watched,
+              f"CallbackWakesFailedAlarm: watches {name}'s failed wakes")
 
     # Lifecycles: renders/ go with their jobs (JOB_RETENTION), incoming/ stays as long as the
     # failure queue keeps the events that point at it; prod keeps its log groups.

@@ -1002,9 +1002,11 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
     .await;
     let (good, failing) = (Receiver::start(0).await, Receiver::start(usize::MAX).await);
     let key = app.create_key("60/minute", 20).await;
-    let held = app
-        .submit_with_callback("203.0.113.31", &key, &failing.url("/hook"))
-        .await;
+    let sent = |receiver: &Receiver| -> Vec<i64> {
+        receiver.received().iter().map(|r| r.sequence()).collect()
+    };
+
+    // A job alone: its first callback, then a status change, each within seconds.
     let job = app
         .submit_with_callback("203.0.113.32", &key, &good.url("/hook"))
         .await;
@@ -1013,14 +1015,12 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
         first.is_some(),
         "the queued callback did not come within {PROMPTLY:?}"
     );
-    assert!(received_within(&failing, 1, PROMPTLY).await.is_some());
-    let first_failure = Instant::now();
-    // The admissions' wakes are spent: what sends the next callbacks is the reports' own.
+    // The admission's wake is spent, the sweep it started has ended (it read what waits: then
+    // nothing), and no delayed wake is due: only the report's own wake can send the next one.
     wakes_taken(&app, &wake_queue).await;
-
-    for id in [&held, &job] {
-        app.report_ok(id, json!({ "status": "downloading" })).await;
-    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    app.report_ok(&job, json!({ "status": "downloading" }))
+        .await;
     let change = received_within(&good, 2, PROMPTLY).await;
     assert!(
         change.is_some(),
@@ -1031,12 +1031,23 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
         [(1, "queued"), (2, "downloading")]
     );
 
-    // The failing receiver's first callback is sent again when its backoff (5 s) ends, woken
-    // by a delayed wake; its job's second waits behind it until then.
-    let sent = |receiver: &Receiver| -> Vec<i64> {
-        receiver.received().iter().map(|r| r.sequence()).collect()
-    };
-    assert_eq!(sent(&failing), [1]);
+    // A job whose receiver keeps failing holds back its own later callbacks, not the other
+    // job's of the same key.
+    let held = app
+        .submit_with_callback("203.0.113.31", &key, &failing.url("/hook"))
+        .await;
+    assert!(received_within(&failing, 1, PROMPTLY).await.is_some());
+    let first_failure = Instant::now();
+    app.report_ok(&held, json!({ "status": "downloading" }))
+        .await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 10 }))
+        .await;
+    assert!(
+        received_within(&good, 3, PROMPTLY).await.is_some(),
+        "the other job's status change was held back"
+    );
+    assert!(!sent(&failing).contains(&2), "{:?}", sent(&failing));
+    // Its first callback is sent again when its backoff (5 s) ends, woken by a delayed wake.
     let retried = received_within(&failing, 2, Duration::from_secs(5) + PROMPTLY).await;
     assert!(
         retried.is_some(),
@@ -1057,7 +1068,7 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
         ("failed", 2),
         "{stored:?}"
     );
-    assert_eq!(sent(&good), [1, 2], "the other job was never held");
+    assert_eq!(sent(&good), [1, 2, 3], "the other job was never held");
 }
 
 /// A sandbox job's callbacks fall due on its simulated schedule (0–9 s): each sweep's wake for

@@ -2,11 +2,13 @@
 
 use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use osurender_core::adapters::postgres::migrations;
 use osurender_core::entry::wiring::callback_sender;
+use osurender_core::ports::callbacks::CallbackSender;
 use osurender_core::ports::StoreError;
 use osurender_core::support::config::SecretSource;
 use osurender_core::usecases::lifecycle::Verifier;
@@ -112,7 +114,15 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     Ok(Server { addr, task })
 }
 
-pub(crate) fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
+/// A callback sweep, as the dispatcher's (entry/lambda/events.rs): then a wake for what is
+/// left or due next, when there is a wake queue.
+pub(crate) async fn sweep_callbacks(app: &App, sender: &Arc<dyn CallbackSender>, what: &str) {
+    let swept = callbacks::sweep(app, sender).await;
+    callbacks::wake_after_sweep(app, swept.as_ref().ok()).await;
+    log_sweep(what, swept);
+}
+
+fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
     match swept {
         Ok(report) if report.claimed > 0 => tracing::info!(?report, "{what} sweep"),
         Ok(_) => {}
@@ -131,7 +141,7 @@ fn run_scheduled(app: &App, sqs: &aws_sdk_sqs::Client) {
         let sender = sender.clone();
         async move {
             log_sweep("outbox", outbox::sweep(&app).await);
-            log_sweep("callback", callbacks::sweep(&app, &sender).await);
+            sweep_callbacks(&app, &sender, "callback").await;
         }
     });
     every(app.config.janitor_interval, app, |app| async move {

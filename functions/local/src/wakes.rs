@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
 use osurender_core::ports::callbacks::CallbackSender;
-use osurender_core::usecases::callbacks;
 use osurender_core::App;
 
-use crate::log_sweep;
+use crate::sweep_callbacks;
 
 /// Long polling keeps an idle consumer from spinning; a second bounds a wake's wait.
 const POLL_WAIT_SECS: i32 = 1;
@@ -23,10 +22,7 @@ pub fn spawn(app: App, sqs: aws_sdk_sqs::Client, url: String, sender: Arc<dyn Ca
         loop {
             match receive(&sqs, &url).await {
                 Ok(0) => {}
-                Ok(_) => {
-                    log_sweep("callback (woken)", callbacks::sweep(&app, &sender).await);
-                    callbacks::wake_when_next_due(&app).await;
-                }
+                Ok(_) => sweep_callbacks(&app, &sender, "callback (woken)").await,
                 Err(error) => {
                     tracing::warn!(%error, "reading the wake queue failed");
                     tokio::time::sleep(RETRY_PAUSE).await;

@@ -371,7 +371,8 @@ pub struct Nonce {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransitionOutcome {
-    /// `calls_back`: the job has a `callback_url`, so the change queued a callback.
+    /// `calls_back`: the change queued a callback (the job has a `callback_url`, and this was
+    /// a status change, or a progress update over 5 s after its last callback).
     Applied {
         status: JobStatus,
         progress: f32,

@@ -8,6 +8,11 @@ use async_trait::async_trait;
 
 use crate::ports::StoreError;
 
+/// How long after falling due an item still counts as due now in `next_due`: longer than a
+/// claim takes (a complex claim's first plan can take a second), so an item that fell due
+/// while a sweep made its last claim is not missed.
+pub const JUST_DUE: Duration = Duration::from_secs(5);
+
 /// What a claim of leased items asks for: up to `limit` of the due pending ones that have
 /// attempts left (fewer than `max_attempts` begun), each leased for `lease` with its attempt
 /// counted.
@@ -51,7 +56,12 @@ pub trait LeasedQueue: Send + Sync {
     /// it could say how the send went. Returns how many.
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;
 
-    /// How long until the earliest pending item that is not due yet falls due (a retry's
-    /// backoff, a lease, a callback scheduled for later); `None` if none waits.
-    async fn next_due(&self) -> Result<Option<Duration>, StoreError>;
+    /// How long until the earliest pending item with attempts left (fewer than `max_attempts`)
+    /// falls due (a retry's backoff, a lease, a callback scheduled for later): zero for one
+    /// that fell due within the last `JUST_DUE` (a sweep that claimed just before may have
+    /// missed it); `None` if none waits. Items due for longer are a sweep's to claim, not to
+    /// wait for: counting them would wake a sweep again and again for an item it cannot take.
+    /// (The dispatcher reads the callbacks'; the render events are swept on the schedule, but
+    /// both tables answer alike, one statement for both.)
+    async fn next_due(&self, max_attempts: i32) -> Result<Option<Duration>, StoreError>;
 }

@@ -44,6 +44,17 @@ pub fn callbacks(delivered: u64, failed: u64) {
     ));
 }
 
+/// A wake of the dispatcher that failed (`CallbackWakesFailedAlarm` watches this), by
+/// function: callbacks then wait for the scheduled sweep, up to a minute.
+pub fn wake_failed() {
+    let line = function_counts_line(
+        &function_name(),
+        &[("CallbackWakesFailed", json!(1))],
+        now_millis(),
+    );
+    emit(&line);
+}
+
 /// Jobs holding the render capacity (`downloading` + `rendering`, against `MAX_RENDERING`) and
 /// waiting for it (`queued`, against `MAX_QUEUED`), by function: the dashboard's gauge, printed
 /// by outbox-dispatcher once a minute.

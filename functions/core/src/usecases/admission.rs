@@ -484,12 +484,17 @@ async fn enqueue(
     store_replay(app, &job, replay).await?;
     let refusal = match admit_or_resolve(app, &job, &limits).await {
         Ok(event) => {
-            if let Some(event) = event {
-                outbox::publish_admitted(app, &event).await;
-            }
-            if job.callback.is_some() {
-                callbacks::wake_dispatcher(app).await;
-            }
+            let publish = async {
+                if let Some(event) = &event {
+                    outbox::publish_admitted(app, event).await;
+                }
+            };
+            let wake = async {
+                if job.callback.is_some() {
+                    callbacks::wake_dispatcher(app).await;
+                }
+            };
+            tokio::join!(publish, wake);
             return Ok(job.id);
         }
         Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),

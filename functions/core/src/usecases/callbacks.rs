@@ -19,6 +19,7 @@ use crate::ports::callbacks::{Callback, CallbackClaim, CallbackSender, KeyShares
 use crate::ports::leased::{LeaseClaim, Retry};
 use crate::ports::wake::MAX_WAKE_DELAY;
 use crate::ports::StoreError;
+use crate::support::metrics;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::outbox::{backoff, SweepReport};
@@ -98,27 +99,40 @@ pub async fn wake_dispatcher(app: &App) {
     wake_after(app, Duration::ZERO).await;
 }
 
-/// After a sweep: asks to be woken when the next callback falls due (a retry's backoff, a
-/// sandbox job's next step, a lease that may run out), when that is within a wake's reach; one
-/// due later is the schedule's. A failed read or wake is only logged: the schedule remains.
-pub async fn wake_when_next_due(app: &App) {
+/// After a sweep (`swept`: its report, if it did not fail): asks to be woken at once if it
+/// stopped at its time budget with callbacks left, else when the next callback falls due (a
+/// retry's backoff, a sandbox job's next step, a lease that may run out, one that fell due as
+/// the sweep ended), when that is within a wake's reach; one due later is the schedule's. A
+/// failed read or wake is only logged: the schedule remains.
+pub async fn wake_after_sweep(app: &App, swept: Option<&SweepReport>) {
     if app.wake.is_none() {
         return;
     }
-    match app.callbacks.next_due().await {
+    if swept.is_some_and(|report| report.unfinished) {
+        return wake_after(app, Duration::ZERO).await;
+    }
+    match app.callbacks.next_due(app.config.outbox_max_attempts).await {
         Ok(Some(after)) if after <= MAX_WAKE_DELAY => wake_after(app, after).await,
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "reading when the next callback is due failed"),
     }
 }
 
+/// A wake is waited for at most this long: it runs in a client's request (a submission, a
+/// worker's report), and a slow queue must not hold that up.
+const WAKE_WAIT: Duration = Duration::from_secs(1);
+
 async fn wake_after(app: &App, after: Duration) {
     let Some(wake) = &app.wake else {
         return;
     };
-    if let Err(error) = wake.wake(after).await {
-        tracing::warn!(%error, ?after, "waking the dispatcher failed; the scheduled sweep sends the callbacks");
-    }
+    let error = match tokio::time::timeout(WAKE_WAIT, wake.wake(after)).await {
+        Ok(Ok(())) => return,
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!("no answer within {WAKE_WAIT:?}"),
+    };
+    tracing::warn!(%error, ?after, "waking the dispatcher failed; the scheduled sweep sends the callbacks");
+    metrics::wake_failed();
 }
 
 fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
@@ -170,6 +184,8 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
                 .await;
             match claimed {
                 Ok(claimed) => {
+                    // The loop ends after a claim that found none, unless the budget ran out.
+                    report.unfinished = !claimed.is_empty();
                     report.claimed += claimed.len() as u64;
                     for callback in claimed {
                         in_flight.spawn(send_and_mark(app.clone(), sender.clone(), callback));
@@ -442,18 +458,22 @@ mod tests {
         let (app, memory) = app();
         let sender: Arc<dyn CallbackSender> = memory.callbacks.clone();
         let secret = SigningSecret::generate().unwrap();
+        wake_after_sweep(&app, None).await;
+        assert!(memory.wake.asked().is_empty(), "nothing waits: no wake");
         memory
             .callbacks
             .push(callback(1, JobId::new(), 1, Some(&secret)));
-        wake_when_next_due(&app).await;
-        assert!(
-            memory.wake.asked().is_empty(),
-            "what is due now needs no wake"
+        wake_after_sweep(&app, None).await;
+        assert_eq!(
+            memory.wake.asked(),
+            [Duration::ZERO],
+            "one that just fell due (after a sweep's last claim) is swept at once"
         );
+        assert_eq!(memory.wake.take_due(), 1);
 
         memory.callbacks.set_down(true);
         assert_eq!(sweep(&app, &sender).await.unwrap().retried, 1);
-        wake_when_next_due(&app).await;
+        wake_after_sweep(&app, None).await;
         let asked = memory.wake.asked();
         assert_eq!(asked.len(), 1, "{asked:?}");
         let backoff = backoff(1);
@@ -464,7 +484,7 @@ mod tests {
 
         // A wake that cannot be sent is only logged: the schedule remains.
         memory.wake.set_down(true);
-        wake_when_next_due(&app).await;
+        wake_after_sweep(&app, None).await;
         wake_dispatcher(&app).await;
         assert_eq!(memory.wake.asked().len(), 1);
 
@@ -473,8 +493,17 @@ mod tests {
         memory.callbacks.set_down(false);
         memory.callbacks.make_due();
         assert_eq!(sweep(&app, &sender).await.unwrap().dispatched, 1);
-        wake_when_next_due(&app).await;
+        wake_after_sweep(&app, None).await;
         assert_eq!(memory.wake.asked().len(), 1);
+
+        // A sweep cut short by its time budget, its last claim not empty: swept again at once.
+        let cut_short = SweepReport {
+            claimed: 50,
+            unfinished: true,
+            ..SweepReport::default()
+        };
+        wake_after_sweep(&app, Some(&cut_short)).await;
+        assert_eq!(memory.wake.asked().last(), Some(&Duration::ZERO));
     }
 
     #[tokio::test]

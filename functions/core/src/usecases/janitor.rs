@@ -60,21 +60,16 @@ pub struct JanitorReport {
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
-    let (jobs, config) = (&app.housekeeping, &app.config);
-    let attempts = config.outbox_max_attempts;
-    let mut report = JanitorReport {
-        expired: jobs.expire_queued(config.queued_ttl).await?,
-        timed_out: jobs.fail_stalled(config.render_stall_timeout).await?,
-        // Both leased queues give up after the same attempts.
-        outbox_failed: app.outbox.fail_exhausted(attempts).await?,
-        callbacks_failed: app.callbacks.fail_exhausted(attempts).await?,
-        ..JanitorReport::default()
-    };
+    let jobs = &app.housekeeping;
+    let mut report = JanitorReport::default();
+    let ended = end_what_will_not_finish(app, &mut report).await;
     // An ended job, or a callback given up (its job's next one is due now), may have a
-    // callback to send.
+    // callback to send: the dispatcher is woken for what was committed, even if a later
+    // step failed.
     if report.expired + report.timed_out + report.callbacks_failed > 0 {
         callbacks::wake_dispatcher(app).await;
     }
+    ended?;
     let until = Instant::now() + app.config.request_deadline;
     report.nonces_pruned = in_batches(until, || jobs.prune_nonces(PRUNE_BATCH)).await?;
     report.idempotency_keys_pruned =
@@ -100,6 +95,18 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     Ok(report)
 }
 
+/// The steps that end what will not finish, each counted in `report` as it commits.
+async fn end_what_will_not_finish(app: &App, report: &mut JanitorReport) -> Result<(), StoreError> {
+    let (jobs, config) = (&app.housekeeping, &app.config);
+    // Both leased queues give up after the same attempts.
+    let attempts = config.outbox_max_attempts;
+    report.expired = jobs.expire_queued(config.queued_ttl).await?;
+    report.timed_out = jobs.fail_stalled(config.render_stall_timeout).await?;
+    report.outbox_failed = app.outbox.fail_exhausted(attempts).await?;
+    report.callbacks_failed = app.callbacks.fail_exhausted(attempts).await?;
+    Ok(())
+}
+
 /// Runs `batch` (a delete of at most `PRUNE_BATCH` rows) until one comes back short, for at
 /// most `MAX_PRUNE_BATCHES`, and not past `until`. Returns the rows deleted.
 async fn in_batches<F, Fut>(until: Instant, mut batch: F) -> Result<u64, StoreError>
@@ -120,6 +127,8 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::domain::JobStatus;
     use crate::support::config::Config;
@@ -138,10 +147,16 @@ mod tests {
         let report = run(&app).await.unwrap();
         assert_eq!((report.expired, report.timed_out), (2, 1));
         assert_eq!(
+            memory.wake.asked(),
+            [Duration::ZERO],
+            "the jobs it ended may have callbacks to send: the dispatcher is woken"
+        );
+        assert_eq!(
             run(&app).await.unwrap(),
             JanitorReport::default(),
             "idempotent"
         );
+        assert_eq!(memory.wake.asked().len(), 1, "nothing ended, nothing woken");
     }
 
     #[tokio::test]

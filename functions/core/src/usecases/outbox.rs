@@ -42,6 +42,8 @@ pub struct SweepReport {
     pub dispatched: u64,
     pub retried: u64,
     pub failed: u64,
+    /// It stopped at its bound with its last claim full: due items may be left.
+    pub unfinished: bool,
 }
 
 impl std::ops::AddAssign for SweepReport {
@@ -50,6 +52,7 @@ impl std::ops::AddAssign for SweepReport {
         self.dispatched += round.dispatched;
         self.retried += round.retried;
         self.failed += round.failed;
+        self.unfinished |= round.unfinished;
     }
 }
 
@@ -68,7 +71,8 @@ pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
             })
             .await?;
         report += deliver(app, &events).await?;
-        if (events.len() as i64) < CLAIM_BATCH {
+        report.unfinished = events.len() as i64 == CLAIM_BATCH;
+        if !report.unfinished {
             break;
         }
     }
@@ -100,6 +104,7 @@ async fn deliver(app: &App, events: &[OutboxEvent]) -> Result<SweepReport, Store
         dispatched: published.sent.len() as u64,
         retried: retries.len() as u64 - failed,
         failed,
+        unfinished: false,
     })
 }
 

@@ -194,12 +194,12 @@ impl LeasedQueue for MemoryCallbacks {
         Ok(failed)
     }
 
-    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
+    async fn next_due(&self, max_attempts: i32) -> Result<Option<Duration>, StoreError> {
         let queued = lock(&self.queued);
-        let pending = queued
+        let waiting = queued
             .iter()
-            .filter(|(_, status, _)| *status == EventStatus::Pending);
-        Ok(waiting_for(pending.map(|(_, _, at)| *at), Utc::now()))
+            .filter(|(c, status, _)| *status == EventStatus::Pending && c.attempts < max_attempts);
+        Ok(next_due(waiting.map(|(_, _, at)| *at)))
     }
 }
 

@@ -191,6 +191,17 @@ impl JobTransitions for MemoryDatabase {
             } else {
                 0.0
             });
+        // As V10's trigger (but for its bound on a key's undelivered callbacks): a status
+        // change queues a callback, a progress update once 5 s have passed since the last.
+        let now = Utc::now();
+        let progress_due = progress != job.progress
+            && job
+                .callback_at
+                .is_none_or(|at| at <= now - chrono::Duration::seconds(5));
+        let calls_back = job.calls_back && (transition.to != job.status || progress_due);
+        if calls_back {
+            job.callback_at = Some(now);
+        }
         job.status = transition.to;
         job.progress = progress;
         job.video_key = transition.video_key.clone().or(job.video_key.take());
@@ -202,7 +213,7 @@ impl JobTransitions for MemoryDatabase {
         Ok(TransitionOutcome::Applied {
             status: job.status,
             progress,
-            calls_back: job.calls_back,
+            calls_back,
         })
     }
 }

@@ -54,7 +54,7 @@ use crate::ports::jobs::{
     JobReads, JobRecord, JobTransitions, Load, NewJob, NoRoom, Nonce, Occupancy, Resolved,
     Transition, TransitionOutcome,
 };
-use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry};
+use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry, JUST_DUE};
 use crate::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::queue::{EventPublisher, Published};
@@ -187,6 +187,8 @@ struct MemoryJob {
     deadline: Option<DateTime<Utc>>,
     /// Whether the job has a `callback_url`.
     calls_back: bool,
+    /// When its last callback was queued (jobs.callback_at).
+    callback_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +327,7 @@ impl MemoryDatabase {
                 sandbox: false,
                 deadline: None,
                 calls_back: false,
+                callback_at: None,
             });
         }
     }
@@ -387,6 +390,7 @@ impl MemoryDatabase {
             sandbox: job.sandbox.is_some(),
             deadline: None,
             calls_back: job.callback.is_some(),
+            callback_at: job.callback.as_ref().map(|_| now),
         });
         let event_id = job
             .sandbox
@@ -612,11 +616,13 @@ impl Dependency for MemoryDatabase {
     }
 }
 
-/// How long until the earliest of these times still ahead of `now`: as the leased tables'
-/// `next_due`.
-fn waiting_for(times: impl Iterator<Item = DateTime<Utc>>, now: DateTime<Utc>) -> Option<Duration> {
+/// The leased tables' `next_due` over these pending items' due times: how long until the
+/// earliest of those not due for longer than `JUST_DUE`, zero if it is due already.
+fn next_due(times: impl Iterator<Item = DateTime<Utc>>) -> Option<Duration> {
+    let now = Utc::now();
+    let since = now - JUST_DUE;
     times
-        .filter(|&at| at > now)
+        .filter(|&at| at > since)
         .min()
-        .and_then(|at| (at - now).to_std().ok())
+        .map(|at| (at - now).to_std().unwrap_or_default())
 }

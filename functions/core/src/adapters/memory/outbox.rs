@@ -67,14 +67,13 @@ impl LeasedQueue for MemoryDatabase {
         Ok(failed)
     }
 
-    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
+    async fn next_due(&self, max_attempts: i32) -> Result<Option<Duration>, StoreError> {
         self.calls.record("outbox.next_due");
-        let now = Utc::now();
         let tables = lock(&self.tables);
-        let pending = tables
+        let waiting = tables
             .events
             .iter()
-            .filter(|row| row.status == EventStatus::Pending);
-        Ok(waiting_for(pending.map(|row| row.available_at), now))
+            .filter(|row| row.status == EventStatus::Pending && row.event.attempts < max_attempts);
+        Ok(next_due(waiting.map(|row| row.available_at)))
     }
 }

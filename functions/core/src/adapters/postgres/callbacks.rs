@@ -213,7 +213,7 @@ impl LeasedQueue for PgCallbackStore {
         CALLBACKS.fail_exhausted(&self.pool, max_attempts).await
     }
 
-    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
-        CALLBACKS.next_due(&self.pool).await
+    async fn next_due(&self, max_attempts: i32) -> Result<Option<Duration>, StoreError> {
+        CALLBACKS.next_due(&self.pool, max_attempts).await
     }
 }

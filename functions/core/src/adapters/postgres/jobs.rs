@@ -461,7 +461,9 @@ WITH fresh AS (
      WHERE id = $1
        AND status = ANY ($5::text[]::job_status[])
        AND EXISTS (SELECT FROM fresh)
-    RETURNING status::text, progress, callback_url IS NOT NULL AS calls_back
+    RETURNING status::text, progress,
+              -- queue_job_callback (BEFORE UPDATE) set callback_at if it queued one
+              callback_url IS NOT NULL AND callback_at = now() AS calls_back
 )
 SELECT EXISTS (SELECT FROM fresh),
        (SELECT status FROM moved),

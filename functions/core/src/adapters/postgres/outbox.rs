@@ -2,7 +2,7 @@
 
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::job::JobId;
-use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry};
+use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry, JUST_DUE};
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
 use std::time::Duration;
@@ -71,11 +71,13 @@ macro_rules! leased_table {
                 " last_error = coalesce(last_error, 'sender stopped before the outcome was recorded')",
                 " WHERE status = 'pending' AND available_at <= now() AND attempts >= $1"
             ),
-            // The pending index on available_at: one probe.
+            // The pending index on available_at, from JUST_DUE ago: its first row with attempts left.
             concat!(
+                // (Not greatest(…, 0): it skips a NULL, and no row must stay NULL.)
                 "SELECT (extract(epoch FROM min(available_at) - now()) * 1000)::bigint FROM ",
                 $table,
-                " WHERE status = 'pending' AND available_at > now()"
+                " WHERE status = 'pending' AND attempts < $1",
+                " AND available_at > now() - $2 * interval '1 millisecond'"
             ),
         )
     };
@@ -142,9 +144,16 @@ impl LeasedTable {
             .await
     }
 
-    pub async fn next_due(&self, pool: &Pool) -> Result<Option<Duration>, StoreError> {
+    pub async fn next_due(
+        &self,
+        pool: &Pool,
+        max_attempts: i32,
+    ) -> Result<Option<Duration>, StoreError> {
+        let just_due = millis(JUST_DUE);
+        let params: [(&(dyn ToSql + Sync), Type); 2] =
+            [(&max_attempts, Type::INT4), (&just_due, Type::INT8)];
         let conn = db::checkout(pool).await?;
-        let row = conn.query_row(self.next_due, &[], "next due").await?;
+        let row = conn.query_row(self.next_due, &params, "next due").await?;
         Ok(row
             .get::<_, Option<i64>>(0)
             .map(|ms| Duration::from_millis(ms.max(0) as u64)))
@@ -200,7 +209,7 @@ impl LeasedQueue for PgOutboxStore {
         OUTBOX.fail_exhausted(&self.pool, max_attempts).await
     }
 
-    async fn next_due(&self) -> Result<Option<Duration>, StoreError> {
-        OUTBOX.next_due(&self.pool).await
+    async fn next_due(&self, max_attempts: i32) -> Result<Option<Duration>, StoreError> {
+        OUTBOX.next_due(&self.pool, max_attempts).await
     }
 }

@@ -47,8 +47,12 @@ pub async fn dispatch_outbox(
             false => outbox::sweep(&app).await,
         }
     };
-    let (events, callbacks) = tokio::join!(sweep_events, callbacks::sweep(&app, &sender));
-    callbacks::wake_when_next_due(&app).await;
+    let sweep_callbacks = async {
+        let swept = callbacks::sweep(&app, &sender).await;
+        callbacks::wake_after_sweep(&app, swept.as_ref().ok()).await;
+        swept
+    };
+    let (events, callbacks) = tokio::join!(sweep_events, sweep_callbacks);
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,

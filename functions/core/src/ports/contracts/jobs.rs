@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::fresh_caller;
+use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
 use crate::domain::hash::ReplayHash;
@@ -471,6 +472,31 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
         (record.status, record.progress, record.queue_position),
         (JobStatus::Rendering, 40.0, None),
         "a read shows the reported state and progress, and no place in the queue"
+    );
+
+    // A job with a callback: a change says whether it queued one (V10's trigger): every
+    // status change does, a progress update within 5 s of the last callback does not.
+    let mut calling = new_job(&caller, "contract-calls-back");
+    calling.callback = Some(CallbackUrl::parse("https://example.com/hook", false).expect("a URL"));
+    admitted(store, &calling).await;
+    let calls_back = async |status: JobStatus, progress: f32| {
+        let moved = Transition {
+            progress: Some(progress),
+            ..report(status)
+        };
+        match reported(store, calling.id, moved, None).await {
+            TransitionOutcome::Applied { calls_back, .. } => calls_back,
+            other => panic!("a legal report is applied, got {other:?}"),
+        }
+    };
+    assert!(
+        calls_back(JobStatus::Downloading, 0.0).await,
+        "a status change queues a callback"
+    );
+    assert!(calls_back(JobStatus::Rendering, 10.0).await);
+    assert!(
+        !calls_back(JobStatus::Rendering, 20.0).await,
+        "a progress update right after one queues none"
     );
 }
 

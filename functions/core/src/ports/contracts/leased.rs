@@ -54,16 +54,16 @@ where
         "a retry with attempts left fails nothing"
     );
     assert_eq!(
-        queue.next_due().await.expect("answered"),
-        None,
-        "every pending item is due: none waits"
+        queue.next_due(ATTEMPTS).await.expect("answered"),
+        Some(Duration::ZERO),
+        "an item that just fell due is due now (a sweep that claimed before may have missed it)"
     );
     let first = claim(MINUTE, ATTEMPTS).await;
     assert!(
         first.contains_key(&a) && first.contains_key(&b),
         "due items are claimed"
     );
-    let lease_ends = queue.next_due().await.expect("answered");
+    let lease_ends = queue.next_due(ATTEMPTS).await.expect("answered");
     assert!(
         lease_ends.is_some_and(|left| left > Duration::ZERO && left <= MINUTE),
         "a leased item falls due again when its lease ends: {lease_ends:?}"
@@ -110,7 +110,7 @@ where
         !claim(MINUTE, ATTEMPTS).await.contains_key(&held),
         "a retry waits its delay"
     );
-    let backoff_ends = queue.next_due().await.expect("answered");
+    let backoff_ends = queue.next_due(ATTEMPTS).await.expect("answered");
     assert!(
         backoff_ends.is_some_and(|left| left > hour - MINUTE && left <= hour),
         "the next item due is the one backing off, when its delay ends: {backoff_ends:?}"
@@ -120,6 +120,16 @@ where
     retry(&[abandoned], Duration::ZERO, ATTEMPTS).await;
     // Leased for no time: due again at once, as if its sender died.
     let attempts = claim(Duration::ZERO, ATTEMPTS).await[&abandoned];
+    assert_eq!(
+        queue.next_due(attempts + 1).await.expect("answered"),
+        Some(Duration::ZERO),
+        "it is due now for a sender that may try it once more"
+    );
+    assert_ne!(
+        queue.next_due(attempts).await.expect("answered"),
+        Some(Duration::ZERO),
+        "an item with no attempts left is not waited for"
+    );
     assert!(
         !claim(MINUTE, attempts).await.contains_key(&abandoned),
         "an item with no attempts left is not claimed"

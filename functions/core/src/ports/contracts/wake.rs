@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::ports::wake::{delay_secs, DispatcherWake, MAX_WAKE_DELAY};
 
-/// How long a delivered wake may take to be received (SQS long polls a second at a time).
+/// How long a delivered wake may take to be received (`take_due` is polled every 100 ms).
 const RECEIVED_WITHIN: Duration = Duration::from_secs(5);
 
 pub async fn suite<W, T>(wake: &W, take_due: T)

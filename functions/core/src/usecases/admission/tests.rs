@@ -199,17 +199,42 @@ async fn without_egress_a_callback_url_is_refused_before_any_port() {
     );
     let job = admitted(submit_render(&app, &keyed(12), None, upload).await.outcome);
     assert_eq!(memory.database.job_ids(), [job]);
+}
+
+#[tokio::test]
+async fn a_job_with_a_callback_wakes_the_dispatcher_for_its_first_one() {
+    let (app, memory) = App::in_memory(config(&[]));
+    admitted(submit_render(&app, &keyed(13), None, valid()).await.outcome);
+    assert!(
+        memory.wake.asked().is_empty(),
+        "a job without a callback wakes nothing"
+    );
+    let with_callback = |replay| {
+        form(
+            replay,
+            "play.osr",
+            &[("callback_url", "https://bot.example/hook")],
+        )
+    };
+    admitted(
+        submit_render(&app, &keyed(12), None, with_callback(VALID_REPLAY))
+            .await
+            .outcome,
+    );
     assert_eq!(
         memory.wake.asked(),
         [Duration::ZERO],
-        "a job with a callback wakes the dispatcher at once for its first"
+        "at once, after the commit"
     );
-    admitted(submit_render(&app, &keyed(13), None, valid()).await.outcome);
-    assert_eq!(
-        memory.wake.asked().len(),
-        1,
-        "a job without one wakes nothing"
+    // A wake that cannot be sent does not fail the admission: the schedule sends the callback.
+    memory.wake.set_down(true);
+    let other = include_bytes!("../../../../../tests/fixtures/replays/valid_1.osr");
+    admitted(
+        submit_render(&app, &keyed(14), None, with_callback(other))
+            .await
+            .outcome,
     );
+    assert_eq!(memory.database.job_ids().len(), 3);
 }
 
 #[tokio::test]
