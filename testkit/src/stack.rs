@@ -60,6 +60,18 @@ pub fn aws_endpoint() -> String {
     var_or_default("AWS_ENDPOINT_URL")
 }
 
+/// A queue of its own on the AWS stand-in, named `<what>-<random>`: its URL.
+pub async fn fresh_queue(sqs: &aws_sdk_sqs::Client, what: &str) -> String {
+    let name = format!("{what}-{}", uuid::Uuid::new_v4().simple());
+    sqs.create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .expect("the stand-in creates a queue")
+        .queue_url
+        .expect("a created queue has a URL")
+}
+
 /// A plain connection to `url`, its connection task spawned; panics naming the URL.
 pub async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)

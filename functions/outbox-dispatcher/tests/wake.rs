@@ -33,7 +33,7 @@ use osurender_core::ports::wake::DispatcherWake;
 use osurender_core::support::config::DbSslMode;
 use osurender_core::usecases::keys;
 use osurender_testkit::lambda::{Answer, Function};
-use osurender_testkit::stack::aws_endpoint;
+use osurender_testkit::stack::{aws_endpoint, fresh_queue};
 use osurender_testkit::{fresh_database, Database};
 use serde_json::{json, Value};
 
@@ -256,15 +256,7 @@ async fn sqs_client() -> aws_sdk_sqs::Client {
 
 /// A queue of its own, named `<what>-<random>`.
 async fn create_queue(sqs: &aws_sdk_sqs::Client, what: &str) -> Queue {
-    let name = format!("{what}-{}", uuid::Uuid::new_v4().simple());
-    let url = sqs
-        .create_queue()
-        .queue_name(name)
-        .send()
-        .await
-        .expect("the stand-in creates a queue")
-        .queue_url
-        .unwrap();
+    let url = fresh_queue(sqs, what).await;
     let arn = sqs
         .get_queue_attributes()
         .queue_url(&url)

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use osurender_core::entry::http::ORIGIN_SECRET_HEADER;
 use osurender_core::{App, Clients};
 use osurender_testkit::proxy::Proxy;
+use osurender_testkit::stack::fresh_queue;
 use osurender_testkit::tls::{TlsServer, CERTIFIED_HOST};
 use osurender_testkit::{fresh_database, Database};
 use reqwest::multipart::Form;
@@ -64,15 +65,7 @@ fn capture_logs() {
 pub async fn wake_queue() -> String {
     init_env();
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let name = format!("wakes-{}", uuid::Uuid::new_v4().simple());
-    aws_sdk_sqs::Client::new(&sdk)
-        .create_queue()
-        .queue_name(name)
-        .send()
-        .await
-        .expect("the stand-in creates a queue")
-        .queue_url
-        .expect("a created queue has a URL")
+    fresh_queue(&aws_sdk_sqs::Client::new(&sdk), "wakes").await
 }
 
 /// The webhook secret every test server shares with its tests' simulated workers.

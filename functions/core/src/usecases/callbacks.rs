@@ -184,8 +184,6 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
                 .await;
             match claimed {
                 Ok(claimed) => {
-                    // The loop ends after a claim that found none, unless the budget ran out.
-                    report.unfinished = !claimed.is_empty();
                     report.claimed += claimed.len() as u64;
                     for callback in claimed {
                         in_flight.spawn(send_and_mark(app.clone(), sender.clone(), callback));
@@ -211,6 +209,9 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
             None => break,
         }
     }
+    // Claims stopped for the budget: callbacks may be left, or have fallen due as the last
+    // sends ended (their jobs' next ones).
+    report.unfinished = started.elapsed() + app.config.callback_timeout > SWEEP_BUDGET;
     match errors.first {
         None => Ok(report),
         Some(first) => {
@@ -504,6 +505,41 @@ mod tests {
         };
         wake_after_sweep(&app, Some(&cut_short)).await;
         assert_eq!(memory.wake.asked().last(), Some(&Duration::ZERO));
+    }
+
+    #[tokio::test]
+    async fn a_later_callback_behind_a_send_in_flight_is_not_due_until_its_lease_ends() {
+        let (app, memory) = app();
+        let secret = SigningSecret::generate().unwrap();
+        let job = JobId::new();
+        memory.callbacks.push(callback(1, job, 1, Some(&secret)));
+        memory.callbacks.push(callback(2, job, 2, Some(&secret)));
+        let lease = Duration::from_secs(60);
+        let claim = CallbackClaim {
+            lease: LeaseClaim {
+                limit: 10,
+                lease,
+                max_attempts: 10,
+            },
+            shares: KeyShares {
+                per_client: 10,
+                max_pending_per_key: 100,
+            },
+        };
+        let claimed = app.callbacks.claim(claim).await.unwrap();
+        assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), [1]);
+        let next = app.callbacks.next_due(10).await.unwrap();
+        assert!(
+            next.is_some_and(|left| left > lease - Duration::from_secs(5) && left <= lease),
+            "the second waits for the first's lease: {next:?}"
+        );
+        wake_after_sweep(&app, None).await;
+        assert_ne!(memory.wake.asked(), [Duration::ZERO], "no wake for it now");
+        app.callbacks.mark_dispatched(&[1]).await.unwrap();
+        assert_eq!(
+            app.callbacks.next_due(10).await.unwrap(),
+            Some(Duration::ZERO)
+        );
     }
 
     #[tokio::test]

@@ -42,7 +42,8 @@ pub struct SweepReport {
     pub dispatched: u64,
     pub retried: u64,
     pub failed: u64,
-    /// It stopped at its bound with its last claim full: due items may be left.
+    /// It stopped at its bound (the events': its claims all full; the callbacks': its time
+    /// budget) with due items maybe left.
     pub unfinished: bool,
 }
 

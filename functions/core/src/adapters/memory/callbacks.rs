@@ -126,15 +126,26 @@ impl LeasedQueue for MemoryCallbacks {
             })
             .take(usize::try_from(limit).unwrap_or(0))
             .collect();
-        Ok(due
+        let lease_end = now + claim.lease;
+        let claimed: Vec<Callback> = due
             .into_iter()
             .map(|i| {
                 let (c, _, at) = &mut queued[i];
                 c.attempts += 1;
-                *at = now + claim.lease;
+                *at = lease_end;
                 c.clone()
             })
-            .collect())
+            .collect();
+        // As the Postgres claim's `held`: the claimed ones' later due callbacks wait for the lease.
+        for (c, status, at) in queued.iter_mut() {
+            let behind = claimed
+                .iter()
+                .any(|head| head.job_id == c.job_id && head.sequence < c.sequence);
+            if behind && *status == EventStatus::Pending && *at <= now {
+                *at = lease_end;
+            }
+        }
+        Ok(claimed)
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {

@@ -91,6 +91,10 @@ SELECT status FROM retried";
 /// with it (RETRY_SQL), and V12's insert trigger makes a new one wait for its job's pending
 /// ones, so only those behind a send in flight (at most a lease) are due and passed over. The rows are locked in a query of their
 /// own, which re-checks that each is still due (a concurrent claim may have leased it since).
+/// The claimed callbacks' later ones that are due wait for the lease too (`held`, as V12's
+/// insert trigger makes a new one wait): due then means claimable, so `next_due` never counts
+/// one only a send in flight holds back, and the marks move them on with the lease (to now
+/// when it is delivered, to the retry's time when it fails).
 /// The rotation moves to the last client served, or, if fewer than `$1` had any due, to the
 /// last one walked; the dispatcher's bound on a key's undelivered callbacks is recorded beside
 /// it (`$5`, for V12's trigger). The key's signing secret comes along, none once it is revoked.
@@ -158,6 +162,13 @@ WITH RECURSIVE rotation AS (
                ELSE (SELECT client FROM walk ORDER BY step DESC LIMIT 1)
            END, last_client),
            max_pending_per_key = $5
+), held AS (
+    UPDATE job_callbacks l
+       SET available_at = now() + $2 * interval '1 millisecond'
+      FROM due d
+      JOIN job_callbacks c ON c.id = d.id
+     WHERE l.job_id = c.job_id AND l.sequence > c.sequence AND l.status = 'pending'
+       AND l.available_at <= now()
 )
 UPDATE job_callbacks c
    SET available_at = now() + $2 * interval '1 millisecond',
