@@ -26,6 +26,9 @@ MAX_INGEST_CONCURRENCY = 10
 # SQS's longest DelaySeconds, the longest a wake of outbox-dispatcher waits (core ports/wake.rs
 # MAX_WAKE_DELAY).
 MAX_WAKE_DELAY = 900
+# The functions that queue callbacks or sweep them, so may wake outbox-dispatcher (core
+# callbacks::wake_dispatcher and wake_after_sweep): admission, worker reports, the janitor.
+WAKE_SENDERS = ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction")
 # Requests per second one instance of an API function serves (a 100 ms request): the most its
 # routes' gateway throttles may add up to per reserved instance.
 RPS_PER_INSTANCE = 10
@@ -372,7 +375,7 @@ def main(template_path, samconfig_path):
     check(ref(globals_env.get("CALLBACK_WAKE_QUEUE_URL")) == "CallbackWakeQueue",
           "Globals: CALLBACK_WAKE_QUEUE_URL from CallbackWakeQueue")
     wake_arn = {"Fn::GetAtt": ["CallbackWakeQueue", "Arn"]}
-    for name in ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction"):
+    for name in WAKE_SENDERS:
         sends = [
             statement for policy in functions[name]["Properties"].get("Policies", [])
             for statement in (policy.get("Statement", []) if isinstance(policy, dict) else [])
@@ -399,7 +402,7 @@ def main(template_path, samconfig_path):
         resources.get("CallbackWakesFailedAlarm", {}).get("Properties", {}).get("Metrics", [])
         if "MetricStat" in q
     ]
-    for name in ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction"):
+    for name in WAKE_SENDERS:
         check({"Namespace": "osurender", "MetricName": "CallbackWakesFailed",
                "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": name}}]} in watched,
               f"CallbackWakesFailedAlarm: watches {name}'s failed wakes")

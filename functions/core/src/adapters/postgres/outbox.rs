@@ -1,12 +1,12 @@
 //! `outbox_events` (migrations/V1, V2): leased claims, marks and the janitor's give-up.
 
+use std::time::Duration;
+
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::job::JobId;
 use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry, JUST_DUE};
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
-use std::time::Duration;
-
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::domain::client::ClientKey;
 use crate::domain::render::SkinName;
+use crate::ports::StoreError;
 use crate::support::problem::{InvalidParam, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::request::{check_rate_limit, Submission};
@@ -78,11 +79,14 @@ pub async fn check_renderable(app: &App, skin: &SkinName) -> Result<(), Rejectio
              (upload one first)",
             skin.as_str()
         ))),
-        Err(error) => {
-            tracing::error!(%error, "skin name lookup failed");
-            Err(Rejection::DatabaseUnavailable)
-        }
+        Err(error) => Err(lookup_failed(error)),
     }
+}
+
+/// A skin name lookup that failed: the registry is Postgres, so 503 (logged).
+pub(super) fn lookup_failed(error: StoreError) -> Rejection {
+    tracing::error!(%error, "skin name lookup failed");
+    Rejection::DatabaseUnavailable
 }
 
 /// One page of the skins a render may name, in byte order. `next` is the cursor of the page

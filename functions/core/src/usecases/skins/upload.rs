@@ -44,6 +44,7 @@ use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
+use crate::usecases::skins::lookup_failed;
 /// The two upload routes: one behaviour, separate rate-limit counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadRoute {
@@ -509,10 +510,7 @@ async fn check_name_free(app: &App, name: &SkinName) -> Result<(), Rejection> {
     if name.is_default() {
         return Err(exists());
     }
-    let state = app.skin_names.state(name).await.map_err(|error| {
-        tracing::error!(%error, "skin name lookup failed");
-        Rejection::DatabaseUnavailable
-    })?;
+    let state = app.skin_names.state(name).await.map_err(lookup_failed)?;
     if state.kept_by_operator() {
         return Err(Rejection::SkinNameReserved(kept_detail(name)));
     }
