@@ -423,6 +423,7 @@ CREATE TABLE public.api_keys (
     max_resolution text,
     denied_options text[] DEFAULT '{}'::text[] NOT NULL,
     max_replay_length_secs integer,
+    weight integer DEFAULT 1 NOT NULL,
     CONSTRAINT api_keys_denied_options_check CHECK ((denied_options <@ ARRAY['motion_blur'::text, 'storyboard'::text, 'video'::text, 'skin'::text])),
     CONSTRAINT api_keys_key_hash_check CHECK ((octet_length(key_hash) = 32)),
     CONSTRAINT api_keys_kind_check CHECK ((kind = ANY (ARRAY['live'::text, 'sandbox'::text]))),
@@ -431,7 +432,8 @@ CREATE TABLE public.api_keys (
     CONSTRAINT api_keys_max_resolution_check CHECK ((max_resolution = ANY (ARRAY['720p'::text, '1080p'::text, '1440p'::text, '4k'::text]))),
     CONSTRAINT api_keys_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 100))),
     CONSTRAINT api_keys_render_limit_period_secs_check CHECK ((render_limit_period_secs > 0)),
-    CONSTRAINT api_keys_render_limit_requests_check CHECK ((render_limit_requests > 0))
+    CONSTRAINT api_keys_render_limit_requests_check CHECK ((render_limit_requests > 0)),
+    CONSTRAINT api_keys_weight_check CHECK (((weight >= 1) AND (weight <= 1000)))
 );
 
 --
@@ -477,6 +479,16 @@ CREATE TABLE public.callback_dispatch (
     max_pending_per_key bigint DEFAULT 1000 NOT NULL,
     CONSTRAINT callback_dispatch_max_pending_per_key_check CHECK ((max_pending_per_key > 0)),
     CONSTRAINT callback_dispatch_only_row_check CHECK (only_row)
+);
+
+--
+-- Name: fair_clock; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.fair_clock (
+    only_row boolean DEFAULT true NOT NULL,
+    virtual_time double precision DEFAULT 0 NOT NULL,
+    CONSTRAINT fair_clock_only_row_check CHECK (only_row)
 );
 
 --
@@ -587,6 +599,11 @@ CREATE TABLE public.jobs (
     replay jsonb,
     error_code text,
     error_retryable boolean,
+    render_cost real,
+    fair_start double precision,
+    fair_finish double precision,
+    released_at timestamp with time zone,
+    started_at timestamp with time zone,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -719,6 +736,13 @@ ALTER TABLE ONLY public.bans
 
 ALTER TABLE ONLY public.callback_dispatch
     ADD CONSTRAINT callback_dispatch_pkey PRIMARY KEY (only_row);
+
+--
+-- Name: fair_clock fair_clock_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fair_clock
+    ADD CONSTRAINT fair_clock_pkey PRIMARY KEY (only_row);
 
 --
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -912,10 +936,28 @@ CREATE INDEX jobs_ended_by_update ON public.jobs USING btree (updated_at) WHERE 
 CREATE INDEX jobs_failed_by_replay ON public.jobs USING btree (replay_sha256, updated_at) WHERE ((status = 'failed'::public.job_status) AND (NOT sandbox) AND (error_code = ANY (ARRAY['beatmap_not_found'::text, 'replay_unrenderable'::text])));
 
 --
+-- Name: jobs_fair_order; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_fair_order ON public.jobs USING btree (fair_start, id) INCLUDE (render_cost) WHERE ((status = 'queued'::public.job_status) AND (released_at IS NULL));
+
+--
+-- Name: jobs_in_flight; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_in_flight ON public.jobs USING btree (started_at) INCLUDE (render_cost) WHERE (status = ANY (ARRAY['downloading'::public.job_status, 'rendering'::public.job_status]));
+
+--
 -- Name: jobs_queued_by_age; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_queued_by_age ON public.jobs USING btree (created_at) WHERE (status = 'queued'::public.job_status);
+
+--
+-- Name: jobs_released_waiting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_released_waiting ON public.jobs USING btree (released_at, id) INCLUDE (render_cost) WHERE ((status = 'queued'::public.job_status) AND (released_at IS NOT NULL));
 
 --
 -- Name: jobs_rendered_by_update; Type: INDEX; Schema: public; Owner: -
