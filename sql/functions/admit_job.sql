@@ -63,6 +63,13 @@
 -- - sandbox_failure (V14): {error, error_code, retryable}: a sandbox job with
 --   `sandbox_outcome=failed`, stored failed with this failure (and its failed callback carries
 --   it) rather than completed with the sample artifacts.
+-- - render_cost, fair_weight (V18): the job's expected render-seconds and its client's weight.
+--   With them the job waits in the queue of record (released_at NULL) with its fair tags:
+--   start = max(fair_clock, the latest finish tag among its fair client's active jobs), finish
+--   = start + render_cost / fair_weight, where the fair client is an anonymous client's network
+--   or the key; its event is held (available_at 'infinity', no attempt) until release_jobs
+--   releases it. Without them (the code of an earlier release) the job is released at once and
+--   its event leased to the caller's fast path, as before.
 CREATE OR REPLACE FUNCTION admit_job(
     p jsonb,
     OUT verdict text,
@@ -83,6 +90,11 @@ DECLARE
     v_failure jsonb := nullif(p -> 'sandbox_failure', 'null'::jsonb);
     v_counts job_counts;
     v_active bigint;
+    v_cost real := (p ->> 'render_cost')::real;
+    v_weight double precision := coalesce((p ->> 'fair_weight')::double precision, 1);
+    v_fair boolean := NOT coalesce((p ->> 'sandbox')::boolean, false)
+                      AND (p ->> 'render_cost') IS NOT NULL;
+    v_start double precision;
     -- The argument's keys (see above).
     c_required CONSTANT text[] := ARRAY[
         'id', 'client_ip', 'client_lock', 'global_lock', 'skin', 'config', 'replay_key',
@@ -92,7 +104,7 @@ DECLARE
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
-        'replay', 'sandbox_failure'];
+        'replay', 'sandbox_failure', 'render_cost', 'fair_weight'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -176,6 +188,26 @@ BEGIN
         RETURN;
     END IF;
 
+    IF v_fair THEN
+        IF v_cost <= 0 OR v_weight <= 0 THEN
+            RAISE EXCEPTION 'admit_job: render_cost and fair_weight must be positive';
+        END IF;
+        -- Under the global lock, which release_jobs takes too: the clock cannot move meanwhile.
+        SELECT virtual_time INTO v_start FROM fair_clock;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'fair_clock has no row';
+        END IF;
+        -- The fair client's active jobs, by the index of its cap: at most that cap's rows.
+        IF v_network IS NULL THEN
+            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
+             WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
+        ELSE
+            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
+             WHERE client_network = v_network AND client_network IS NOT NULL
+               AND status IN ('queued', 'downloading', 'rendering');
+        END IF;
+    END IF;
+
     IF v_idem_token IS NOT NULL THEN
         UPDATE idempotency_keys
            SET status = 'completed', response = p -> 'idem_response', job_id = v_id
@@ -190,7 +222,8 @@ BEGIN
     INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
                       replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
                       error, error_code, error_retryable,
-                      callback_url, callback_seq, callback_at)
+                      callback_url, callback_seq, callback_at,
+                      render_cost, fair_start, fair_finish, released_at)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
             p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
             CASE WHEN NOT v_sandbox THEN 'queued'
@@ -201,7 +234,9 @@ BEGIN
             v_failure ->> 'error', v_failure ->> 'error_code',
             (v_failure ->> 'retryable')::boolean,
             p ->> 'callback_url', jsonb_array_length(v_callbacks),
-            CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END);
+            CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END,
+            v_cost, v_start, v_start + v_cost / v_weight,
+            CASE WHEN NOT v_sandbox AND NOT v_fair THEN now() END);
     INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
@@ -216,9 +251,12 @@ BEGIN
                                            THEN v_failure END) AS f (failure)
      WHERE p ->> 'callback_url' IS NOT NULL;
     IF NOT v_sandbox THEN
+        -- Held for release_jobs, or (an earlier release's caller) leased to its fast path.
         INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
-        VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
-                now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
+        VALUES (v_id, 'render_job_created', p -> 'event_payload',
+                CASE WHEN v_fair THEN 0 ELSE 1 END,
+                CASE WHEN v_fair THEN 'infinity'::timestamptz
+                     ELSE now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond' END)
         RETURNING id INTO event_id;
     END IF;
     verdict := 'admitted';

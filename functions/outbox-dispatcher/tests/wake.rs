@@ -140,7 +140,7 @@ impl Dispatcher {
         let jobs = PgJobStore::new(pool, TIMEOUT, Duration::ZERO);
         let admitted = jobs.admit(&job, &ROOMY).await.unwrap();
         assert!(
-            matches!(admitted, Admission::Admitted(Some(_))),
+            matches!(&admitted, Admission::Admitted(events) if events.len() == 1),
             "{admitted:?}"
         );
         Dispatcher {

@@ -114,6 +114,8 @@ fn entry(
         .message_body(event.message_body())
         .message_attributes("event_id", attribute("Number", event.id.to_string())?)
         .message_attributes("event_type", attribute("String", event.event_type.clone())?)
+        // The job's fair client: a fair queue serves one client's burst no sooner than others'.
+        .set_message_group_id(event.group.clone())
         .build()
 }
 

@@ -7,6 +7,7 @@ pub mod client;
 pub mod deadline;
 pub mod entitlement;
 pub mod failure;
+pub mod farm;
 pub mod form;
 pub mod hash;
 pub mod job;

@@ -12,6 +12,8 @@ use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
+pub use crate::domain::farm::{ActiveWork, QueueWait};
+use crate::domain::farm::{FarmState, RenderCost, Weight};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
@@ -20,7 +22,6 @@ use crate::domain::sandbox;
 use crate::ports::idempotency::{Claim, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
 use crate::ports::StoreError;
-use crate::support::estimate::Recent;
 
 /// The caps admission enforces (DESIGN.md invariants 1 and 2, and §3's fair share).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,16 @@ pub struct CapacityLimits {
     pub max_active_per_client: i64,
     /// The active jobs an anonymous client's network may hold; `None` for a key's job.
     pub max_active_per_network: Option<i64>,
+    /// What the farm is given: the admission releases into it (a sandbox job holds none).
+    pub farm: FarmRoom,
+}
+
+/// How many jobs the farm holds released and not finished: `RENDER_SLOTS` it renders at once,
+/// and `RELEASE_AHEAD` more waiting on the render queue for the next free worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FarmRoom {
+    pub render_slots: i64,
+    pub release_ahead: i64,
 }
 
 /// Why a job cannot be admitted, in the order the checks are made.
@@ -51,8 +62,9 @@ pub enum NoRoom {
 /// How an admission came out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
-    /// Committed, with its outbox event for the caller to publish (none for a sandbox job).
-    Admitted(Option<OutboxEvent>),
+    /// Committed; then the farm's next jobs in fair order (this one or others) were released,
+    /// their events leased to the caller to publish (none for a sandbox job, or a full farm).
+    Admitted(Vec<OutboxEvent>),
     /// Refused by a re-check under the locks.
     NoRoom(NoRoom),
     /// The request's idempotency claim is no longer its own (released, or taken over as stale):
@@ -65,8 +77,8 @@ pub enum Admission {
 /// What `resolve` found out about an admission whose answer never came.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolved {
-    /// It committed: the job exists, with this outbox event (none for a sandbox job).
-    Admitted(Option<OutboxEvent>),
+    /// It committed: the job exists (waiting for its release, if it is a real job).
+    Admitted,
     /// It did not, and now never will: the job id is fenced.
     Abandoned,
 }
@@ -138,27 +150,28 @@ pub struct NewJob {
     pub sandbox: Option<sandbox::Outcome>,
     /// Where the job's status changes are POSTed.
     pub callback: Option<CallbackUrl>,
+    /// Its expected render time, and its client's weight: its place in the fair order.
+    pub cost: RenderCost,
+    pub weight: Weight,
 }
 
 impl NewJob {
-    /// This job's `render_job_created` event, as admission stored it under `id`; a sandbox
-    /// job has none.
-    pub fn event(&self, id: Option<i64>) -> Result<Option<OutboxEvent>, StoreError> {
-        match (self.sandbox, id) {
-            (Some(_), _) => Ok(None),
-            (None, Some(id)) => Ok(Some(self.render_event(id))),
-            (None, None) => Err(StoreError::unknown("an admitted job without its event")),
-        }
-    }
-
-    fn render_event(&self, id: i64) -> OutboxEvent {
-        OutboxEvent {
+    /// This job's `render_job_created` event as admission stores it under `id`, held for
+    /// release; a sandbox job has none.
+    pub fn held_event(&self, id: i64) -> Option<OutboxEvent> {
+        self.sandbox.is_none().then(|| OutboxEvent {
             id,
             job_id: self.id,
             event_type: RENDER_JOB_CREATED.to_owned(),
             payload: self.event_payload(),
-            attempts: 1,
-        }
+            attempts: 0,
+            group: Some(self.fair_client().as_str().to_owned()),
+        })
+    }
+
+    /// Whom the farm's time is shared between: an anonymous client's network, or the key.
+    pub fn fair_client(&self) -> &ClientKey {
+        self.network.as_ref().unwrap_or(&self.client)
     }
 
     /// The callbacks admission queues, as `(delay, status, progress)`: the first status, or a
@@ -203,7 +216,7 @@ pub struct JobRecord {
     pub id: JobId,
     pub status: JobStatus,
     pub progress: f32,
-    /// 1-based place among the queued jobs, oldest first; `None` unless queued.
+    /// 1-based place in the release order (domain/farm.rs `QueuePlace`); `None` unless queued.
     pub queue_position: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -215,9 +228,9 @@ pub struct JobRecord {
     pub thumb_key: Option<String>,
     /// What the replay says (`ReplayInfo`, as stored); `None` for a job of an earlier release.
     pub replay: Option<serde_json::Value>,
-    /// Jobs completed in the last hour, read for queued jobs only (their `estimated_start`),
-    /// and for sandbox jobs young enough to show queued.
-    pub recent_completed: Option<i64>,
+    /// What its `estimated_start` is computed from: read for queued jobs only, and for sandbox
+    /// jobs young enough to show queued (the wait of a job submitted now).
+    pub wait: Option<QueueWait>,
     /// A sandbox key's job, shown as its age makes it (domain/sandbox.rs).
     pub sandbox: bool,
 }
@@ -243,21 +256,37 @@ impl JobRecord {
                 + chrono::Duration::from_std(age.min(sandbox::ACTIVE_FOR)).unwrap_or_default(),
             video_key: self.video_key.filter(|_| completed),
             thumb_key: self.thumb_key.filter(|_| completed),
-            recent_completed: self.recent_completed.filter(|_| queued),
+            wait: self.wait.filter(|_| queued),
             ..self
         }
     }
 }
 
 /// What capacity refusals estimate their `Retry-After` from (estimate.rs).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Load {
-    pub recent: Recent,
     pub capacity: Capacity,
-    /// Age of the client's oldest active job, seconds.
-    pub oldest_active_age_secs: Option<f64>,
-    /// Age of the oldest active job of an anonymous client's network, seconds.
-    pub oldest_network_active_age_secs: Option<f64>,
+    pub farm: FarmState,
+    pub client: ActiveWork,
+    /// An anonymous client's network's; empty for a key.
+    pub network: ActiveWork,
+}
+
+/// What `GET /v1/status` reads: the counts, the farm, and the place a new client's job would
+/// take now.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Overview {
+    pub capacity: Capacity,
+    pub wait: QueueWait,
+    /// How long the oldest queued job of each client class has waited, seconds.
+    pub queue_age: QueueAges,
+}
+
+/// The oldest queued job's age by client class, seconds; `None` when it has none queued.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct QueueAges {
+    pub anonymous: Option<f64>,
+    pub keys: Option<f64>,
 }
 
 /// A page of one client's `GET /v1/jobs`, newest first (`created_at`, then `id`, descending).
@@ -408,21 +437,34 @@ pub trait JobAdmission: Send + Sync {
     /// The global counts alone, as admission reads them: one row, however long the queue.
     async fn capacity(&self) -> Result<Capacity, StoreError>;
 
-    /// The global counts and recent throughput, nobody's in particular (`GET /v1/status`).
-    async fn overview(&self) -> Result<(Capacity, Recent), StoreError>;
+    /// The global counts, the farm and a new client's place, nobody's in particular
+    /// (`GET /v1/status`).
+    async fn overview(&self) -> Result<Overview, StoreError>;
 
-    /// Recent throughput, the global counts and the caller's (and its network's) oldest
-    /// active job.
+    /// The global counts, the farm, and the caller's (and its network's) active work.
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError>;
 
+    /// Where the caller's next job would wait: after its own active jobs in fair order
+    /// (`MAX_QUEUE_WAIT`).
+    async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError>;
+
     /// Locks, re-checks the duplicate and `limits` and inserts the job with its outbox event
-    /// (completing its idempotency claim), atomically; the event comes back for the caller to
-    /// publish.
+    /// held (completing its idempotency claim), atomically; then, in the same round trip,
+    /// releases what the farm has room for (`JobRelease::release`) and returns those events.
     async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError>;
 
     /// Settles an `admit` of `job` whose outcome is unknown (no answer came): the job if it
     /// was committed, else a fence that makes a late `admit` of it refuse. Final either way.
     async fn resolve(&self, job: &NewJob) -> Result<Resolved, StoreError>;
+}
+
+/// The queue of record's release to the farm (DESIGN.md "Fair service").
+#[async_trait]
+pub trait JobRelease: Send + Sync {
+    /// Releases the queued jobs not yet released, smallest fair start tag first, as many as
+    /// `room` leaves beside the jobs released and not finished; race-free (no job twice, never
+    /// past the room). Their events come back leased to the caller, which publishes them.
+    async fn release(&self, room: FarmRoom) -> Result<Vec<OutboxEvent>, StoreError>;
 }
 
 /// What `GET /v1/jobs` and `GET /v1/jobs/{id}` read.
@@ -488,7 +530,7 @@ mod tests {
             video_key: None,
             thumb_key: None,
             replay: None,
-            recent_completed: None,
+            wait: None,
             sandbox: false,
         }
     }
@@ -554,6 +596,10 @@ mod tests {
             max_rendering: 1,
             max_active_per_client: 1,
             max_active_per_network: Some(2),
+            farm: FarmRoom {
+                render_slots: 1,
+                release_ahead: 0,
+            },
         };
         let at = |queued, anonymous_queued, rendering, active_for_client, active_for_network| {
             Occupancy {

@@ -31,6 +31,7 @@ pub struct Ports {
     pub job_reads: Arc<dyn jobs::JobReads>,
     pub transitions: Arc<dyn jobs::JobTransitions>,
     pub housekeeping: Arc<dyn jobs::JobHousekeeping>,
+    pub release: Arc<dyn jobs::JobRelease>,
     pub replays: Arc<dyn replays::ReplayStore>,
     pub outbox: Arc<outbox::OutboxQueue>,
     pub queue: Arc<dyn queue::EventPublisher>,

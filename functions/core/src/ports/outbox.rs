@@ -18,6 +18,9 @@ pub struct OutboxEvent {
     pub payload: serde_json::Value,
     /// Publishes begun, this one included.
     pub attempts: i32,
+    /// The client whose share of the farm it is (an anonymous network, or a key): the SQS
+    /// message group, so a fair queue keeps one client's burst from delaying another's.
+    pub group: Option<String>,
 }
 
 impl OutboxEvent {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::domain::client::{NetworkPrefixes, TrustedProxies};
 use crate::domain::entitlement::{DeniedOptions, Entitlements};
+use crate::domain::farm::{FarmModel, Weight};
 use crate::domain::rate::RateLimit;
 use crate::domain::render::Resolution;
 use crate::domain::replay::GameMode;
@@ -50,6 +51,23 @@ pub struct Config {
     pub rate_limits: RateLimits,
     pub max_queued: i64,
     pub max_rendering: i64,
+    /// How many jobs the farm renders at once (`RENDER_SLOTS`): jobs are released to the render
+    /// queue while fewer than this plus `release_ahead` are released and not finished.
+    pub render_slots: i64,
+    /// Released jobs beyond the slots (`RELEASE_AHEAD`), so a worker that finishes finds the
+    /// next one waiting.
+    pub release_ahead: i64,
+    /// Added to a replay's length for its expected render time (`RENDER_OVERHEAD_SECS`).
+    pub render_overhead: Duration,
+    /// Render-seconds one slot renders per second before the farm has rendered `MIN_SAMPLES`
+    /// jobs within the hour (`RENDER_SPEED`).
+    pub render_speed: f64,
+    /// Each anonymous network's share of render time relative to a key of weight 1
+    /// (`ANONYMOUS_WEIGHT`).
+    pub anonymous_weight: Weight,
+    /// A job whose estimated start is later than this is refused `queue_full`
+    /// (`MAX_QUEUE_WAIT`; `None`, the default: no such cap).
+    pub max_queue_wait: Option<Duration>,
     pub max_active_jobs_per_ip: i64,
     /// An anonymous network's cap on active jobs (`MAX_ACTIVE_PER_NETWORK`): many addresses of
     /// one allocation are one actor.
@@ -114,8 +132,8 @@ pub struct Config {
     /// long ago; at
     /// least `MIN_JOB_RETENTION`.
     pub job_retention: Duration,
-    /// What a render takes when too few have finished lately to measure it (estimate.rs):
-    /// the basis of `Retry-After` and `estimated_start` on a quiet service.
+    /// The expected render time of a job that recorded none (admitted by an earlier release):
+    /// what the estimates count it as (domain/farm.rs).
     pub default_render_duration: Duration,
     /// A downloading/rendering job with no webhook progress for this long fails.
     pub render_stall_timeout: Duration,
@@ -240,6 +258,36 @@ impl Config {
                 reason: "times MAX_QUEUED is less than one place".into(),
             });
         }
+        let render_slots: i64 = env.parse("RENDER_SLOTS", 16)?;
+        let release_ahead: i64 = env.parse("RELEASE_AHEAD", 2)?;
+        if !(1..=10_000).contains(&render_slots) {
+            return Err(ConfigError {
+                name: "RENDER_SLOTS",
+                reason: "must be 1..=10000".into(),
+            });
+        }
+        if !(0..=10_000).contains(&release_ahead) {
+            return Err(ConfigError {
+                name: "RELEASE_AHEAD",
+                reason: "must be 0..=10000".into(),
+            });
+        }
+        let render_speed: f64 = env.parse("RENDER_SPEED", 1.0)?;
+        if !(render_speed > 0.0 && render_speed <= 10_000.0) {
+            return Err(ConfigError {
+                name: "RENDER_SPEED",
+                reason: "must be more than 0 and at most 10000".into(),
+            });
+        }
+        let anonymous_weight =
+            Weight::new(env.parse("ANONYMOUS_WEIGHT", 1u32)?).map_err(|reason| ConfigError {
+                name: "ANONYMOUS_WEIGHT",
+                reason,
+            })?;
+        let max_queue_wait = match env.parse::<Seconds>("MAX_QUEUE_WAIT", Seconds(0))? {
+            Seconds(0) => None,
+            wait => Some(wait.into()),
+        };
         let job_retention: Duration = env
             .parse::<Seconds>("JOB_RETENTION", Seconds(30 * 86_400))?
             .into();
@@ -353,6 +401,14 @@ impl Config {
             },
             max_queued,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
+            render_slots,
+            release_ahead,
+            render_overhead: env
+                .parse::<Seconds>("RENDER_OVERHEAD_SECS", Seconds(20))?
+                .into(),
+            render_speed,
+            anonymous_weight,
+            max_queue_wait,
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
             max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
             anonymous_queue_share,
@@ -426,6 +482,22 @@ impl Config {
 }
 
 impl Config {
+    /// The farm the estimates model.
+    pub fn farm(&self) -> FarmModel {
+        FarmModel {
+            slots: self.render_slots,
+            default_speed: self.render_speed,
+            unknown_cost: self.default_render_duration.as_secs_f64(),
+        }
+    }
+
+    /// Whether the farm may hold `MAX_RENDERING` jobs downloading or rendering: then step 6's
+    /// breaker trips on a farm that holds only what it was given, and admission refuses while
+    /// the queue could wait (logged as a warning at start).
+    pub fn farm_reaches_breaker(&self) -> bool {
+        self.render_slots + self.release_ahead >= self.max_rendering
+    }
+
     /// How many queued jobs anonymous clients together may hold: `ANONYMOUS_QUEUE_SHARE` of
     /// `MAX_QUEUED`, rounded down.
     pub fn max_anonymous_queued(&self) -> i64 {

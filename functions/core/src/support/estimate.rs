@@ -1,103 +1,63 @@
 //! Honest waiting hints: `Retry-After` on the capacity refusals and `estimated_start` of a
-//! queued job, computed from what the renderers have actually done lately.
-//!
-//! Throughput λ (jobs per second) is the number of jobs completed in the last hour / 3600 s,
-//! once at least `MIN_SAMPLES` jobs completed; with fewer (a quiet hour, a fresh deployment) it is
-//! the configured capacity, `MAX_RENDERING` renders per `DEFAULT_RENDER_SECS`. A job's
-//! turnaround (submission to completion) is the recent median likewise, else
-//! `DEFAULT_RENDER_SECS`. Every hint is clamped to 1 s ..= 1 h: a client must neither spin nor
-//! give up.
+//! queued job, all from one model of the farm (domain/farm.rs): the renders in flight and what
+//! is left of each, the jobs ahead in release order, and the farm's measured speed (render-
+//! seconds per second per slot, over the last hour's completions; `RENDER_SPEED` before there
+//! are `MIN_SAMPLES`). Every `Retry-After` is clamped to 1 s ..= 1 h: a client must neither spin
+//! nor give up; `estimated_start` only to a day.
 
 use std::time::Duration;
 
-use crate::support::config::Config;
+use crate::domain::farm::{ActiveWork, FarmModel, FarmState, QueueWait};
 
-/// Fewer completions than this in an hour say more about chance than about throughput.
-pub const MIN_SAMPLES: i64 = 5;
-/// The window recent throughput is measured over.
-pub const WINDOW_SECS: f64 = 3600.0;
 const MIN_HINT_SECS: f64 = 1.0;
 const MAX_HINT_SECS: f64 = 3600.0;
-
-/// What the jobs table says about recent rendering.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Recent {
-    /// Jobs completed in the last hour.
-    pub completed: i64,
-    /// Their median time from submission to completion, seconds.
-    pub median_turnaround_secs: Option<f64>,
-}
-
-/// The configured fallbacks.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Defaults {
-    pub render: Duration,
-    pub max_rendering: i64,
-}
-
-impl From<&Config> for Defaults {
-    fn from(config: &Config) -> Self {
-        Self {
-            render: config.default_render_duration,
-            max_rendering: config.max_rendering,
-        }
-    }
-}
-
-impl Recent {
-    /// λ, jobs per second (always > 0).
-    pub fn throughput(&self, defaults: &Defaults) -> f64 {
-        if self.completed >= MIN_SAMPLES {
-            self.completed as f64 / WINDOW_SECS
-        } else {
-            defaults.max_rendering.max(1) as f64 / defaults.render.as_secs_f64().max(1.0)
-        }
-    }
-
-    fn turnaround(&self, defaults: &Defaults) -> f64 {
-        match self.median_turnaround_secs {
-            Some(secs) if self.completed >= MIN_SAMPLES => secs,
-            _ => defaults.render.as_secs_f64(),
-        }
-    }
-
-    /// `queue_full`: until enough queued jobs have left for one more, `(queued − max + 1) / λ`.
-    pub fn queue_full_retry(&self, defaults: &Defaults, queued: i64, max_queued: i64) -> u64 {
-        let excess = (queued - max_queued + 1).max(1) as f64;
-        clamp(excess / self.throughput(defaults))
-    }
-
-    /// `render_capacity`: until one render finishes, `1 / λ`.
-    pub fn render_capacity_retry(&self, defaults: &Defaults) -> u64 {
-        clamp(1.0 / self.throughput(defaults))
-    }
-
-    /// `too_many_active_jobs`: until the client's oldest active job is expected done — the
-    /// median turnaround less its age; when it is already older than that, one render slot's
-    /// turnover (`1 / λ`), as it should be finishing any moment.
-    pub fn active_jobs_retry(&self, defaults: &Defaults, oldest_active_age_secs: f64) -> u64 {
-        let left = self.turnaround(defaults) - oldest_active_age_secs;
-        if left >= MIN_HINT_SECS {
-            clamp(left)
-        } else {
-            self.render_capacity_retry(defaults)
-        }
-    }
-
-    /// Seconds until a job at 1-based `position` in the queue starts: `position / λ`.
-    pub fn start_in(&self, defaults: &Defaults, position: i64) -> Duration {
-        let secs = position.max(1) as f64 / self.throughput(defaults);
-        Duration::from_secs_f64(secs.min(queue_horizon()))
-    }
-}
-
 /// `estimated_start` is not clamped to an hour (a long queue is honest news), only to a day.
-fn queue_horizon() -> f64 {
-    24.0 * WINDOW_SECS
+const QUEUE_HORIZON_SECS: f64 = 86_400.0;
+
+/// `queue_full`: a queued place frees when a worker takes the next queued job, which is when
+/// the first slot frees.
+pub fn queue_full_retry(model: &FarmModel, farm: &FarmState) -> u64 {
+    clamp(
+        model
+            .slots_free_in(farm)
+            .first()
+            .copied()
+            .unwrap_or_default(),
+    )
 }
 
-/// Whole seconds, rounded up — after rounding to milliseconds, so float noise (1 / (20 / 120)
-/// is 6.000000000000001) does not add a second.
+/// `render_capacity`: until the first render in flight should end.
+pub fn render_capacity_retry(model: &FarmModel, farm: &FarmState) -> u64 {
+    clamp(
+        model
+            .first_done_in(farm, &farm.in_flight)
+            .unwrap_or_default(),
+    )
+}
+
+/// `too_many_active_jobs`: until the first of the client's (or network's) active jobs should
+/// end: a render in flight, or its first queued job once it has started and rendered.
+pub fn active_jobs_retry(model: &FarmModel, farm: &FarmState, work: &ActiveWork) -> u64 {
+    let rendering = model.first_done_in(farm, &work.in_flight);
+    let queued = work
+        .first_queued
+        .as_ref()
+        .map(|place| model.finish_in(farm, place));
+    let first = match (rendering, queued) {
+        (Some(a), Some(b)) => a.min(b),
+        (one, other) => one.or(other).unwrap_or_default(),
+    };
+    clamp(first)
+}
+
+/// When a job waiting at `wait.place` should start: 0 when a slot is free and nothing is ahead.
+pub fn start_in(model: &FarmModel, wait: &QueueWait) -> Duration {
+    let secs = model.start_in(&wait.farm, &wait.place);
+    Duration::from_secs_f64(secs.clamp(0.0, QUEUE_HORIZON_SECS))
+}
+
+/// Whole seconds, rounded up — after rounding to milliseconds, so float noise does not add a
+/// second.
 fn clamp(secs: f64) -> u64 {
     let secs = (secs * 1000.0).round() / 1000.0;
     secs.clamp(MIN_HINT_SECS, MAX_HINT_SECS).ceil() as u64
@@ -106,46 +66,67 @@ fn clamp(secs: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::farm::{InFlight, QueuePlace};
 
-    const DEFAULTS: Defaults = Defaults {
-        render: Duration::from_secs(120),
-        max_rendering: 20,
+    const MODEL: FarmModel = FarmModel {
+        slots: 2,
+        default_speed: 1.0,
+        unknown_cost: 120.0,
     };
 
-    #[test]
-    fn throughput_is_observed_or_configured() {
-        let quiet = Recent {
-            completed: 2,
-            median_turnaround_secs: Some(10.0),
-        };
-        assert!((quiet.throughput(&DEFAULTS) - 20.0 / 120.0).abs() < 1e-9);
-        let busy = Recent {
-            completed: 360,
-            median_turnaround_secs: Some(300.0),
-        };
-        assert!((busy.throughput(&DEFAULTS) - 0.1).abs() < 1e-9);
+    fn rendering(left: &[f64]) -> FarmState {
+        FarmState {
+            in_flight: left
+                .iter()
+                .map(|&left| InFlight {
+                    cost: Some(100.0),
+                    elapsed_secs: 100.0 - left,
+                })
+                .collect(),
+            ..FarmState::default()
+        }
     }
 
     #[test]
-    fn hints_follow_the_formulas_and_are_clamped() {
-        let busy = Recent {
-            completed: 360,
-            median_turnaround_secs: Some(300.0),
+    fn refusals_wait_for_what_frees_their_place() {
+        let farm = rendering(&[5.0, 40.0]);
+        assert_eq!(queue_full_retry(&MODEL, &farm), 5);
+        assert_eq!(render_capacity_retry(&MODEL, &farm), 5);
+        // A free slot: a queued job is taken at once, but a client waits at least a second.
+        assert_eq!(queue_full_retry(&MODEL, &rendering(&[40.0])), 1);
+        // Its own render ends in 40 s; its queued job (2 ahead of 30 s) would end later.
+        let work = ActiveWork {
+            in_flight: farm.in_flight[1..].to_vec(),
+            first_queued: Some(QueuePlace {
+                position: 3,
+                ahead: vec![Some(30.0), Some(30.0)],
+                rest: 0.0,
+                cost: Some(30.0),
+            }),
         };
-        assert_eq!(busy.queue_full_retry(&DEFAULTS, 100, 100), 10);
-        assert_eq!(busy.queue_full_retry(&DEFAULTS, 104, 100), 50);
-        assert_eq!(busy.render_capacity_retry(&DEFAULTS), 10);
-        assert_eq!(busy.active_jobs_retry(&DEFAULTS, 100.0), 200);
-        assert_eq!(busy.active_jobs_retry(&DEFAULTS, 1000.0), 10);
-        let crawling = Recent {
-            completed: 5,
-            median_turnaround_secs: None,
+        assert_eq!(active_jobs_retry(&MODEL, &farm, &work), 40);
+        let queued_only = ActiveWork {
+            in_flight: Vec::new(),
+            ..work
         };
-        assert_eq!(crawling.queue_full_retry(&DEFAULTS, 500, 100), 3600);
-        assert_eq!(busy.start_in(&DEFAULTS, 3), Duration::from_secs(30));
-        assert_eq!(
-            crawling.start_in(&DEFAULTS, 100_000),
-            Duration::from_secs(86_400)
-        );
+        // The slots free at 5 and 40 take the two ahead (5→35, 35→65): it starts at 40 and
+        // ends at 70.
+        assert_eq!(active_jobs_retry(&MODEL, &farm, &queued_only), 70);
+        assert_eq!(active_jobs_retry(&MODEL, &farm, &ActiveWork::default()), 1);
+    }
+
+    #[test]
+    fn hints_are_clamped_and_starts_bounded_by_a_day() {
+        let slow = rendering(&[10_000.0, 10_000.0]);
+        assert_eq!(queue_full_retry(&MODEL, &slow), 3600);
+        let wait = QueueWait {
+            farm: slow,
+            place: QueuePlace {
+                rest: 1e9,
+                ..QueuePlace::default()
+            },
+        };
+        assert_eq!(start_in(&MODEL, &wait), Duration::from_secs(86_400));
+        assert_eq!(start_in(&MODEL, &QueueWait::default()), Duration::ZERO);
     }
 }

@@ -56,11 +56,37 @@ pub fn wake_failed() {
 }
 
 /// Jobs holding the render capacity (`downloading` + `rendering`, against `MAX_RENDERING`) and
-/// waiting for it (`queued`, against `MAX_QUEUED`), by function: the dashboard's gauge, printed
-/// by outbox-dispatcher once a minute.
-pub fn render_capacity(queued: i64, rendering: i64) {
-    let line = render_capacity_line(&function_name(), queued, rendering, now_millis());
+/// waiting for it (`queued`, against `MAX_QUEUED`), the farm's slots in use (against
+/// `RENDER_SLOTS` + `RELEASE_AHEAD`) and the oldest queued job's age of anonymous clients and of
+/// keys, by function: the dashboard's gauges, printed by outbox-dispatcher once a minute.
+pub fn render_capacity(gauges: &FarmGauges) {
+    let line = render_capacity_line(&function_name(), gauges, now_millis());
     emit(&line);
+}
+
+/// What `render_capacity` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FarmGauges {
+    pub queued: i64,
+    pub rendering: i64,
+    pub slots_in_use: i64,
+    pub queue_age_anonymous_secs: f64,
+    pub queue_age_keys_secs: f64,
+}
+
+/// Jobs one release handed the farm and how long the release took, by function.
+pub fn released(count: usize, latency: Duration) {
+    let line = function_counts_line(
+        &function_name(),
+        &[("JobsReleased", json!(count))],
+        now_millis(),
+    );
+    emit(&line);
+    emit(&json!({
+        "_aws": metadata(now_millis(), &["FunctionName"], &[("ReleaseLatency", "Milliseconds")]),
+        "FunctionName": function_name(),
+        "ReleaseLatency": latency.as_secs_f64() * 1000.0,
+    }));
 }
 
 fn outbox_failed_line(function: &str, count: u64, timestamp: u64) -> Value {
@@ -75,10 +101,13 @@ fn callbacks_line(function: &str, delivered: u64, failed: u64, timestamp: u64) -
     function_counts_line(function, &counts, timestamp)
 }
 
-fn render_capacity_line(function: &str, queued: i64, rendering: i64, timestamp: u64) -> Value {
+fn render_capacity_line(function: &str, gauges: &FarmGauges, timestamp: u64) -> Value {
     let counts = [
-        ("QueuedJobs", json!(queued)),
-        ("RenderingJobs", json!(rendering)),
+        ("QueuedJobs", json!(gauges.queued)),
+        ("RenderingJobs", json!(gauges.rendering)),
+        ("SlotsInUse", json!(gauges.slots_in_use)),
+        ("QueueAgeAnonymous", json!(gauges.queue_age_anonymous_secs)),
+        ("QueueAgeKeys", json!(gauges.queue_age_keys_secs)),
     ];
     function_counts_line(function, &counts, timestamp)
 }
@@ -210,9 +239,25 @@ mod tests {
         // osurender, dimension FunctionName.
         let cases = [
             (
-                render_capacity_line(function, 7, 20, 1),
-                counts(&["QueuedJobs", "RenderingJobs"]),
-                json!([7, 20]),
+                render_capacity_line(
+                    function,
+                    &FarmGauges {
+                        queued: 7,
+                        rendering: 20,
+                        slots_in_use: 18,
+                        queue_age_anonymous_secs: 4.0,
+                        queue_age_keys_secs: 0.0,
+                    },
+                    1,
+                ),
+                counts(&[
+                    "QueuedJobs",
+                    "RenderingJobs",
+                    "SlotsInUse",
+                    "QueueAgeAnonymous",
+                    "QueueAgeKeys",
+                ]),
+                json!([7, 20, 18, 4.0, 0.0]),
             ),
             (
                 callbacks_line(function, 40, 2, 1),

@@ -27,6 +27,7 @@ use serde_json::json;
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::deadline;
+use crate::domain::farm::{RenderCost, Weight};
 use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::JobId;
@@ -37,7 +38,7 @@ use crate::domain::sandbox;
 use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
 use crate::ports::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
 use crate::ports::outbox::OutboxEvent;
-use crate::support::estimate::Defaults;
+use crate::support::estimate;
 use crate::support::problem::{InvalidParam, Rejection, ReplayRule};
 use crate::usecases::app::App;
 use crate::usecases::callbacks::{self, check_callback_host, parse_callback};
@@ -447,8 +448,10 @@ async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDeci
 /// The object is deleted again only when the job is known not to exist: a refused re-check, or
 /// an unknown outcome resolved as abandoned. An outcome that stays unknown keeps it (a crash
 /// too): at worst an unreferenced object, which the bucket's lifecycle rule removes. Once
-/// committed, the job's event is published at once (the fast path); whatever happens to that,
-/// the outbox sweep delivers it. A job with a callback wakes the dispatcher for its first one.
+/// committed, the job waits in the queue of record; the release pipelined behind the admission
+/// hands the farm what it has room for, in fair order (this job or others), and those events
+/// are published at once (the fast path); whatever happens to that, the outbox sweep delivers
+/// them. A job with a callback wakes the dispatcher for its first one.
 async fn enqueue(
     app: &App,
     caller: &Caller,
@@ -467,6 +470,9 @@ async fn enqueue(
     if let Err(no_room) = occupancy.check(&limits) {
         return Err(no_room_rejection(app, caller, no_room, &limits).await);
     }
+    if !caller.is_sandbox() {
+        check_queue_wait(app, caller).await?;
+    }
     let id = JobId::new();
     let job = NewJob {
         id,
@@ -480,13 +486,26 @@ async fn enqueue(
         completes: claim.map(|claim| (claim, admitted_response(id))),
         sandbox: request.sandbox,
         callback,
+        cost: RenderCost::of(replay.info.length_ms, app.config.render_overhead),
+        weight: fair_weight(app, caller),
     };
     store_replay(app, &job, replay).await?;
     let refusal = match admit_or_resolve(app, &job, &limits).await {
-        Ok(event) => {
-            let publish = async {
-                if let Some(event) = &event {
-                    outbox::publish_admitted(app, event).await;
+        Ok(Some(released)) => {
+            let publish = outbox::publish_released(app, &released);
+            let wake = async {
+                if job.callback.is_some() {
+                    callbacks::wake_dispatcher(app).await;
+                }
+            };
+            tokio::join!(publish, wake);
+            return Ok(job.id);
+        }
+        // Resolved as committed: its release is this request's to start.
+        Ok(None) => {
+            let release = async {
+                if job.sandbox.is_none() {
+                    outbox::release_to_farm(app).await;
                 }
             };
             let wake = async {
@@ -494,7 +513,7 @@ async fn enqueue(
                     callbacks::wake_dispatcher(app).await;
                 }
             };
-            tokio::join!(publish, wake);
+            tokio::join!(release, wake);
             return Ok(job.id);
         }
         Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
@@ -519,12 +538,40 @@ fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
         max_rendering: global(config.max_rendering),
         max_active_per_client: caller.max_active(config.max_active_jobs_per_ip),
         max_active_per_network: anonymous(config.max_active_per_network),
+        farm: outbox::farm_room(app),
     }
 }
 
-/// The refusal, with a `Retry-After` estimated from the current load (estimate.rs). Reading
-/// the load costs a refused request one more round trip; if it fails, the estimate falls back
-/// to the configured render duration rather than failing the answer.
+/// The caller's share of the farm's time: its key's weight, or `ANONYMOUS_WEIGHT`.
+fn fair_weight(app: &App, caller: &Caller) -> Weight {
+    caller
+        .key
+        .map_or(app.config.anonymous_weight, |_| Weight::ONE)
+}
+
+/// Step 5's cap by time (`MAX_QUEUE_WAIT`, off by default): a job whose estimated start, behind
+/// the caller's own active jobs in fair order, is later than the cap is refused `queue_full`,
+/// told when it would fit. One more read, only where the cap is set.
+async fn check_queue_wait(app: &App, caller: &Caller) -> Result<(), Rejection> {
+    let Some(cap) = app.config.max_queue_wait else {
+        return Ok(());
+    };
+    let wait = app.admissions.next_wait(caller).await.map_err(|error| {
+        tracing::error!(%error, "queue wait read failed");
+        Rejection::DatabaseUnavailable
+    })?;
+    let start = estimate::start_in(&app.config.farm(), &wait);
+    if start <= cap {
+        return Ok(());
+    }
+    Err(Rejection::QueueFull {
+        retry_after: (start - cap).as_secs_f64().ceil().max(1.0) as u64,
+    })
+}
+
+/// The refusal, with a `Retry-After` estimated from the farm model (estimate.rs). Reading the
+/// load costs a refused request one more round trip; if it fails, the estimate is made from an
+/// idle farm (a second) rather than failing the answer.
 async fn no_room_rejection(
     app: &App,
     caller: &Caller,
@@ -547,33 +594,23 @@ async fn no_room_rejection(
             Load::default()
         }),
     };
-    let defaults = Defaults::from(&*app.config);
-    let (recent, capacity) = (load.recent, load.capacity);
-    let active_retry =
-        |oldest: Option<f64>| recent.active_jobs_retry(&defaults, oldest.unwrap_or_default());
+    let (model, farm) = (app.config.farm(), &load.farm);
     match no_room {
         NoRoom::Duplicate(existing) => duplicate(caller, existing),
-        NoRoom::QueueFull => Rejection::QueueFull {
-            retry_after: recent.queue_full_retry(&defaults, capacity.queued, limits.max_queued),
-        },
-        NoRoom::AnonymousQueueFull => Rejection::QueueFull {
-            retry_after: recent.queue_full_retry(
-                &defaults,
-                capacity.anonymous_queued,
-                limits.max_anonymous_queued.unwrap_or_default(),
-            ),
+        NoRoom::QueueFull | NoRoom::AnonymousQueueFull => Rejection::QueueFull {
+            retry_after: estimate::queue_full_retry(&model, farm),
         },
         NoRoom::RenderCapacity => Rejection::RenderCapacity {
-            retry_after: recent.render_capacity_retry(&defaults),
+            retry_after: estimate::render_capacity_retry(&model, farm),
         },
         NoRoom::TooManyActiveJobs => Rejection::TooManyActiveJobs {
             limit: limits.max_active_per_client,
-            retry_after: active_retry(load.oldest_active_age_secs),
+            retry_after: estimate::active_jobs_retry(&model, farm, &load.client),
             scope,
         },
         NoRoom::TooManyNetworkJobs => Rejection::TooManyActiveJobs {
             limit: limits.max_active_per_network.unwrap_or_default(),
-            retry_after: active_retry(load.oldest_network_active_age_secs),
+            retry_after: estimate::active_jobs_retry(&model, farm, &load.network),
             scope: LimitScope::Network,
         },
     }
@@ -612,14 +649,15 @@ enum NotAdmitted {
 /// commit, or a connection lost mid-statement, is resolved on a fresh connection (the job, or
 /// a fence that makes the statement refuse if it runs later). The statement runs with a reserve
 /// of the request's deadline kept for that.
+/// Admitted, the events its release leased to this request; resolved as admitted, `None`.
 async fn admit_or_resolve(
     app: &App,
     job: &NewJob,
     limits: &CapacityLimits,
-) -> Result<Option<OutboxEvent>, NotAdmitted> {
+) -> Result<Option<Vec<OutboxEvent>>, NotAdmitted> {
     let reserve = app.config.settle_reserve(app.config.db_timeout);
     let error = match deadline::reserving(reserve, app.admissions.admit(job, limits)).await {
-        Ok(Admission::Admitted(event)) => return Ok(event),
+        Ok(Admission::Admitted(released)) => return Ok(Some(released)),
         Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),
         Ok(Admission::ClaimLost) => return Err(NotAdmitted::ClaimLost),
         Ok(Admission::Abandoned) => return Err(NotAdmitted::Failed),
@@ -631,7 +669,7 @@ async fn admit_or_resolve(
     }
     tracing::warn!(%error, job_id = %job.id, "admission outcome unknown; resolving it");
     match app.admissions.resolve(job).await {
-        Ok(Resolved::Admitted(event)) => Ok(event),
+        Ok(Resolved::Admitted) => Ok(None),
         Ok(Resolved::Abandoned) => Err(NotAdmitted::Failed),
         Err(error) => {
             tracing::error!(%error, job_id = %job.id, "admission outcome unresolved; replay kept");

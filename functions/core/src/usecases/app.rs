@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::callbacks::{CallbackAddresses, CallbackQueue};
 use crate::ports::idempotency::IdempotencyStore;
-use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobTransitions};
+use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobRelease, JobTransitions};
 use crate::ports::limiter::RateLimiter;
 use crate::ports::outbox::OutboxQueue;
 use crate::ports::queue::EventPublisher;
@@ -35,6 +35,8 @@ pub struct App {
     pub job_reads: Arc<dyn JobReads>,
     pub transitions: Arc<dyn JobTransitions>,
     pub housekeeping: Arc<dyn JobHousekeeping>,
+    /// The queue of record's release to the farm (DESIGN.md "Fair service").
+    pub release: Arc<dyn JobRelease>,
     pub replays: Arc<dyn ReplayStore>,
     pub outbox: Arc<OutboxQueue>,
     pub queue: Arc<dyn EventPublisher>,
@@ -82,6 +84,7 @@ impl App {
             job_reads: ports.job_reads,
             transitions: ports.transitions,
             housekeeping: ports.housekeeping,
+            release: ports.release,
             replays: ports.replays,
             outbox: ports.outbox,
             queue: ports.queue,

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::ports::StoreError;
 use crate::usecases::app::App;
 use crate::usecases::callbacks;
+use crate::usecases::outbox;
 use crate::usecases::skins::ingest;
 
 /// Rows one delete statement removes at most: its locks are short and its time bounded.
@@ -68,6 +69,10 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     // step failed.
     if report.expired + report.timed_out + report.callbacks_failed > 0 {
         callbacks::wake_dispatcher(app).await;
+    }
+    // Ended jobs free their slots: the farm takes the next ones in fair order.
+    if report.expired + report.timed_out > 0 {
+        outbox::release_to_farm(app).await;
     }
     ended?;
     let until = Instant::now() + app.config.request_deadline;

@@ -25,7 +25,7 @@ use crate::domain::rate::RateDecision;
 pub use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::{JobRecord, PageCursor};
 use crate::ports::StoreError;
-use crate::support::estimate::{Defaults, Recent};
+use crate::support::estimate;
 use crate::support::problem::{InvalidParam, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::request::{check_rate_limit, Submission};
@@ -290,7 +290,7 @@ pub struct JobView {
     status: JobStatus,
     progress: f32,
     queue_position: Option<i64>,
-    /// When a queued job should start rendering, from recent throughput (estimate.rs).
+    /// When a queued job should start rendering, from the farm model (estimate.rs).
     estimated_start: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -368,14 +368,9 @@ impl JobView {
     }
 }
 
-/// `queue_position / λ` from now; `None` unless the job is queued.
+/// When the farm model (estimate.rs) expects the job to start; `None` unless it is queued.
 fn estimated_start(app: &App, job: &JobRecord) -> Option<DateTime<Utc>> {
-    let (position, completed) = job.queue_position.zip(job.recent_completed)?;
-    let recent = Recent {
-        completed,
-        median_turnaround_secs: None,
-    };
-    let wait = recent.start_in(&Defaults::from(&*app.config), position);
+    let wait = estimate::start_in(&app.config.farm(), job.wait.as_ref()?);
     Some(Utc::now() + wait)
 }
 

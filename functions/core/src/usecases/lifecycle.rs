@@ -22,6 +22,7 @@ use crate::ports::jobs::{Nonce, Transition, TransitionOutcome};
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::callbacks;
+use crate::usecases::outbox;
 use crate::usecases::request::epoch_secs;
 use crate::usecases::secrets::{RotatingSecret, SecretUnavailable};
 
@@ -151,9 +152,18 @@ pub async fn receive(
             calls_back,
         } => {
             tracing::info!(%id, %status, progress, "job updated by its worker");
-            if calls_back {
-                callbacks::wake_dispatcher(app).await;
-            }
+            // A job that ended frees its slot: the farm takes the next job in fair order.
+            let release = async {
+                if !status.is_active() {
+                    outbox::release_to_farm(app).await;
+                }
+            };
+            let wake = async {
+                if calls_back {
+                    callbacks::wake_dispatcher(app).await;
+                }
+            };
+            tokio::join!(release, wake);
             Ok((status, progress))
         }
         TransitionOutcome::NonceReused => Err(Rejection::NonceReused),

@@ -1,8 +1,13 @@
-//! Delivering outbox events to the render queue, at least once (DESIGN.md invariant 4).
+//! Releasing queued jobs to the farm, and delivering their events to the render queue at least
+//! once (DESIGN.md invariant 4, "Fair service").
 //!
-//! Each event has a lease: while `available_at` lies ahead, one publisher owns it. The admission
-//! inserts its event already leased to its own fast path (`publish_admitted`), which publishes
-//! right after commit and marks it dispatched. The scheduled `sweep` claims due events with
+//! A job's event is held in the queue of record until the farm has room for it: `release`
+//! hands the farm the next jobs in fair order and leases their events to the releaser, which
+//! publishes them at once and marks them dispatched (`publish_released`). It runs wherever room
+//! may have appeared: after an admission (pipelined with it), after a worker's report that ends
+//! a job, after a janitor run that ended some, and first in every sweep (the fallback).
+//!
+//! Each event has a lease: while `available_at` lies ahead, one publisher owns it. The scheduled `sweep` claims due events with
 //! `FOR UPDATE SKIP LOCKED`, pushing `available_at` one lease ahead and counting the attempt in
 //! the same committed statement, then sends and marks. So two sweepers never claim one event,
 //! and an event whose publisher failed or died becomes due again when its lease or backoff
@@ -15,9 +20,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::ports::jobs::FarmRoom;
 use crate::ports::leased::{LeaseClaim, Retry};
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
+use crate::support::metrics;
 use crate::usecases::app::App;
 /// Events one claim takes: ten `SendMessageBatch` calls, sent concurrently.
 const CLAIM_BATCH: i64 = 100;
@@ -57,10 +64,11 @@ impl std::ops::AddAssign for SweepReport {
     }
 }
 
-/// The `outbox-dispatcher`'s work: publishes due events until none are left (at most
-/// `MAX_CLAIMS_PER_SWEEP` claims).
+/// The `outbox-dispatcher`'s work: releases what the farm has room for, then publishes due
+/// events until none are left (at most `MAX_CLAIMS_PER_SWEEP` claims).
 pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
+    release_to_farm(app).await;
     let lease = app.config.event_lease();
     for _ in 0..MAX_CLAIMS_PER_SWEEP {
         let events = app
@@ -131,16 +139,49 @@ fn retries(events: &[OutboxEvent], published: &crate::ports::queue::Published) -
         .collect()
 }
 
-/// The fast path of a fresh admission: publish its event and mark it dispatched. A failure
-/// is only logged: the event's lease runs out and the sweep delivers it.
-pub async fn publish_admitted(app: &App, event: &OutboxEvent) {
-    let published = app.queue.publish(std::slice::from_ref(event)).await;
-    if let Some((_, error)) = published.failed.first() {
-        tracing::warn!(event_id = event.id, %error, "fast-path publish failed; the sweep will deliver");
+/// The farm's room as configured (`RENDER_SLOTS`, `RELEASE_AHEAD`).
+pub fn farm_room(app: &App) -> FarmRoom {
+    FarmRoom {
+        render_slots: app.config.render_slots,
+        release_ahead: app.config.release_ahead,
+    }
+}
+
+/// Releases what the farm has room for and publishes it. Best effort: what fails here is
+/// released by the next report, janitor run or sweep; a released event is published by the
+/// sweep once its lease ends. Returns how many jobs were released.
+pub async fn release_to_farm(app: &App) -> usize {
+    let started = std::time::Instant::now();
+    match app.release.release(farm_room(app)).await {
+        Ok(events) => {
+            if !events.is_empty() {
+                metrics::released(events.len(), started.elapsed());
+            }
+            publish_released(app, &events).await;
+            events.len()
+        }
+        Err(error) => {
+            tracing::warn!(%error, "release to the farm failed; the next release or sweep retries");
+            0
+        }
+    }
+}
+
+/// The fast path of released jobs: publish their events and mark them dispatched. A failure
+/// is only logged: each event's lease runs out and the sweep delivers it.
+pub async fn publish_released(app: &App, events: &[OutboxEvent]) {
+    if events.is_empty() {
+        return;
+    }
+    let published = app.queue.publish(events).await;
+    for (event_id, error) in &published.failed {
+        tracing::warn!(event_id, %error, "fast-path publish failed; the sweep will deliver");
+    }
+    if published.sent.is_empty() {
         return;
     }
     if let Err(error) = app.outbox.mark_dispatched(&published.sent).await {
-        tracing::warn!(event_id = event.id, %error, "published but not marked; the sweep may send it again");
+        tracing::warn!(%error, "published but not marked; the sweep may send them again");
     }
 }
 
@@ -182,6 +223,7 @@ mod tests {
             event_type: RENDER_JOB_CREATED.into(),
             payload: serde_json::json!({ "skin": "Default" }),
             attempts,
+            group: None,
         }
     }
 

@@ -15,6 +15,11 @@ async fn the_database_keeps_the_jobs_idempotency_and_skin_name_contracts() {
 }
 
 #[tokio::test]
+async fn the_database_keeps_the_fair_release_contract() {
+    contracts::release::suite(&MemoryDatabase::new(Calls::default())).await;
+}
+
+#[tokio::test]
 async fn the_outbox_keeps_the_leased_queue_contract() {
     let database = MemoryDatabase::new(Calls::default());
     let seed = async || contracts::leased::seed_event(&database).await;

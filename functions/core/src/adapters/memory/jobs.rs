@@ -32,44 +32,42 @@ impl JobAdmission for MemoryDatabase {
         Ok(capacity_of(&lock(&self.tables)))
     }
 
-    async fn overview(&self) -> Result<(Capacity, Recent), StoreError> {
+    async fn overview(&self) -> Result<Overview, StoreError> {
         self.calls.record("jobs.overview");
         if self.overview_fails.load(Ordering::SeqCst) {
             return Err(StoreError::new("connection refused"));
         }
-        let tables = lock(&self.tables);
-        let recent = Recent {
-            completed: completed_within_hour(&tables),
-            median_turnaround_secs: None,
-        };
-        Ok((capacity_of(&tables), recent))
+        Ok(farm::overview(&lock(&self.tables)))
     }
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
         self.calls.record("jobs.load");
         let tables = lock(&self.tables);
-        let now = Utc::now();
-        let oldest = |counted: &dyn Fn(&MemoryJob) -> bool| {
-            tables
-                .jobs
-                .iter()
-                .filter(|j| counted(j) && ACTIVE.contains(&j.status))
-                .map(|j| (now - j.created_at).num_milliseconds() as f64 / 1000.0)
-                .fold(None, |oldest: Option<f64>, age| {
-                    Some(oldest.map_or(age, |o| o.max(age)))
-                })
-        };
+        let network = |j: &MemoryJob| caller.network.is_some() && j.network == caller.network;
         Ok(Load {
-            recent: Recent {
-                completed: completed_within_hour(&tables),
-                median_turnaround_secs: None,
-            },
             capacity: capacity_of(&tables),
-            oldest_active_age_secs: oldest(&|j| j.client == caller.client),
-            oldest_network_active_age_secs: caller
-                .network
-                .as_ref()
-                .and_then(|network| oldest(&|j| j.network.as_ref() == Some(network))),
+            farm: farm::state(&tables),
+            client: farm::active_work(&tables, |j| j.client == caller.client),
+            network: farm::active_work(&tables, network),
+        })
+    }
+
+    async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
+        self.calls.record("jobs.next_wait");
+        let tables = lock(&self.tables);
+        let own = |j: &MemoryJob| match &caller.network {
+            Some(network) => j.network.as_ref() == Some(network),
+            None => j.client == caller.client,
+        };
+        let start = tables
+            .jobs
+            .iter()
+            .filter(|j| ACTIVE.contains(&j.status) && j.cost.is_some() && own(j))
+            .map(|j| j.fair_finish)
+            .fold(tables.fair_clock, f64::max);
+        Ok(QueueWait {
+            farm: farm::state(&tables),
+            place: farm::place_at(&tables, start),
         })
     }
 
@@ -78,7 +76,13 @@ impl JobAdmission for MemoryDatabase {
         let fault = lock(&self.admit_fault).take();
         let mut tables = lock(&self.tables);
         match fault {
-            None => Ok(self.admit_now(&mut tables, job, limits)),
+            None => Ok(match self.admit_now(&mut tables, job, limits) {
+                // The release pipelined behind it (a sandbox job holds no room).
+                Admission::Admitted(_) if job.sandbox.is_none() => {
+                    Admission::Admitted(farm::release(&mut tables, limits.farm, self.event_lease))
+                }
+                other => other,
+            }),
             Some(AdmitFault::Error) => Err(StoreError::new("55P03: lock timeout")),
             Some(AdmitFault::LateAnswer) => {
                 self.admit_now(&mut tables, job, limits);
@@ -97,14 +101,11 @@ impl JobAdmission for MemoryDatabase {
             return Err(StoreError::unknown("no answer within 500 ms"));
         }
         let mut tables = lock(&self.tables);
-        let admitted = tables.jobs.iter().any(|j| j.id == job.id);
-        let resolved = match tables.events.iter().find(|e| e.event.job_id == job.id) {
-            Some(found) => Resolved::Admitted(Some(found.event.clone())),
-            None if admitted => Resolved::Admitted(None),
-            None => {
-                tables.fences.insert(job.id, Utc::now());
-                Resolved::Abandoned
-            }
+        let resolved = if tables.jobs.iter().any(|j| j.id == job.id) {
+            Resolved::Admitted
+        } else {
+            tables.fences.insert(job.id, Utc::now());
+            Resolved::Abandoned
         };
         // The held statement arrives now, after the resolution.
         if let Some((held, limits)) = tables.held_admission.take() {
@@ -201,6 +202,11 @@ impl JobTransitions for MemoryDatabase {
         let calls_back = job.calls_back && (transition.to != job.status || progress_due);
         if calls_back {
             job.callback_at = Some(now);
+        }
+        if job.started_at.is_none()
+            && matches!(transition.to, JobStatus::Downloading | JobStatus::Rendering)
+        {
+            job.started_at = Some(now);
         }
         job.status = transition.to;
         job.progress = progress;

@@ -9,6 +9,7 @@
 mod callbacks;
 #[cfg(test)]
 mod contracts;
+mod farm;
 mod idempotency;
 mod jobs;
 mod keys;
@@ -42,6 +43,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
+use crate::domain::farm::{FarmState, InFlight, QueuePlace};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::rate::LimitScope;
 use crate::domain::sandbox;
@@ -50,9 +52,10 @@ use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
 use crate::ports::jobs::{
-    Admission, Capacity, CapacityLimits, Deleted, JobAdmission, JobHousekeeping, JobPage, JobQuery,
-    JobReads, JobRecord, JobTransitions, Load, NewJob, NoRoom, Nonce, Occupancy, Resolved,
-    Transition, TransitionOutcome,
+    ActiveWork, Admission, Capacity, CapacityLimits, Deleted, FarmRoom, JobAdmission,
+    JobHousekeeping, JobPage, JobQuery, JobReads, JobRecord, JobRelease, JobTransitions, Load,
+    NewJob, NoRoom, Nonce, Occupancy, Overview, QueueAges, QueueWait, Resolved, Transition,
+    TransitionOutcome,
 };
 use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry, JUST_DUE};
 use crate::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};
@@ -66,7 +69,6 @@ use crate::ports::skins::{
 };
 use crate::ports::wake::{delay_secs, DispatcherWake};
 use crate::ports::{Ports, StoreError};
-use crate::support::estimate::Recent;
 
 /// Every adapter of one in-memory App, shared with the test that drives it.
 #[derive(Clone)]
@@ -109,6 +111,7 @@ impl Memory {
             job_reads: self.database.clone(),
             transitions: self.database.clone(),
             housekeeping: self.database.clone(),
+            release: self.database.clone(),
             replays: self.objects.clone(),
             outbox: self.database.clone(),
             queue: self.queue.clone(),
@@ -189,6 +192,15 @@ struct MemoryJob {
     calls_back: bool,
     /// When its last callback was queued (jobs.callback_at).
     callback_at: Option<DateTime<Utc>>,
+    /// Its expected render-seconds (jobs.render_cost); `None` for a job made by `occupy`.
+    cost: Option<f64>,
+    /// Its fair tags (jobs.fair_start, fair_finish).
+    fair_start: f64,
+    fair_finish: f64,
+    /// When the farm was given it (jobs.released_at).
+    released_at: Option<DateTime<Utc>>,
+    /// When a worker first reported it (jobs.started_at).
+    started_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +242,8 @@ struct Tables {
     skin_reservations: HashSet<String>,
     /// A held `admit` that runs at the next `resolve`'s end (see `AdmitFault`).
     held_admission: Option<(NewJob, CapacityLimits)>,
+    /// The system virtual time (fair_clock).
+    fair_clock: f64,
 }
 
 struct MemorySkin {
@@ -328,6 +342,11 @@ impl MemoryDatabase {
                 deadline: None,
                 calls_back: false,
                 callback_at: None,
+                cost: None,
+                fair_start: 0.0,
+                fair_finish: 0.0,
+                released_at: Some(Utc::now()),
+                started_at: None,
             });
         }
     }
@@ -338,6 +357,8 @@ impl MemoryDatabase {
             job.created_at -= age;
             job.updated_at -= age;
             job.deadline = job.deadline.map(|deadline| deadline - age);
+            job.released_at = job.released_at.map(|at| at - age);
+            job.started_at = job.started_at.map(|at| at - age);
         }
     }
 
@@ -367,6 +388,7 @@ impl MemoryDatabase {
             }
         }
         let now = Utc::now();
+        let (fair_start, fair_finish) = farm::tags(tables, job);
         // A sandbox job is stored final, as admit_job stores it (migrations/V10, V14).
         let (status, progress, artifacts, failure) =
             job.sandbox_final()
@@ -391,20 +413,21 @@ impl MemoryDatabase {
             deadline: None,
             calls_back: job.callback.is_some(),
             callback_at: job.callback.as_ref().map(|_| now),
+            cost: Some(job.cost.secs()),
+            fair_start,
+            fair_finish,
+            released_at: None,
+            started_at: None,
         });
-        let event_id = job
-            .sandbox
-            .is_none()
-            .then_some(tables.events.len() as i64 + 1);
-        let event = job.event(event_id).unwrap_or_default();
-        if let Some(event) = &event {
+        // Held until released (available_at 'infinity' in Postgres).
+        if let Some(event) = job.held_event(tables.events.len() as i64 + 1) {
             tables.events.push(MemoryEvent {
-                event: event.clone(),
+                event,
                 status: EventStatus::Pending,
-                available_at: now + self.event_lease,
+                available_at: DateTime::<Utc>::MAX_UTC,
             });
         }
-        Admission::Admitted(event)
+        Admission::Admitted(Vec::new())
     }
 }
 
@@ -522,27 +545,20 @@ fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &RequestHash) -> 
 }
 
 fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
-    let queue_position = (job.status == JobStatus::Queued).then(|| {
-        tables
-            .jobs
-            .iter()
-            .filter(|q| q.status == JobStatus::Queued && q.created_at <= job.created_at)
-            .count() as i64
-    });
-    // A sandbox job young enough to show queued: the place a real job submitted now would have.
+    let place = (job.status == JobStatus::Queued).then(|| farm::place_of(tables, job));
+    // A sandbox job young enough to show queued: the place a new client's job would have now.
     let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
     let shows_queued = job.sandbox && age < sandbox::QUEUED_FOR;
-    let queue_position = queue_position.or_else(|| {
-        shows_queued.then(|| {
-            let queued = tables.jobs.iter().filter(|q| q.status == JobStatus::Queued);
-            queued.count() as i64 + 1
-        })
+    let place = place.or_else(|| shows_queued.then(|| farm::place_at(tables, tables.fair_clock)));
+    let wait = place.map(|place| QueueWait {
+        farm: farm::state(tables),
+        place,
     });
     let record = JobRecord {
         id: job.id,
         status: job.status,
         progress: job.progress,
-        queue_position,
+        queue_position: wait.as_ref().map(|wait| wait.place.position),
         created_at: job.created_at,
         updated_at: job.updated_at,
         error: job.error.clone(),
@@ -551,7 +567,7 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         video_key: job.video_key.clone(),
         thumb_key: job.thumb_key.clone(),
         replay: job.replay.clone(),
-        recent_completed: queue_position.map(|_| completed_within_hour(tables)),
+        wait,
         sandbox: job.sandbox,
     };
     match job.sandbox {
@@ -567,15 +583,6 @@ fn shown_status(job: &MemoryJob) -> JobStatus {
     }
     let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
     sandbox::state_at(age, sandbox::Outcome::of_stored(job.status)).0
-}
-
-fn completed_within_hour(tables: &Tables) -> i64 {
-    let since = Utc::now() - Duration::from_secs(3600);
-    tables
-        .jobs
-        .iter()
-        .filter(|j| j.status == JobStatus::Completed && j.updated_at > since && !j.sandbox)
-        .count() as i64
 }
 
 fn batch_len(batch: i64) -> usize {

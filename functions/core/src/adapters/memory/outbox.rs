@@ -73,7 +73,9 @@ impl LeasedQueue for MemoryDatabase {
         let waiting = tables
             .events
             .iter()
-            .filter(|row| row.status == EventStatus::Pending && row.event.attempts < max_attempts);
+            .filter(|row| row.status == EventStatus::Pending && row.event.attempts < max_attempts)
+            // A render event held for release is due when released.
+            .filter(|row| row.available_at < DateTime::<Utc>::MAX_UTC);
         Ok(next_due(waiting.map(|row| row.available_at)))
     }
 }

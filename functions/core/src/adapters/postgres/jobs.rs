@@ -3,6 +3,9 @@
 //! counts are read from `job_counts`, which V11's triggers keep in step with every change of a
 //! job, so no admission counts the queue.
 
+use super::farm::{
+    first_queued_sql, from_json, in_flight_sql, released_events, ReleaseArgs, RELEASE_SQL,
+};
 use super::idempotency;
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
@@ -16,6 +19,7 @@ use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
 use crate::ports::idempotency::Claim;
 use crate::ports::idempotency::StoredResponse;
+use crate::ports::jobs::ActiveWork;
 use crate::ports::jobs::Admission;
 use crate::ports::jobs::Capacity;
 use crate::ports::jobs::CapacityLimits;
@@ -28,12 +32,14 @@ use crate::ports::jobs::NewJob;
 use crate::ports::jobs::NoRoom;
 use crate::ports::jobs::Nonce;
 use crate::ports::jobs::Occupancy;
+use crate::ports::jobs::Overview;
+use crate::ports::jobs::QueueAges;
+use crate::ports::jobs::QueueWait;
 use crate::ports::jobs::Resolved;
 use crate::ports::jobs::Transition;
 use crate::ports::jobs::TransitionOutcome;
 use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobTransitions};
 use crate::ports::StoreError;
-use crate::support::estimate::{self, Recent};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use serde::de::IntoDeserializer;
@@ -42,9 +48,9 @@ use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 pub struct PgJobStore {
-    pool: Pool,
-    lock_timeout_ms: i64,
-    event_lease_ms: i64,
+    pub(super) pool: Pool,
+    pub(super) lock_timeout_ms: i64,
+    pub(super) event_lease_ms: i64,
 }
 
 impl PgJobStore {
@@ -58,8 +64,9 @@ impl PgJobStore {
     }
 }
 
-/// Serializes the global capacity re-check of all admissions (held for one insert).
-fn global_capacity_lock() -> i64 {
+/// Serializes the global capacity re-check of all admissions (held for one insert) and the
+/// farm's releases.
+pub(super) fn global_capacity_lock() -> i64 {
     advisory_lock_id("osurender:global-capacity")
 }
 
@@ -113,48 +120,51 @@ SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
 
 const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
 
-/// Completions of the last `$window` seconds (a parameter's number) and their median
-/// turnaround, from the partial index on real renders' `updated_at` (migrations/V11: sandbox
-/// jobs, stored completed, are not in it).
-macro_rules! recent_sql {
-    ($window:literal) => {
-        concat!(
-            "(SELECT count(*) AS completed,
-               percentile_cont(0.5) WITHIN GROUP
-                   (ORDER BY extract(epoch FROM updated_at - created_at)::float8) AS median
-          FROM jobs
-         WHERE status = 'completed' AND updated_at > now() - ",
-            $window,
-            " * interval '1 second'
-           AND NOT sandbox) r"
-        )
-    };
-}
-
-/// The global counts and recent throughput; the oldest active job of the client (`$1`) and of
-/// its network (`$3`) from the active jobs' indexes.
+/// The global counts and the farm; the client's (`$1`) and its network's (`$2`) active work:
+/// the renders a worker has and the place of the first still queued, from the active jobs'
+/// indexes (at most their caps' rows).
 const LOAD_SQL: &str = concat!(
     "\
-SELECT c.queued, c.rendering, c.anonymous_queued,
-       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
-         WHERE client_ip = $1 AND status IN ('queued', 'downloading', 'rendering')),
-       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
-         WHERE client_network = $3 AND client_network IS NOT NULL
-           AND status IN ('queued', 'downloading', 'rendering')),
-       r.completed, r.median
-  FROM job_counts c,
+SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
        ",
-    recent_sql!("$2")
+    in_flight_sql!("f.client_ip = $1"),
+    ",
+       ",
+    first_queued_sql!("q.client_ip = $1"),
+    ",
+       ",
+    in_flight_sql!("f.client_network = $2"),
+    ",
+       ",
+    first_queued_sql!("q.client_network = $2"),
+    "
+  FROM job_counts c"
 );
 
-/// The global counts and recent throughput alone.
-const OVERVIEW_SQL: &str = concat!(
-    "\
-SELECT c.queued, c.rendering, c.anonymous_queued, r.completed, r.median
-  FROM job_counts c,
-       ",
-    recent_sql!("$1")
-);
+/// The global counts, the farm and the place of a job a new client submits now (its start tag
+/// is the clock); the oldest queued job's age of anonymous clients and of keys
+/// (jobs_queued_by_age, from its oldest end).
+const OVERVIEW_SQL: &str = "\
+SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
+       queue_place(NULL, (SELECT virtual_time FROM fair_clock)),
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE status = 'queued' AND client_ip NOT LIKE 'key:%'),
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE status = 'queued' AND client_ip LIKE 'key:%')
+  FROM job_counts c";
+
+/// The farm and the place the client's (`$1`; its network `$2` for an anonymous client) next
+/// job would take: after the clock and its own active jobs' finish tags (admit_job's start).
+const NEXT_WAIT_SQL: &str = "\
+SELECT farm_state(),
+       queue_place(NULL, greatest(
+           (SELECT virtual_time FROM fair_clock),
+           (SELECT max(fair_finish) FROM jobs
+             WHERE $2::text IS NULL AND client_ip = $1
+               AND status IN ('queued', 'downloading', 'rendering')),
+           (SELECT max(fair_finish) FROM jobs
+             WHERE client_network = $2 AND client_network IS NOT NULL
+               AND status IN ('queued', 'downloading', 'rendering'))))";
 
 /// admit_job's argument, one jsonb object: the one place its keys are spelled
 /// (sql/functions/admit_job.sql lists them too, and refuses a required key missing or null and
@@ -185,6 +195,8 @@ struct AdmitArgs<'a> {
     idem_key: Option<&'a str>,
     idem_token: Option<uuid::Uuid>,
     idem_response: Option<&'a StoredResponse>,
+    render_cost: f64,
+    fair_weight: u32,
     sandbox: bool,
     sandbox_active_ms: i64,
     sandbox_video_key: Option<&'static str>,
@@ -247,6 +259,8 @@ impl<'a> AdmitArgs<'a> {
             idem_key: claim.map(|c| c.key.as_str()),
             idem_token: claim.map(|c| c.token),
             idem_response: response,
+            render_cost: job.cost.secs(),
+            fair_weight: job.weight.get(),
             sandbox: job.sandbox.is_some(),
             sandbox_active_ms: millis(sandbox::ACTIVE_FOR),
             sandbox_video_key: artifacts.then_some(sandbox::SAMPLE_VIDEO_KEY),
@@ -295,33 +309,24 @@ enum ResolveVerdict {
 
 const ADMIT_SQL: &str = "SELECT verdict, event_id, existing_job FROM admit_job($1::jsonb)";
 
-/// The job's event comes back with the verdict, for the fast path to publish.
-const RESOLVE_SQL: &str = "\
-SELECT v.verdict, (SELECT o.id FROM outbox_events o
-                    WHERE o.job_id = $1 AND o.event_type = 'render_job_created'
-                    ORDER BY o.id LIMIT 1)
-  FROM resolve_admission($1, $2, $3) AS v(verdict)";
+const RESOLVE_SQL: &str = "SELECT v.verdict FROM resolve_admission($1, $2, $3) AS v(verdict)";
 
-/// The API's view of a job. The queue position counts the queued jobs created before it (ties
-/// broken by id), itself included; the queue is at most `MAX_QUEUED` long and indexed. A
-/// sandbox job comes with its age, which its shown state is derived from (`job_record`).
+/// The API's view of a job. A queued job comes with its place in the release order and the
+/// farm's state (queue_place, farm_state: its estimate's inputs; the farm read once per
+/// statement). A sandbox job comes with its age, which its shown state is derived from
+/// (`job_record`).
 const JOB_SELECT: &str = "\
 SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.config,
        j.video_key, j.thumb_key,
-       CASE WHEN j.status = 'queued' THEN
-            (SELECT count(*) FROM jobs q
-              WHERE q.status = 'queued' AND (q.created_at, q.id) <= (j.created_at, j.id))
+       CASE WHEN j.status = 'queued' THEN queue_place(j.id, NULL)
             -- A sandbox job young enough to show queued (sandbox::QUEUED_FOR): the place a
-            -- real job submitted now would have.
+            -- real job of a new client submitted now would have.
             WHEN j.sandbox AND j.created_at > now() - interval '2000 milliseconds' THEN
-            (SELECT queued + 1 FROM job_counts)
+            queue_place(NULL, (SELECT virtual_time FROM fair_clock))
        END,
-       -- estimate::WINDOW_SECS: the hour throughput is measured over.
        CASE WHEN j.status = 'queued'
               OR (j.sandbox AND j.created_at > now() - interval '2000 milliseconds') THEN
-            (SELECT count(*) FROM jobs c
-              WHERE c.status = 'completed' AND c.updated_at > now() - interval '1 hour'
-                AND NOT c.sandbox)
+            (SELECT farm_state())
        END,
        j.sandbox,
        CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END,
@@ -457,6 +462,8 @@ WITH fresh AS (
            error_code = coalesce($11, error_code),
            error_retryable = coalesce($12, error_retryable),
            deadline_at = now() + $10 * interval '1 millisecond',
+           started_at = CASE WHEN started_at IS NULL AND $4 IN ('downloading', 'rendering')
+                             THEN now() ELSE started_at END,
            updated_at = now()
      WHERE id = $1
        AND status = ANY ($5::text[]::job_status[])
@@ -537,6 +544,9 @@ fn status_of(text: &str) -> Result<JobStatus, StoreError> {
 }
 
 fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
+    let wait = from_json(row, 9)?
+        .zip(from_json(row, 10)?)
+        .map(|(place, farm)| QueueWait { farm, place });
     let record = JobRecord {
         id: JobId::from(row.get::<_, uuid::Uuid>(0)),
         status: status_of(row.get(1))?,
@@ -547,8 +557,8 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         config: row.get(6),
         video_key: row.get(7),
         thumb_key: row.get(8),
-        queue_position: row.get(9),
-        recent_completed: row.get(10),
+        queue_position: wait.as_ref().map(|wait| wait.place.position),
+        wait,
         sandbox: row.get(11),
         replay: row.get(13),
         error_code: row.get::<_, Option<&str>>(14).map(FailureCode::reported),
@@ -622,36 +632,55 @@ impl JobAdmission for PgJobStore {
         Ok(capacity_of(&row))
     }
 
-    async fn overview(&self) -> Result<(Capacity, Recent), StoreError> {
-        let window = estimate::WINDOW_SECS;
-        let params: [(&(dyn ToSql + Sync), Type); 1] = [(&window, Type::FLOAT8)];
+    async fn overview(&self) -> Result<Overview, StoreError> {
         let conn = db::checkout(&self.pool).await?;
-        let row = conn.query_row(OVERVIEW_SQL, &params, "overview").await?;
-        let recent = Recent {
-            completed: row.get(3),
-            median_turnaround_secs: row.get(4),
-        };
-        Ok((capacity_of(&row), recent))
+        let row = conn.query_row(OVERVIEW_SQL, &[], "overview").await?;
+        Ok(Overview {
+            capacity: capacity_of(&row),
+            wait: QueueWait {
+                farm: from_json(&row, 3)?.unwrap_or_default(),
+                place: from_json(&row, 4)?.unwrap_or_default(),
+            },
+            queue_age: QueueAges {
+                anonymous: row.get(5),
+                keys: row.get(6),
+            },
+        })
     }
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
-        let window = estimate::WINDOW_SECS;
         let network = caller.network.as_ref().map(ClientKey::as_str);
-        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+        let params: [(&(dyn ToSql + Sync), Type); 2] = [
             (&caller.client.as_str(), Type::TEXT),
-            (&window, Type::FLOAT8),
             (&network, Type::TEXT),
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn.query_row(LOAD_SQL, &params, "load").await?;
+        let work = |in_flight, first_queued| -> Result<ActiveWork, StoreError> {
+            Ok(ActiveWork {
+                in_flight: from_json(&row, in_flight)?.unwrap_or_default(),
+                first_queued: from_json(&row, first_queued)?,
+            })
+        };
         Ok(Load {
             capacity: capacity_of(&row),
-            oldest_active_age_secs: row.get(3),
-            oldest_network_active_age_secs: row.get(4),
-            recent: Recent {
-                completed: row.get(5),
-                median_turnaround_secs: row.get(6),
-            },
+            farm: from_json(&row, 3)?.unwrap_or_default(),
+            client: work(4, 5)?,
+            network: work(6, 7)?,
+        })
+    }
+
+    async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
+        let network = caller.network.as_ref().map(ClientKey::as_str);
+        let params: [(&(dyn ToSql + Sync), Type); 2] = [
+            (&caller.client.as_str(), Type::TEXT),
+            (&network, Type::TEXT),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn.query_row(NEXT_WAIT_SQL, &params, "next_wait").await?;
+        Ok(QueueWait {
+            farm: from_json(&row, 0)?.unwrap_or_default(),
+            place: from_json(&row, 1)?.unwrap_or_default(),
         })
     }
 
@@ -659,13 +688,30 @@ impl JobAdmission for PgJobStore {
         let args = AdmitArgs::new(job, limits, self.lock_timeout_ms, self.event_lease_ms);
         let args = serde_json::to_value(&args)
             .map_err(|e| StoreError::new(format!("admit_job's argument: {e}")))?;
+        let release = ReleaseArgs::new(self, limits.farm).to_json()?;
         let conn = db::checkout(&self.pool).await?;
-        let row = conn
-            .query_row(ADMIT_SQL, &[(&args, Type::JSONB)], "admit_job")
-            .await?;
+        let admit_params = [(&args as &(dyn ToSql + Sync), Type::JSONB)];
+        let admit = conn.query_row(ADMIT_SQL, &admit_params, "admit_job");
+        // Pipelined behind the admission, in the same round trip: the farm takes the next jobs
+        // in fair order (maybe this one) when it has room. A sandbox job holds none.
+        let (row, released) = if job.sandbox.is_some() {
+            (admit.await?, Vec::new())
+        } else {
+            let release_params = [(&release as &(dyn ToSql + Sync), Type::JSONB)];
+            let release = conn.query_typed(RELEASE_SQL, &release_params);
+            match tokio::join!(admit, release) {
+                (Ok(row), Ok(rows)) => (row, released_events(&rows)),
+                (Ok(row), Err(error)) => {
+                    // Committed; the next release (a report, the janitor, the sweep) takes it.
+                    tracing::warn!(%error, job_id = %job.id, "release after admission failed");
+                    (row, Vec::new())
+                }
+                (Err(error), _) => return Err(error),
+            }
+        };
         let verdict: AdmitVerdict = verdict(&row, "admit_job")?;
         Ok(match verdict {
-            AdmitVerdict::Admitted => Admission::Admitted(job.event(row.get(1))?),
+            AdmitVerdict::Admitted => Admission::Admitted(released),
             AdmitVerdict::Duplicate => {
                 let existing: uuid::Uuid = row.get(2);
                 Admission::NoRoom(NoRoom::Duplicate(existing.into()))
@@ -692,7 +738,7 @@ impl JobAdmission for PgJobStore {
             .await?;
         let verdict: ResolveVerdict = verdict(&row, "resolve_admission")?;
         match verdict {
-            ResolveVerdict::Admitted => Ok(Resolved::Admitted(job.event(row.get(1))?)),
+            ResolveVerdict::Admitted => Ok(Resolved::Admitted),
             ResolveVerdict::Abandoned => Ok(Resolved::Abandoned),
         }
     }
@@ -863,26 +909,9 @@ mod tests {
 
     #[test]
     fn admit_args_are_the_keys_admit_job_knows_the_required_ones_set() {
-        let job = NewJob {
-            id: JobId::new(),
-            client: ClientKey::new("203.0.113.7".parse().unwrap(), 64),
-            address: None,
-            network: None,
-            options: RenderOptions::default(),
-            replay_key: "replays/x.osr".into(),
-            replay_sha256: ReplayHash::of(b"replay"),
-            replay: crate::ports::contracts::jobs::replay_info("player", "beatmap"),
-            completes: None,
-            sandbox: None,
-            callback: None,
-        };
-        let limits = CapacityLimits {
-            max_queued: 10,
-            max_anonymous_queued: None,
-            max_rendering: 2,
-            max_active_per_client: 3,
-            max_active_per_network: None,
-        };
+        let job =
+            crate::ports::contracts::jobs::new_job(&crate::ports::contracts::fresh_caller(), "x");
+        let limits = crate::ports::contracts::jobs::ROOMY;
         let args = serde_json::to_value(AdmitArgs::new(&job, &limits, 1000, 30_000)).unwrap();
         let sent: BTreeSet<&str> = args
             .as_object()

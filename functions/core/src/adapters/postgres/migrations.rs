@@ -68,6 +68,9 @@ pub const FUNCTIONS: &[SqlFunction] = &[
     sql_function!("job_callback_client"),
     sql_function!("queue_job_callback"),
     sql_function!("resolve_admission"),
+    sql_function!("release_jobs"),
+    sql_function!("farm_state"),
+    sql_function!("queue_place"),
     sql_function!("admit_job_v4"),
     sql_function!("admit_job"),
 ];

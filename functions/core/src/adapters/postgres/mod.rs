@@ -2,6 +2,7 @@
 
 pub mod callbacks;
 pub mod credentials;
+pub mod farm;
 pub mod idempotency;
 pub mod jobs;
 pub mod keys;

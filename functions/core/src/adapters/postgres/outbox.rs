@@ -35,7 +35,9 @@ UPDATE outbox_events e
        attempts = e.attempts + 1
   FROM due
  WHERE e.id = due.id
-RETURNING e.id, e.job_id, e.event_type, e.payload, e.attempts";
+RETURNING e.id, e.job_id, e.event_type, e.payload, e.attempts,
+          -- The message group: the job's fair client (an anonymous network, or the key).
+          (SELECT coalesce(j.client_network, j.client_ip) FROM jobs j WHERE j.id = e.job_id)";
 
 /// The marks of a leased claim, shared by the render events (`outbox_events`) and the callbacks
 /// (`job_callbacks`, adapters/postgres/callbacks.rs): both tables have the same lease columns.
@@ -77,7 +79,9 @@ macro_rules! leased_table {
                 "SELECT (extract(epoch FROM min(available_at) - now()) * 1000)::bigint FROM ",
                 $table,
                 " WHERE status = 'pending' AND attempts < $1",
-                " AND available_at > now() - $2 * interval '1 millisecond'"
+                " AND available_at > now() - $2 * interval '1 millisecond'",
+                // A render event held for release (release_jobs) is due when released.
+                " AND available_at < 'infinity'"
             ),
         )
     };
@@ -193,6 +197,7 @@ impl LeasedQueue for PgOutboxStore {
                 event_type: row.get(2),
                 payload: row.get(3),
                 attempts: row.get(4),
+                group: row.get(5),
             })
             .collect())
     }

@@ -67,8 +67,14 @@ pub async fn dispatch_outbox(
         tracing::info!(?report, woken, "outbox sweep");
     }
     if !woken {
-        match app.admissions.capacity().await {
-            Ok(capacity) => metrics::render_capacity(capacity.queued, capacity.rendering),
+        match app.admissions.overview().await {
+            Ok(overview) => metrics::render_capacity(&metrics::FarmGauges {
+                queued: overview.capacity.queued,
+                rendering: overview.capacity.rendering,
+                slots_in_use: overview.wait.farm.slots_in_use(),
+                queue_age_anonymous_secs: overview.queue_age.anonymous.unwrap_or_default(),
+                queue_age_keys_secs: overview.queue_age.keys.unwrap_or_default(),
+            }),
             Err(error) => tracing::warn!(%error, "reading the render capacity failed"),
         }
     }

@@ -9,13 +9,14 @@ use super::fresh_caller;
 use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
+use crate::domain::farm::{RenderCost, Weight};
 use crate::domain::hash::ReplayHash;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::ports::jobs::{
-    Admission, CapacityLimits, JobAdmission, JobHousekeeping, JobQuery, JobReads, JobRecord,
-    JobTransitions, NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
+    Admission, CapacityLimits, FarmRoom, JobAdmission, JobHousekeeping, JobQuery, JobReads,
+    JobRecord, JobTransitions, NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
 };
 use crate::ports::outbox::RENDER_JOB_CREATED;
 
@@ -26,6 +27,10 @@ pub const ROOMY: CapacityLimits = CapacityLimits {
     max_rendering: 1_000_000,
     max_active_per_client: 2,
     max_active_per_network: None,
+    farm: FarmRoom {
+        render_slots: 1_000_000,
+        release_ahead: 0,
+    },
 };
 
 /// What a replay of `player` on the beatmap of MD5 `beatmap_md5` says, as admission parses it.
@@ -64,6 +69,8 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
         completes: None,
         sandbox: None,
         callback: None,
+        cost: RenderCost::of(120_000, Duration::from_secs(20)),
+        weight: Weight::ONE,
     }
 }
 
@@ -93,7 +100,7 @@ async fn found(store: &dyn JobReads, id: JobId) -> JobRecord {
 }
 
 /// A worker's report of `transition`, with `nonce` (a fresh one if `None`).
-async fn reported(
+pub(super) async fn reported(
     store: &dyn JobTransitions,
     id: JobId,
     transition: Transition,
@@ -109,11 +116,13 @@ async fn reported(
 
 async fn admitted(store: &dyn JobAdmission, job: &NewJob) {
     match store.admit(job, &ROOMY).await.expect("answered") {
-        Admission::Admitted(Some(event)) => {
-            assert_eq!(
-                (event.job_id, event.event_type.as_str()),
-                (job.id, RENDER_JOB_CREATED),
-                "an admitted job comes with its render event"
+        Admission::Admitted(events) => {
+            let own: Vec<_> = events.iter().filter(|e| e.job_id == job.id).collect();
+            assert!(
+                matches!(own[..], [event] if event.event_type == RENDER_JOB_CREATED
+                    && event.group.as_deref() == Some(job.fair_client().as_str())),
+                "a job admitted into a farm with room comes released, with its render event \
+                 in its client's message group: {events:?}"
             );
         }
         other => panic!("a job with room is admitted with its event, got {other:?}"),
@@ -278,9 +287,9 @@ async fn admission(store: &dyn JobAdmission) {
     let job = new_job(&caller, "contract-replay-1");
     admitted(store, &job).await;
     let after = store.capacity().await.expect("answered");
-    let (overview, _) = store.overview().await.expect("answered");
+    let overview = store.overview().await.expect("answered");
     assert!(
-        overview.queued >= after.queued && overview.queued >= 1,
+        overview.capacity.queued >= after.queued && overview.capacity.queued >= 1,
         "the overview counts the queue as admission does"
     );
     assert_eq!(
@@ -342,9 +351,9 @@ async fn admission(store: &dyn JobAdmission) {
     assert!(
         matches!(
             store.resolve(&job).await.expect("answered"),
-            Resolved::Admitted(Some(event)) if event.job_id == job.id
+            Resolved::Admitted
         ),
-        "resolving a committed admission finds the job and its event"
+        "resolving a committed admission finds the job"
     );
     let never = new_job(&fresh_caller(), "contract-replay-3");
     assert_eq!(

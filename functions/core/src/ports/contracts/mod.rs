@@ -17,6 +17,7 @@ pub mod limiter;
 pub mod objects;
 pub mod policy;
 pub mod queue;
+pub mod release;
 pub mod secrets;
 pub mod skin_names;
 pub mod wake;

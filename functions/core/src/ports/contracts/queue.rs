@@ -19,6 +19,12 @@ pub async fn suite(queue: &dyn EventPublisher) {
             event_type: RENDER_JOB_CREATED.into(),
             payload: serde_json::json!({ "contract": id }),
             attempts: 1,
+            // SQS takes a message group on a standard (fair) queue: a client's network or key.
+            group: match id % 3 {
+                0 => None,
+                1 => Some("2001:db8:7::/48".into()),
+                _ => Some(format!("key:{}", JobId::new())),
+            },
         })
         .collect();
     let published = queue.publish(&events).await;

@@ -7,18 +7,16 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::ports::jobs::{Capacity, JobAdmission};
+use crate::ports::jobs::{JobAdmission, Overview};
 use crate::ports::StoreError;
-use crate::support::estimate::Recent;
 
 /// How old an answer may be; also its `Cache-Control: max-age`.
 pub const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 
-/// One read of the counts, and when it was made.
-#[derive(Debug, Clone, Copy)]
+/// One read of the counts and the farm, and when it was made.
+#[derive(Debug, Clone)]
 pub struct Reading {
-    pub capacity: Capacity,
-    pub recent: Recent,
+    pub overview: Overview,
     pub at: DateTime<Utc>,
 }
 
@@ -48,7 +46,7 @@ impl StatusBoard {
         let fresh = |at: &Instant, interval| at.elapsed() < interval;
         if let Some((read_at, reading)) = &board.reading {
             if fresh(read_at, STATUS_INTERVAL) {
-                return Ok(*reading);
+                return Ok(reading.clone());
             }
         }
         if board
@@ -57,29 +55,29 @@ impl StatusBoard {
         {
             return board
                 .reading
-                .map(|(_, reading)| reading)
+                .as_ref()
+                .map(|(_, reading)| reading.clone())
                 .ok_or_else(|| StoreError::new("the last read of the counts failed"));
         }
         let read_at = Instant::now();
         match jobs.overview().await {
-            Ok((capacity, recent)) => {
+            Ok(overview) => {
                 let reading = Reading {
-                    capacity,
-                    recent,
+                    overview,
                     at: Utc::now(),
                 };
                 *board = Board {
-                    reading: Some((read_at, reading)),
+                    reading: Some((read_at, reading.clone())),
                     failed_at: None,
                 };
                 Ok(reading)
             }
             Err(error) => {
                 board.failed_at = Some(read_at);
-                match board.reading {
+                match &board.reading {
                     Some((_, reading)) => {
                         tracing::error!(%error, "status read failed; answering the last reading");
-                        Ok(reading)
+                        Ok(reading.clone())
                     }
                     None => Err(error),
                 }

@@ -10,8 +10,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::ports::jobs::Capacity;
-use crate::support::estimate::Defaults;
+use crate::ports::jobs::{Capacity, QueueAges};
+use crate::support::estimate;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 
@@ -39,8 +39,14 @@ pub struct ServiceStatus {
     rendering: i64,
     max_queued: i64,
     max_rendering: i64,
-    /// When a job submitted now should start rendering, from recent throughput (estimate.rs);
-    /// `None` while the queue is full.
+    /// Jobs the farm holds released and not finished, against `RENDER_SLOTS` + `RELEASE_AHEAD`.
+    slots_in_use: i64,
+    render_slots: i64,
+    release_ahead: i64,
+    /// How long the oldest queued job of anonymous clients and of keys has waited, seconds.
+    queue_age_secs: QueueAges,
+    /// When a job a new client submits now should start rendering, from the farm model
+    /// (estimate.rs): 0 when a slot is free and nothing waits; `None` while the queue is full.
     estimated_start_secs: Option<u64>,
     /// When the counts were read: at most `STATUS_INTERVAL` ago, unless reads fail (then the
     /// last reading's time).
@@ -72,14 +78,12 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
         ),
     };
     let config = &app.config;
+    let overview = &reading.overview;
     let Capacity {
         queued, rendering, ..
-    } = reading.capacity;
-    let defaults = Defaults::from(&**config);
+    } = overview.capacity;
     let estimated_start_secs = (queued < config.max_queued).then(|| {
-        reading
-            .recent
-            .start_in(&defaults, queued + 1)
+        estimate::start_in(&config.farm(), &overview.wait)
             .as_secs_f64()
             .ceil() as u64
     });
@@ -90,6 +94,10 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
         rendering,
         max_queued: config.max_queued,
         max_rendering: config.max_rendering,
+        slots_in_use: overview.wait.farm.slots_in_use(),
+        render_slots: config.render_slots,
+        release_ahead: config.release_ahead,
+        queue_age_secs: overview.queue_age,
         estimated_start_secs,
         as_of: reading.at,
     })
@@ -115,8 +123,9 @@ mod tests {
         assert_eq!(reads, 1, "twenty requests, one read");
         let first = answers[0].as_ref().unwrap();
         assert_eq!((first.queued, first.intake), (3, Intake::Open));
-        // 4th in line, at the default throughput (MAX_RENDERING per DEFAULT_RENDER_SECS).
-        assert_eq!(first.estimated_start_secs, Some(24));
+        // Queued jobs of an earlier release count DEFAULT_RENDER_SECS each, but they are
+        // released: with 16 slots and 2 ahead, a slot is free.
+        assert_eq!(first.estimated_start_secs, Some(0));
     }
 
     #[tokio::test(start_paused = true)]
