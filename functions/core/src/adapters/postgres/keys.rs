@@ -63,8 +63,8 @@ const SUMMARY_COLUMNS: &str = "id, name, kind, render_limit_requests, render_lim
 /// The column after `SUMMARY_COLUMNS`.
 const AFTER_SUMMARY: usize = 12;
 
-/// The key's row after the change and `true`, or, when the key is revoked (or no row), its
-/// row as of the statement's snapshot and `false`.
+/// The key's row after the change and `true`; for a revoked key, its row as of the statement's
+/// snapshot and `false`; for no key, no row.
 fn change_limits_sql() -> String {
     format!(
         "\
