@@ -96,6 +96,8 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
             "10/hour",
             "--max-active",
             "3",
+            "--weight",
+            "250",
         ],
     ));
     let mut fields: Vec<&str> = created
@@ -119,7 +121,8 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
             "name",
             "render_limit",
             "revoked_at",
-            "signing_secret"
+            "signing_secret",
+            "weight"
         ]
     );
     let key = created["key"].as_str().unwrap();
@@ -137,6 +140,7 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
     assert_eq!(created["kind"], "live");
     assert_eq!(created["render_limit"], "10/hour");
     assert_eq!(created["max_active"], 3);
+    assert_eq!(created["weight"], 250);
     assert_eq!(created["revoked_at"], Value::Null);
 
     let client = connect(&url).await;
@@ -150,6 +154,12 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
         .unwrap();
     let stored_hash: Vec<u8> = row.get(0);
     assert_eq!(stored_hash, sha256(key), "the key's SHA-256 is stored");
+    let weight: i32 = client
+        .query_one("SELECT weight FROM api_keys WHERE id = $1", &[&id.0])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(weight, 250, "the weight is stored");
     let whole_row: String = row.get(1);
     assert!(
         !whole_row.contains(&key["osr_live_".len()..]),
@@ -162,6 +172,7 @@ async fn create_prints_the_documented_json_and_stores_only_the_hash() {
     assert_eq!(default["max_resolution"], Value::Null);
     assert_eq!(default["deny"], json!([]));
     assert_eq!(default["max_replay_length"], Value::Null);
+    assert_eq!(default["weight"], 1);
     assert_ne!(default["key"], created["key"]);
 }
 
@@ -268,11 +279,101 @@ async fn a_revoked_key_is_refused_by_the_lookup() {
     );
 }
 
+/// `keys set` changes a live key's weight and max-active in place: answered as `keys list`
+/// shows the key, stored, and what a request's lookup reads; a revoked or unknown key is a
+/// failure that changes nothing.
+#[tokio::test]
+async fn set_changes_a_keys_weight_and_max_active_in_place() {
+    let (_database, url) = test_database("set", true).await;
+    let created = answer(&admin(&url, &["keys", "create", "--name", "community bot"]));
+    let other = answer(&admin(&url, &["keys", "create", "--name", "bystander"]));
+    let id = created["id"].as_str().unwrap();
+    let key = ApiKey::parse(created["key"].as_str().unwrap()).unwrap();
+
+    let heavier = answer(&admin(&url, &["keys", "set", id, "--weight", "40"]));
+    assert_eq!(heavier["id"], id);
+    assert_eq!(heavier["weight"], 40);
+    assert_eq!(heavier["max_active"], 20, "max_active kept");
+    assert!(heavier.get("key").is_none() && heavier.get("signing_secret").is_none());
+    let listed = answer(&admin(&url, &["keys", "list"]));
+    let shown = |id: &Value| {
+        let keys = listed["keys"].as_array().unwrap();
+        keys.iter().find(|key| &key["id"] == id).unwrap().clone()
+    };
+    assert_eq!(
+        shown(&created["id"]),
+        heavier,
+        "answered as `keys list` shows it"
+    );
+    assert_eq!(shown(&other["id"])["weight"], 1, "another key untouched");
+
+    let fewer = answer(&admin(&url, &["keys", "set", id, "--max-active=3"]));
+    assert_eq!(
+        (&fewer["weight"], &fewer["max_active"]),
+        (&json!(40), &json!(3))
+    );
+    let both = answer(&admin(
+        &url,
+        &["keys", "set", id, "--max-active", "7", "--weight", "1000"],
+    ));
+    assert_eq!(
+        (&both["weight"], &both["max_active"]),
+        (&json!(1000), &json!(7))
+    );
+    // A fresh instance's lookup reads the new limits (a warm one within API_KEY_CACHE_TTL).
+    let store = Arc::new(store(&url));
+    let record = KeyLookup::new(store.clone(), MAX_KEY_CACHE_TTL)
+        .authenticate(&format!("Bearer {}", key.expose()), async { Ok(()) })
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            record.summary.limits.weight,
+            record.summary.limits.max_active
+        ),
+        (1000, 7)
+    );
+
+    let unknown = KeyId::new().to_string();
+    let output = admin(&url, &["keys", "set", &unknown, "--weight", "2"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr(&output).contains(&format!("no API key has id {unknown}")),
+        "{}",
+        stderr(&output)
+    );
+
+    answer(&admin(&url, &["keys", "revoke", id]));
+    let output = admin(&url, &["keys", "set", id, "--weight", "2"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr(&output).contains(&format!("the API key {id} was revoked")),
+        "{}",
+        stderr(&output)
+    );
+    let record = store.find_by_hash(&key.hash()).await.unwrap().unwrap();
+    assert_eq!(
+        record.summary.limits.weight, 1000,
+        "a revoked key is unchanged"
+    );
+
+    let output = admin(&url, &["keys", "set", id, "--weight", "0"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("weight must be 1 to 1000"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[tokio::test]
 async fn bad_arguments_exit_2_before_any_database_access() {
     // Nothing listens here: a usage error must not get as far as connecting.
     let nowhere = "postgres://postgres@127.0.0.1:1/none";
-    let usage_errors: [&[&str]; 12] = [
+    let id = "5f0c9a4e-1b2d-4c3e-8f70-0123456789ab";
+    let usage_errors: [&[&str]; 19] = [
         &[],
         &["keys"],
         &["keys", "create"],
@@ -281,7 +382,14 @@ async fn bad_arguments_exit_2_before_any_database_access() {
         &["keys", "create", "--name", "x", "--max-resolution", "8k"],
         &["keys", "create", "--name", "x", "--deny", "video,bg_dim"],
         &["keys", "create", "--name", "x", "--max-replay-length", "0"],
+        &["keys", "create", "--name", "x", "--weight", "0"],
+        &["keys", "create", "--name", "x", "--weight", "1001"],
         &["keys", "revoke", "not-a-uuid"],
+        &["keys", "set", id],
+        &["keys", "set", "not-a-uuid", "--weight", "2"],
+        &["keys", "set", id, "--weight", "-3"],
+        &["keys", "set", id, "--max-active", "0"],
+        &["keys", "set", id, "--max-active", "10001"],
         &["keys", "delete", "x"],
         &["skins", "remove"],
         &["skins", "reserve", "Default"],

@@ -61,6 +61,12 @@ impl Caller {
             .unwrap_or(default)
     }
 
+    /// Its share of the render farm's time relative to other clients': the key's weight, or
+    /// `anonymous` (`ANONYMOUS_WEIGHT`) without a key.
+    pub fn fair_weight(&self, anonymous: u32) -> u32 {
+        self.key.map_or(anonymous, |(_, limits)| limits.weight)
+    }
+
     /// A client without a key.
     pub fn is_anonymous(&self) -> bool {
         self.key.is_none()
@@ -148,5 +154,28 @@ mod tests {
         let sandbox = Caller::keyed(KeyId::new(), KeyKind::Sandbox, limits, address);
         assert_eq!(sandbox.entitlements(configured), own);
         assert_eq!(sandbox.max_replay_length(600), 90);
+    }
+
+    #[test]
+    fn the_fair_weight_is_the_keys_or_the_anonymous_one() {
+        let address = ClientKey::new(ip("203.0.113.1"), 64);
+        let anonymous = Caller::anonymous(address.clone(), ClientKey::new(ip("203.0.113.0"), 64));
+        assert_eq!(anonymous.fair_weight(3), 3);
+
+        let plain = Caller::keyed(
+            KeyId::new(),
+            KeyKind::Live,
+            KeyLimits::default(),
+            address.clone(),
+        );
+        assert_eq!(
+            plain.fair_weight(3),
+            1,
+            "a key's default weight, not the anonymous one"
+        );
+
+        let heavy = KeyLimits::default().with_weight(250).unwrap();
+        let bot = Caller::keyed(KeyId::new(), KeyKind::Live, heavy, address);
+        assert_eq!(bot.fair_weight(3), 250);
     }
 }

@@ -249,7 +249,8 @@ impl KeyName {
 }
 
 /// What a key may do: its render rate limit, how many jobs it may have active at once, what
-/// its renders may ask for, and how long a replay it may have rendered.
+/// its renders may ask for, how long a replay it may have rendered, and its share of the
+/// render farm's time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyLimits {
     pub render: RateLimit,
@@ -257,6 +258,9 @@ pub struct KeyLimits {
     pub entitlements: Entitlements,
     /// Seconds of play at most; `None`: the service's `MAX_REPLAY_LENGTH`.
     pub max_replay_length: Option<u32>,
+    /// Its share of the render farm's time relative to other clients' (an anonymous network
+    /// has `ANONYMOUS_WEIGHT`): 1 to 1000.
+    pub weight: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -267,6 +271,8 @@ pub enum InvalidKeyLimits {
     MaxActive,
     #[error("max_replay_length must be 1 to 86400 seconds")]
     MaxReplayLength,
+    #[error("weight must be 1 to 1000")]
+    Weight,
 }
 
 impl KeyLimits {
@@ -274,23 +280,40 @@ impl KeyLimits {
     const MAX_PERIOD_SECS: u64 = 365 * 86_400;
     const MAX_ACTIVE: u32 = 10_000;
     const MAX_REPLAY_LENGTH_SECS: u32 = 86_400;
+    const MAX_WEIGHT: u32 = 1_000;
+    /// A key's weight unless the operator gives it another (`--weight`).
+    pub const DEFAULT_WEIGHT: u32 = 1;
 
     /// Limits within what the store and the limiter hold: fits an `integer`, a window of at
     /// most a year, at least one active job. Everything is entitled, the replay length is the
-    /// service's (`with_entitlements`, `with_max_replay_length` change them).
+    /// service's, the weight `DEFAULT_WEIGHT` (`with_entitlements`, `with_max_replay_length`,
+    /// `with_weight` change them).
     pub fn new(render: RateLimit, max_active: u32) -> Result<Self, InvalidKeyLimits> {
         if render.requests > Self::MAX_RENDERS || render.period_secs > Self::MAX_PERIOD_SECS {
             return Err(InvalidKeyLimits::Render);
         }
-        if !(1..=Self::MAX_ACTIVE).contains(&max_active) {
-            return Err(InvalidKeyLimits::MaxActive);
-        }
         Ok(Self {
             render,
-            max_active,
+            max_active: Self::checked_max_active(max_active)?,
             entitlements: Entitlements::default(),
             max_replay_length: None,
+            weight: Self::DEFAULT_WEIGHT,
         })
+    }
+
+    fn checked_max_active(max_active: u32) -> Result<u32, InvalidKeyLimits> {
+        match (1..=Self::MAX_ACTIVE).contains(&max_active) {
+            true => Ok(max_active),
+            false => Err(InvalidKeyLimits::MaxActive),
+        }
+    }
+
+    /// 1 to 1000, as the table's check (V18) holds it.
+    fn checked_weight(weight: u32) -> Result<u32, InvalidKeyLimits> {
+        match (1..=Self::MAX_WEIGHT).contains(&weight) {
+            true => Ok(weight),
+            false => Err(InvalidKeyLimits::Weight),
+        }
     }
 
     pub fn with_entitlements(self, entitlements: Entitlements) -> Self {
@@ -310,6 +333,47 @@ impl KeyLimits {
             ..self
         })
     }
+
+    pub fn with_weight(self, weight: u32) -> Result<Self, InvalidKeyLimits> {
+        Ok(Self {
+            weight: Self::checked_weight(weight)?,
+            ..self
+        })
+    }
+}
+
+/// New values for a stored key's limits, each within `KeyLimits`' bounds; `None` keeps the
+/// stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitsChange {
+    weight: Option<u32>,
+    max_active: Option<u32>,
+}
+
+impl LimitsChange {
+    pub fn new(weight: Option<u32>, max_active: Option<u32>) -> Result<Self, InvalidKeyLimits> {
+        Ok(Self {
+            weight: weight.map(KeyLimits::checked_weight).transpose()?,
+            max_active: max_active.map(KeyLimits::checked_max_active).transpose()?,
+        })
+    }
+
+    pub fn weight(self) -> Option<u32> {
+        self.weight
+    }
+
+    pub fn max_active(self) -> Option<u32> {
+        self.max_active
+    }
+
+    /// `limits` with this change made.
+    pub fn apply(self, limits: KeyLimits) -> KeyLimits {
+        KeyLimits {
+            weight: self.weight.unwrap_or(limits.weight),
+            max_active: self.max_active.unwrap_or(limits.max_active),
+            ..limits
+        }
+    }
 }
 
 impl Default for KeyLimits {
@@ -323,6 +387,7 @@ impl Default for KeyLimits {
             max_active: 20,
             entitlements: Entitlements::default(),
             max_replay_length: None,
+            weight: Self::DEFAULT_WEIGHT,
         }
     }
 }
@@ -479,6 +544,39 @@ mod tests {
                 Err(InvalidKeyLimits::MaxReplayLength)
             );
         }
+        assert_eq!(limits.weight, 1, "the default weight");
+        for weight in [1, 7, 1_000] {
+            assert_eq!(limits.with_weight(weight).unwrap().weight, weight);
+        }
+        for weight in [0, 1_001] {
+            assert_eq!(limits.with_weight(weight), Err(InvalidKeyLimits::Weight));
+        }
+    }
+
+    #[test]
+    fn a_limits_change_replaces_only_what_it_names() {
+        let limits = KeyLimits::default().with_weight(5).unwrap();
+        let weight = LimitsChange::new(Some(40), None).unwrap();
+        assert_eq!(
+            weight.apply(limits),
+            KeyLimits {
+                weight: 40,
+                ..limits
+            }
+        );
+        let both = LimitsChange::new(Some(1), Some(3)).unwrap();
+        let changed = both.apply(limits);
+        assert_eq!((changed.weight, changed.max_active), (1, 3));
+        assert_eq!(changed.render, limits.render);
+        assert_eq!(LimitsChange::new(None, None).unwrap().apply(limits), limits);
+        assert_eq!(
+            LimitsChange::new(Some(1_001), Some(3)),
+            Err(InvalidKeyLimits::Weight)
+        );
+        assert_eq!(
+            LimitsChange::new(Some(2), Some(0)),
+            Err(InvalidKeyLimits::MaxActive)
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::domain::key::{KeyHash, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
+use crate::domain::key::{
+    KeyHash, KeyId, KeyKind, KeyLimits, KeyName, LimitsChange, SigningSecret,
+};
 use crate::ports::StoreError;
 
 /// A key to store: everything but the key, which only its hash stands for.
@@ -54,6 +56,17 @@ pub enum Revocation {
     NoSuchKey,
 }
 
+/// What changing a key's limits found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitsUpdate {
+    /// Changed: the key as it is now.
+    Changed(KeySummary),
+    /// Unchanged: the key was revoked, at this time.
+    Revoked(DateTime<Utc>),
+    /// No key has this id.
+    NoSuchKey,
+}
+
 /// The most keys one `list` returns.
 pub const MAX_LIST: usize = 1_000;
 /// The most hashes one `live_hashes` returns: what an instance's list of existing keys holds
@@ -68,6 +81,12 @@ pub trait KeyStore: Send + Sync {
     /// The newest keys first (then by id), at most `limit` (≤ `MAX_LIST`), revoked ones too.
     async fn list(&self, limit: usize) -> Result<Vec<KeySummary>, StoreError>;
     async fn revoke(&self, id: KeyId) -> Result<Revocation, StoreError>;
+    /// Makes `change` to the limits of the key `id`, unless it is revoked.
+    async fn change_limits(
+        &self,
+        id: KeyId,
+        change: LimitsChange,
+    ) -> Result<LimitsUpdate, StoreError>;
     /// The key whose hash is `hash`, revoked or not; `None` when no key has it.
     async fn find_by_hash(&self, hash: &KeyHash) -> Result<Option<KeyRecord>, StoreError>;
     /// The hashes of the keys not revoked, at most `limit` (≤ `MAX_LIVE_HASHES`), in no order.

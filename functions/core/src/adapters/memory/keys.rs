@@ -1,9 +1,9 @@
 //! The API-key store.
 
 use super::*;
-use crate::domain::key::{KeyHash, KeyId};
+use crate::domain::key::{KeyHash, KeyId, LimitsChange};
 use crate::ports::keys::{
-    KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
+    KeyRecord, KeyStore, KeySummary, LimitsUpdate, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
 };
 
 /// The `api_keys` table: keys by hash, as `PgKeyStore` keeps them. Counts its lookups (what
@@ -92,6 +92,25 @@ impl KeyStore for MemoryKeys {
                 let now = Utc::now();
                 row.summary.revoked_at = Some(now);
                 Revocation::Revoked(now)
+            }
+        })
+    }
+
+    async fn change_limits(
+        &self,
+        id: KeyId,
+        change: LimitsChange,
+    ) -> Result<LimitsUpdate, StoreError> {
+        self.up()?;
+        let mut rows = lock(&self.rows);
+        let Some((_, row)) = rows.iter_mut().find(|(_, row)| row.summary.id == id) else {
+            return Ok(LimitsUpdate::NoSuchKey);
+        };
+        Ok(match row.summary.revoked_at {
+            Some(at) => LimitsUpdate::Revoked(at),
+            None => {
+                row.summary.limits = change.apply(row.summary.limits);
+                LimitsUpdate::Changed(row.summary.clone())
             }
         })
     }

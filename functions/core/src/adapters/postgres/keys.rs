@@ -8,10 +8,12 @@ use tokio_postgres::Row;
 
 use crate::adapters::postgres::{self as db};
 use crate::domain::entitlement::{DeniableOption, DeniedOptions, Entitlements};
-use crate::domain::key::{KeyHash, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
+use crate::domain::key::{
+    KeyHash, KeyId, KeyKind, KeyLimits, KeyName, LimitsChange, SigningSecret,
+};
 use crate::domain::{RateLimit, Resolution};
 use crate::ports::keys::{
-    KeyRecord, KeyStore, KeySummary, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
+    KeyRecord, KeyStore, KeySummary, LimitsUpdate, NewKey, Revocation, MAX_LIST, MAX_LIVE_HASHES,
 };
 use crate::ports::StoreError;
 
@@ -51,13 +53,32 @@ fn schema_missing(error: StoreError) -> StoreError {
 const CREATE_SQL: &str = "\
 INSERT INTO api_keys (id, name, key_hash, kind, render_limit_requests, render_limit_period_secs,
                       max_active, signing_secret, max_resolution, denied_options,
-                      max_replay_length_secs)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                      max_replay_length_secs, weight)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING created_at";
 
 const SUMMARY_COLUMNS: &str = "id, name, kind, render_limit_requests, render_limit_period_secs, \
                                max_active, created_at, revoked_at, max_resolution, \
-                               denied_options, max_replay_length_secs";
+                               denied_options, max_replay_length_secs, weight";
+/// The column after `SUMMARY_COLUMNS`.
+const AFTER_SUMMARY: usize = 12;
+
+/// The key's row after the change and `true`; for a revoked key, its row as of the statement's
+/// snapshot and `false`; for no key, no row.
+fn change_limits_sql() -> String {
+    format!(
+        "\
+WITH changed AS (
+    UPDATE api_keys
+    SET weight = COALESCE($2, weight), max_active = COALESCE($3, max_active)
+    WHERE id = $1 AND revoked_at IS NULL
+    RETURNING {SUMMARY_COLUMNS}
+)
+SELECT {SUMMARY_COLUMNS}, true FROM changed
+UNION ALL
+SELECT {SUMMARY_COLUMNS}, false FROM api_keys WHERE id = $1 AND NOT EXISTS (SELECT FROM changed)"
+    )
+}
 
 /// Whether this statement revoked the key, and the key's row as it was before it (the outer
 /// query's snapshot is the statement's), which tells an earlier revocation from no key.
@@ -77,8 +98,7 @@ impl KeyStore for PgKeyStore {
             .map_err(|_| StoreError::new("render limit out of range"))?;
         let period = i64::try_from(key.limits.render.period_secs)
             .map_err(|_| StoreError::new("render period out of range"))?;
-        let max_active = i32::try_from(key.limits.max_active)
-            .map_err(|_| StoreError::new("max_active out of range"))?;
+        let max_active = int4(key.limits.max_active, "max_active")?;
         let entitlements = &key.limits.entitlements;
         let max_resolution = entitlements.max_resolution.map(Resolution::as_str);
         let denied = entitlements.denied.names();
@@ -88,8 +108,9 @@ impl KeyStore for PgKeyStore {
             .map(i32::try_from)
             .transpose()
             .map_err(|_| StoreError::new("max_replay_length out of range"))?;
+        let weight = int4(key.limits.weight, "weight")?;
         let hash = &key.hash.as_bytes()[..];
-        let params: [(&(dyn ToSql + Sync), Type); 11] = [
+        let params: [(&(dyn ToSql + Sync), Type); 12] = [
             (&key.id.0, Type::UUID),
             (&key.name.as_str(), Type::TEXT),
             (&hash, Type::BYTEA),
@@ -101,6 +122,7 @@ impl KeyStore for PgKeyStore {
             (&max_resolution, Type::TEXT),
             (&denied, Type::TEXT_ARRAY),
             (&max_replay_length, Type::INT4),
+            (&weight, Type::INT4),
         ];
         let row = self
             .query(CREATE_SQL, &params)
@@ -139,6 +161,34 @@ impl KeyStore for PgKeyStore {
         })
     }
 
+    async fn change_limits(
+        &self,
+        id: KeyId,
+        change: LimitsChange,
+    ) -> Result<LimitsUpdate, StoreError> {
+        let weight = change.weight().map(|w| int4(w, "weight")).transpose()?;
+        let max_active = change
+            .max_active()
+            .map(|n| int4(n, "max_active"))
+            .transpose()?;
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&id.0, Type::UUID),
+            (&weight, Type::INT4),
+            (&max_active, Type::INT4),
+        ];
+        let Some(row) = self.query(&change_limits_sql(), &params).await?.pop() else {
+            return Ok(LimitsUpdate::NoSuchKey);
+        };
+        let key = summary(&row)?;
+        let changed: bool = row.get(AFTER_SUMMARY);
+        Ok(match (changed, key.revoked_at) {
+            (true, _) => LimitsUpdate::Changed(key),
+            (false, Some(at)) => LimitsUpdate::Revoked(at),
+            // Revoked by a concurrent statement after this one's snapshot: revoked all the same.
+            (false, None) => LimitsUpdate::Revoked(Utc::now()),
+        })
+    }
+
     async fn find_by_hash(&self, hash: &KeyHash) -> Result<Option<KeyRecord>, StoreError> {
         let sql =
             format!("SELECT {SUMMARY_COLUMNS}, signing_secret FROM api_keys WHERE key_hash = $1");
@@ -146,7 +196,7 @@ impl KeyStore for PgKeyStore {
         let Some(row) = self.query(&sql, &[(&hash, Type::BYTEA)]).await?.pop() else {
             return Ok(None);
         };
-        let secret: String = row.get(11);
+        let secret: String = row.get(AFTER_SUMMARY);
         Ok(Some(KeyRecord {
             summary: summary(&row)?,
             signing_secret: SigningSecret::parse(&secret)
@@ -195,6 +245,7 @@ fn summary(row: &Row) -> Result<KeySummary, StoreError> {
         .map(u32::try_from)
         .transpose()
         .map_err(|_| corrupt("max_replay_length_secs"))?;
+    let weight: i32 = row.get(11);
     let limits = KeyLimits {
         render,
         max_active,
@@ -203,6 +254,7 @@ fn summary(row: &Row) -> Result<KeySummary, StoreError> {
             denied,
         },
         max_replay_length,
+        weight: u32::try_from(weight).map_err(|_| corrupt("weight"))?,
     };
     Ok(KeySummary {
         id: KeyId(row.get(0)),
@@ -212,6 +264,11 @@ fn summary(row: &Row) -> Result<KeySummary, StoreError> {
         created_at: row.get(6),
         revoked_at: row.get(7),
     })
+}
+
+/// A limit as its `integer` column holds it.
+fn int4(value: u32, column: &str) -> Result<i32, StoreError> {
+    i32::try_from(value).map_err(|_| StoreError::new(format!("{column} out of range")))
 }
 
 fn corrupt(column: &str) -> StoreError {

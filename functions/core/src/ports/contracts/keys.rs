@@ -1,9 +1,9 @@
 //! The API-key store's guarantees (`KeyStore`).
 
 use crate::domain::entitlement::{DeniedOptions, Entitlements};
-use crate::domain::key::{ApiKey, KeyId, KeyKind, KeyLimits, KeyName, SigningSecret};
+use crate::domain::key::{ApiKey, KeyId, KeyKind, KeyLimits, KeyName, LimitsChange, SigningSecret};
 use crate::domain::Resolution;
-use crate::ports::keys::{KeyStore, NewKey, Revocation};
+use crate::ports::keys::{KeyStore, LimitsUpdate, NewKey, Revocation};
 
 fn new_key(kind: KeyKind) -> NewKey {
     let key = ApiKey::generate(kind).expect("randomness");
@@ -59,12 +59,14 @@ pub async fn suite(store: &dyn KeyStore) {
             denied: DeniedOptions::parse("motion_blur,video,skin").expect("a deny list"),
         })
         .with_max_replay_length(Some(300))
-        .expect("limits");
+        .expect("limits")
+        .with_weight(250)
+        .expect("a weight");
     store.create(&second).await.expect("stored");
     assert_eq!(
         found_by_hash(&second.hash).await.summary.limits,
         second.limits,
-        "its entitlements and replay length as stored"
+        "its entitlements, replay length and weight as stored"
     );
     let listed = store.list(1_000).await.expect("answered");
     let at = |id| listed.iter().position(|key| key.id == id);
@@ -76,6 +78,75 @@ pub async fn suite(store: &dyn KeyStore) {
         store.list(1).await.expect("answered").len(),
         1,
         "at most `limit`"
+    );
+
+    let change = |weight, max_active| LimitsChange::new(weight, max_active).expect("a change");
+    let heavier = KeyLimits {
+        weight: 40,
+        ..first.limits
+    };
+    match store
+        .change_limits(first.id, change(Some(40), None))
+        .await
+        .expect("answered")
+    {
+        LimitsUpdate::Changed(key) => {
+            assert_eq!(
+                (key.id, key.revoked_at),
+                (first.id, None),
+                "the key changed"
+            );
+            assert_eq!(key.limits, heavier, "only its weight changed");
+        }
+        other => panic!("changing a live key's weight changes it: {other:?}"),
+    }
+    assert_eq!(
+        found_by_hash(&first.hash).await.summary.limits,
+        heavier,
+        "the new weight reads back"
+    );
+    let both = KeyLimits {
+        weight: 1_000,
+        max_active: 3,
+        ..first.limits
+    };
+    match store
+        .change_limits(first.id, change(Some(1_000), Some(3)))
+        .await
+        .expect("answered")
+    {
+        LimitsUpdate::Changed(key) => assert_eq!(key.limits, both, "both changed"),
+        other => panic!("changing both changes both: {other:?}"),
+    }
+    let fewer = KeyLimits {
+        max_active: 7,
+        ..both
+    };
+    match store
+        .change_limits(first.id, change(None, Some(7)))
+        .await
+        .expect("answered")
+    {
+        LimitsUpdate::Changed(key) => assert_eq!(key.limits, fewer, "only max_active changed"),
+        other => panic!("changing max_active changes it: {other:?}"),
+    }
+    assert_eq!(
+        found_by_hash(&first.hash).await.summary.limits,
+        fewer,
+        "the new max_active reads back, the weight kept"
+    );
+    assert_eq!(
+        found_by_hash(&second.hash).await.summary.limits,
+        second.limits,
+        "another key's limits are untouched"
+    );
+    assert_eq!(
+        store
+            .change_limits(KeyId::new(), change(Some(2), None))
+            .await
+            .expect("answered"),
+        LimitsUpdate::NoSuchKey,
+        "changing an id no key has"
     );
 
     let revoked_at = match store.revoke(first.id).await.expect("answered") {
@@ -92,12 +163,21 @@ pub async fn suite(store: &dyn KeyStore) {
         Revocation::NoSuchKey,
         "revoking an id no key has"
     );
+    assert_eq!(
+        store
+            .change_limits(first.id, change(Some(2), Some(2)))
+            .await
+            .expect("answered"),
+        LimitsUpdate::Revoked(revoked_at),
+        "a revoked key's limits are not changed, and it says when it was revoked"
+    );
     let found = found_by_hash(&first.hash).await;
     assert_eq!(
         found.summary.revoked_at,
         Some(revoked_at),
         "found revoked, with when"
     );
+    assert_eq!(found.summary.limits, fewer, "its limits as they were");
     let live = store.live_hashes(100_000).await.expect("answered");
     assert!(
         !live.contains(&first.hash),

@@ -11,11 +11,13 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Value};
 
 use crate::domain::entitlement::{DeniedOptions, Entitlements};
-use crate::domain::key::{InvalidKeyLimits, InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName};
+use crate::domain::key::{
+    InvalidKeyLimits, InvalidKeyName, KeyId, KeyKind, KeyLimits, KeyName, LimitsChange,
+};
 use crate::domain::policy::{AddressRange, BanTarget, PlayerName, Reason};
 use crate::domain::render::SkinName;
 use crate::domain::{RateLimit, Resolution};
-use crate::ports::keys::{KeyStore, KeySummary, Revocation, MAX_LIST};
+use crate::ports::keys::{KeyStore, KeySummary, LimitsUpdate, Revocation, MAX_LIST};
 use crate::ports::policy::{NewBan, PolicyStore};
 use crate::ports::skins::SkinRegistry;
 use crate::support::config::Seconds;
@@ -27,9 +29,10 @@ pub const USAGE: &str = "\
 usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max-active 20] [--sandbox]
                                     [--max-resolution 720p|1080p|1440p|4k]
                                     [--deny motion_blur,storyboard,video,skin]
-                                    [--max-replay-length SECONDS]
+                                    [--max-replay-length SECONDS] [--weight 1]
        osurender-admin keys list [--limit 100]
        osurender-admin keys revoke ID
+       osurender-admin keys set ID [--weight W] [--max-active N]     (at least one)
        osurender-admin pause [--anonymous-only] [--reason TEXT]
        osurender-admin resume
        osurender-admin bans add (--ip ADDRESS|CIDR | --key KEY_ID | --player NAME)
@@ -39,6 +42,11 @@ usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max
        osurender-admin skins remove NAME
        osurender-admin skins reserve NAME
        osurender-admin skins unreserve NAME
+
+--weight: the key's share of the render farm's time relative to other clients (1 to 1000);
+anonymous networks each have ANONYMOUS_WEIGHT (default 1).
+keys set changes a key that is not revoked in place; requests see the change within
+API_KEY_CACHE_TTL (each instance's key cache, 30 s by default).
 
 Database: DATABASE_URL, or DB_SECRET_ARN with DB_HOST/DB_PORT/DB_NAME (as the functions).
 Answers one JSON object on stdout; exit 0 ok, 1 failure, 2 usage error.";
@@ -58,6 +66,10 @@ pub enum Command {
     },
     Revoke {
         id: KeyId,
+    },
+    SetLimits {
+        id: KeyId,
+        change: LimitsChange,
     },
     /// The operator's policy: pause, resume, bans.
     Policy(PolicyCommand),
@@ -236,6 +248,9 @@ enum Keys {
         /// Seconds of play at most (default: the service's MAX_REPLAY_LENGTH).
         #[arg(long, value_name = "SECONDS", value_parser = max_replay_length, allow_negative_numbers = true)]
         max_replay_length: Option<u32>,
+        /// Its share of the render farm's time relative to other clients (default 1).
+        #[arg(long, value_name = "W", value_parser = weight, allow_negative_numbers = true)]
+        weight: Option<u32>,
     },
     /// The newest keys, without their secrets.
     List {
@@ -247,6 +262,24 @@ enum Keys {
         #[arg(value_name = "ID", value_parser = key_id)]
         id: KeyId,
     },
+    /// Changes a key's limits in place (not a revoked key's); requests see the change within
+    /// API_KEY_CACHE_TTL.
+    Set {
+        #[arg(value_name = "ID", value_parser = key_id)]
+        id: KeyId,
+        #[command(flatten)]
+        change: LimitsChangeArgs,
+    },
+}
+
+/// At least one of the limits `keys set` changes.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
+struct LimitsChangeArgs {
+    #[arg(long, value_name = "W", value_parser = weight, allow_negative_numbers = true)]
+    weight: Option<u32>,
+    #[arg(long, value_name = "N", value_parser = max_active, allow_negative_numbers = true)]
+    max_active: Option<u32>,
 }
 
 fn key_name(text: &str) -> Result<KeyName, InvalidKeyName> {
@@ -268,6 +301,17 @@ fn max_active(text: &str) -> Result<u32, String> {
         .map_err(|_| format!("`{text}` is not a number"))?;
     KeyLimits::new(KeyLimits::default().render, max_active)
         .map(|limits| limits.max_active)
+        .map_err(|e| e.to_string())
+}
+
+/// A weight within a key's bounds (`KeyLimits::with_weight`).
+fn weight(text: &str) -> Result<u32, String> {
+    let weight = text
+        .parse::<u32>()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    KeyLimits::default()
+        .with_weight(weight)
+        .map(|limits| limits.weight)
         .map_err(|e| e.to_string())
 }
 
@@ -326,6 +370,7 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
         Group::Bans(bans) => return Ok(Command::Policy(bans_command(bans))),
         Group::Skins(command) => return Ok(Command::Skins(skins_command(command))),
     };
+    let usage = |e: InvalidKeyLimits| AdminError::Usage(e.to_string());
     Ok(match keys {
         Keys::Create {
             name,
@@ -335,9 +380,9 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
             max_resolution,
             deny,
             max_replay_length,
+            weight,
         } => {
             let defaults = KeyLimits::default();
-            let usage = |e: InvalidKeyLimits| AdminError::Usage(e.to_string());
             let limits = KeyLimits::new(
                 render_limit.unwrap_or(defaults.render),
                 max_active.unwrap_or(defaults.max_active),
@@ -348,6 +393,8 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
                 denied: deny.unwrap_or_default(),
             })
             .with_max_replay_length(max_replay_length)
+            .map_err(usage)?
+            .with_weight(weight.unwrap_or(defaults.weight))
             .map_err(usage)?;
             let kind = match sandbox {
                 true => KeyKind::Sandbox,
@@ -357,6 +404,13 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
         }
         Keys::List { limit } => Command::List { limit },
         Keys::Revoke { id } => Command::Revoke { id },
+        Keys::Set {
+            id,
+            change: LimitsChangeArgs { weight, max_active },
+        } => Command::SetLimits {
+            id,
+            change: LimitsChange::new(weight, max_active).map_err(usage)?,
+        },
     })
 }
 
@@ -447,6 +501,27 @@ pub async fn run(stores: AdminStores<'_>, command: &Command) -> Result<Value, Ad
                 Revocation::NoSuchKey => Err(AdminError::Failed(format!("no API key has id {id}"))),
             }
         }
+        Command::SetLimits { id, change } => {
+            let update = store.change_limits(*id, *change).await;
+            match update.map_err(|e| failed(&e.message()))? {
+                LimitsUpdate::Changed(key) => {
+                    tracing::info!(
+                        key_id = %id,
+                        weight = key.limits.weight,
+                        max_active = key.limits.max_active,
+                        "key limits changed"
+                    );
+                    Ok(summary_json(&key))
+                }
+                LimitsUpdate::Revoked(at) => Err(AdminError::Failed(format!(
+                    "the API key {id} was revoked at {}: its limits stay as they were",
+                    at.to_rfc3339()
+                ))),
+                LimitsUpdate::NoSuchKey => {
+                    Err(AdminError::Failed(format!("no API key has id {id}")))
+                }
+            }
+        }
     }
 }
 
@@ -469,6 +544,7 @@ fn summary_json(key: &KeySummary) -> Value {
         "max_resolution": key.limits.entitlements.max_resolution.map(Resolution::as_str),
         "deny": key.limits.entitlements.denied.names(),
         "max_replay_length": key.limits.max_replay_length,
+        "weight": key.limits.weight,
         "created_at": key.created_at,
         "revoked_at": key.revoked_at,
     })
@@ -524,6 +600,37 @@ mod tests {
     }
 
     #[test]
+    fn create_takes_a_weight() {
+        let Command::Create { limits, .. } =
+            parse(&args("keys create --weight=250 --name community-bot")).unwrap()
+        else {
+            panic!("not a create")
+        };
+        assert_eq!(limits.weight, 250);
+        assert_eq!(limits.max_active, KeyLimits::default().max_active);
+    }
+
+    #[test]
+    fn set_takes_an_id_and_at_least_one_limit() {
+        let id: KeyId = "5f0c9a4e-1b2d-4c3e-8f70-0123456789ab".parse().unwrap();
+        for (options, weight, max_active) in [
+            ("--weight 40", Some(40), None),
+            ("--max-active=5", None, Some(5)),
+            ("--max-active 5 --weight 1000", Some(1000), Some(5)),
+        ] {
+            let line = format!("keys set {id} {options}");
+            assert_eq!(
+                parse(&args(&line)).unwrap(),
+                Command::SetLimits {
+                    id,
+                    change: LimitsChange::new(weight, max_active).unwrap(),
+                },
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_arguments_are_usage_errors() {
         for line in [
             "",
@@ -540,6 +647,10 @@ mod tests {
             "keys create --name x --max-replay-length 0",
             "keys create --name x --max-replay-length -5",
             "keys create --name x --max-replay-length 86401",
+            "keys create --name x --weight 0",
+            "keys create --name x --weight 1001",
+            "keys create --name x --weight -1",
+            "keys create --name x --weight heavy",
             "keys create --name x --color",
             "keys list --limit 0",
             "keys list --limit 1001",
@@ -547,6 +658,15 @@ mod tests {
             "keys revoke",
             "keys revoke not-a-uuid",
             "keys revoke 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab more",
+            "keys set",
+            "keys set --weight 2",
+            "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab",
+            "keys set not-a-uuid --weight 2",
+            "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --weight 0",
+            "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --weight 1001",
+            "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --max-active 0",
+            "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --weight 2 --weight 3",
+            "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --render-limit 1/day",
             "users list",
             "pause --reason",
             "pause --anonymous-only=yes",
@@ -592,6 +712,15 @@ mod tests {
                 "one of 720p, 1080p, 1440p, 4k",
             ),
             ("keys revoke x", "`x` is not a key id (a UUID)"),
+            ("keys create --name x --weight 0", "weight must be 1 to 1000"),
+            (
+                "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab",
+                "--weight <W>|--max-active <N>",
+            ),
+            (
+                "keys set 5f0c9a4e-1b2d-4c3e-8f70-0123456789ab --max-active 10001",
+                "max_active must be 1 to 10000",
+            ),
             ("keys lst", "a similar subcommand exists: 'list'"),
         ] {
             let message = parse(&args(line)).expect_err(line).to_string();
@@ -726,6 +855,7 @@ mod tests {
         assert_eq!(created["max_resolution"], Value::Null);
         assert_eq!(created["deny"], json!([]));
         assert_eq!(created["max_replay_length"], Value::Null);
+        assert_eq!(created["weight"], 1);
 
         let listed = run(stores, &Command::List { limit: 10 }).await.unwrap();
         let text = listed.to_string();
@@ -735,6 +865,21 @@ mod tests {
         assert_eq!(listed["keys"][0]["revoked_at"], Value::Null);
 
         let id: KeyId = created["id"].as_str().unwrap().parse().unwrap();
+        let set = run(
+            stores,
+            &parse(&args(&format!("keys set {id} --weight 9"))).unwrap(),
+        )
+        .await
+        .unwrap();
+        let mut expected = listed["keys"][0].clone();
+        expected["weight"] = 9.into();
+        assert_eq!(
+            set, expected,
+            "the key as `list` shows it, its weight changed"
+        );
+        let listed = run(stores, &Command::List { limit: 10 }).await.unwrap();
+        assert_eq!(listed["keys"][0], set);
+
         let revoked = run(stores, &Command::Revoke { id }).await.unwrap();
         assert_eq!(revoked["already_revoked"], false);
         let again = run(stores, &Command::Revoke { id }).await.unwrap();
@@ -743,5 +888,16 @@ mod tests {
 
         let unknown = run(stores, &Command::Revoke { id: KeyId::new() }).await;
         assert_eq!(unknown.unwrap_err().exit_code(), 1);
+
+        let change = LimitsChange::new(Some(2), None).unwrap();
+        let on_revoked = run(stores, &Command::SetLimits { id, change }).await;
+        let error = on_revoked.unwrap_err();
+        assert_eq!(error.exit_code(), 1);
+        assert!(error.to_string().contains("was revoked"), "{error}");
+        let other = KeyId::new();
+        let unknown = run(stores, &Command::SetLimits { id: other, change }).await;
+        let error = unknown.unwrap_err();
+        assert_eq!(error.exit_code(), 1);
+        assert_eq!(error.to_string(), format!("no API key has id {other}"));
     }
 }

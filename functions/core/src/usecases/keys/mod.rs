@@ -1,6 +1,6 @@
-//! API keys (issue 13): creating, listing and revoking them (the `osurender-admin` commands,
-//! `admin`), recognizing the key of a request (`KeyLookup`, with its per-instance cache), and
-//! who a request is from (`caller`).
+//! API keys (issue 13): creating, listing, changing and revoking them (the `osurender-admin`
+//! commands, `admin`), recognizing the key of a request (`KeyLookup`, with its per-instance
+//! cache), and who a request is from (`caller`).
 
 pub mod admin;
 pub mod caller;

@@ -4,8 +4,8 @@ use super::*;
 use chrono::{DateTime, Utc};
 
 use crate::adapters::memory::MemoryKeys;
-use crate::domain::key::{KeyId, KeyKind, KeyLimits, KeyName};
-use crate::ports::keys::{KeySummary, NewKey, Revocation};
+use crate::domain::key::{KeyId, KeyKind, KeyLimits, KeyName, LimitsChange};
+use crate::ports::keys::{KeySummary, LimitsUpdate, NewKey, Revocation};
 use crate::usecases::keys::create;
 
 const LOOKUP_TTL: Duration = Duration::from_secs(30);
@@ -53,6 +53,35 @@ async fn a_revocation_is_seen_once_the_cached_answer_expires() {
         authenticate(&lookup, &bearer(&key)).await,
         Err(KeyRefusal::Revoked)
     ));
+    assert_eq!(store.lookups(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limits_change_is_seen_once_the_cached_answer_expires() {
+    let (store, lookup, key) = setup().await;
+    let record = authenticate(&lookup, &bearer(&key)).await.unwrap();
+    assert_eq!(record.summary.limits.weight, 1);
+
+    let change = LimitsChange::new(Some(50), Some(4)).unwrap();
+    let changed = store.change_limits(record.summary.id, change).await;
+    assert!(
+        matches!(changed, Ok(LimitsUpdate::Changed(_))),
+        "{changed:?}"
+    );
+    tokio::time::advance(LOOKUP_TTL - Duration::from_millis(1)).await;
+    let cached = authenticate(&lookup, &bearer(&key)).await.unwrap();
+    assert_eq!(
+        cached.summary.limits, record.summary.limits,
+        "cached within the TTL"
+    );
+
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let limits = authenticate(&lookup, &bearer(&key))
+        .await
+        .unwrap()
+        .summary
+        .limits;
+    assert_eq!((limits.weight, limits.max_active), (50, 4));
     assert_eq!(store.lookups(), 2);
 }
 
@@ -241,6 +270,9 @@ impl KeyStore for LiveOnly {
         Err(StoreError::new("only the list is stored here"))
     }
     async fn revoke(&self, _: KeyId) -> Result<Revocation, StoreError> {
+        Err(StoreError::new("only the list is stored here"))
+    }
+    async fn change_limits(&self, _: KeyId, _: LimitsChange) -> Result<LimitsUpdate, StoreError> {
         Err(StoreError::new("only the list is stored here"))
     }
     async fn find_by_hash(&self, _: &KeyHash) -> Result<Option<KeyRecord>, StoreError> {
