@@ -36,6 +36,11 @@ DECLARE
     v_failure jsonb := nullif(p -> 'sandbox_failure', 'null'::jsonb);
     v_counts job_counts;
     v_active bigint;
+    v_cost real := (p ->> 'render_cost')::real;
+    v_weight double precision := coalesce((p ->> 'fair_weight')::double precision, 1);
+    v_fair boolean := NOT coalesce((p ->> 'sandbox')::boolean, false)
+                      AND (p ->> 'render_cost') IS NOT NULL;
+    v_start double precision;
     -- The argument's keys (see above).
     c_required CONSTANT text[] := ARRAY[
         'id', 'client_ip', 'client_lock', 'global_lock', 'skin', 'config', 'replay_key',
@@ -45,7 +50,7 @@ DECLARE
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
-        'replay', 'sandbox_failure'];
+        'replay', 'sandbox_failure', 'render_cost', 'fair_weight'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -129,6 +134,26 @@ BEGIN
         RETURN;
     END IF;
 
+    IF v_fair THEN
+        IF v_cost <= 0 OR v_weight <= 0 THEN
+            RAISE EXCEPTION 'admit_job: render_cost and fair_weight must be positive';
+        END IF;
+        -- Under the global lock, which release_jobs takes too: the clock cannot move meanwhile.
+        SELECT virtual_time INTO v_start FROM fair_clock;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'fair_clock has no row';
+        END IF;
+        -- The fair client's active jobs, by the index of its cap: at most that cap's rows.
+        IF v_network IS NULL THEN
+            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
+             WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
+        ELSE
+            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
+             WHERE client_network = v_network AND client_network IS NOT NULL
+               AND status IN ('queued', 'downloading', 'rendering');
+        END IF;
+    END IF;
+
     IF v_idem_token IS NOT NULL THEN
         UPDATE idempotency_keys
            SET status = 'completed', response = p -> 'idem_response', job_id = v_id
@@ -143,7 +168,8 @@ BEGIN
     INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
                       replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
                       error, error_code, error_retryable,
-                      callback_url, callback_seq, callback_at)
+                      callback_url, callback_seq, callback_at,
+                      render_cost, fair_start, fair_finish, released_at)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
             p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
             CASE WHEN NOT v_sandbox THEN 'queued'
@@ -154,7 +180,9 @@ BEGIN
             v_failure ->> 'error', v_failure ->> 'error_code',
             (v_failure ->> 'retryable')::boolean,
             p ->> 'callback_url', jsonb_array_length(v_callbacks),
-            CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END);
+            CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END,
+            v_cost, v_start, v_start + v_cost / v_weight,
+            CASE WHEN NOT v_sandbox AND NOT v_fair THEN now() END);
     INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
@@ -169,9 +197,12 @@ BEGIN
                                            THEN v_failure END) AS f (failure)
      WHERE p ->> 'callback_url' IS NOT NULL;
     IF NOT v_sandbox THEN
+        -- Held for release_jobs, or (an earlier release's caller) leased to its fast path.
         INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
-        VALUES (v_id, 'render_job_created', p -> 'event_payload', 1,
-                now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond')
+        VALUES (v_id, 'render_job_created', p -> 'event_payload',
+                CASE WHEN v_fair THEN 0 ELSE 1 END,
+                CASE WHEN v_fair THEN 'infinity'::timestamptz
+                     ELSE now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond' END)
         RETURNING id INTO event_id;
     END IF;
     verdict := 'admitted';
@@ -288,6 +319,33 @@ END
 $$;
 
 --
+-- Name: farm_state(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.farm_state() RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+SELECT jsonb_build_object(
+    'in_flight',
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'cost', f.render_cost,
+                'elapsed_secs',
+                extract(epoch FROM now() - coalesce(f.started_at, f.released_at, f.updated_at))
+                    ::float8)), '[]'::jsonb)
+       FROM jobs f WHERE f.status IN ('downloading', 'rendering')),
+    'waiting',
+    (SELECT count(*) FROM jobs w WHERE w.status = 'queued' AND w.released_at IS NOT NULL),
+    'rendered',
+    (SELECT jsonb_build_object(
+                'cost_secs', coalesce(sum(r.render_cost), 0)::float8,
+                'busy_secs', coalesce(sum(extract(epoch FROM r.updated_at - r.started_at)), 0)::float8,
+                'jobs', count(*))
+       FROM jobs r
+      WHERE r.status = 'completed' AND NOT r.sandbox AND r.updated_at > now() - interval '1 hour'
+        AND r.started_at IS NOT NULL AND r.render_cost IS NOT NULL))
+$$;
+
+--
 -- Name: job_callback_body(uuid, integer, text, real, text, timestamp with time zone, jsonb, text, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -360,6 +418,116 @@ BEGIN
                               NEW.error_retryable, NEW.thumb_key IS NOT NULL),
             NEW.client_ip);
     RETURN NEW;
+END
+$$;
+
+--
+-- Name: queue_place(uuid, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.queue_place(p_job uuid, p_start double precision) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    c_listed CONSTANT integer := 64;
+    c_after_all CONSTANT uuid := 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+    v_id uuid := coalesce(p_job, c_after_all);
+    v_start double precision := p_start;
+    v_released timestamptz;
+    v_cost real;
+    v_waiting real[];
+    v_listed real[];
+    v_rest double precision := 0;
+    v_rest_count bigint := 0;
+BEGIN
+    IF p_job IS NOT NULL THEN
+        SELECT j.released_at, j.fair_start, j.render_cost INTO v_released, v_start, v_cost
+          FROM jobs j WHERE j.id = p_job AND j.status = 'queued';
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    SELECT array_agg(w.render_cost ORDER BY w.released_at, w.id) INTO v_waiting
+      FROM jobs w
+     WHERE w.status = 'queued' AND w.released_at IS NOT NULL
+       AND (v_released IS NULL OR (w.released_at, w.id) < (v_released, v_id));
+    IF v_released IS NULL THEN
+        SELECT array_agg(a.render_cost ORDER BY a.fair_start, a.id) INTO v_listed
+          FROM (SELECT f.render_cost, f.fair_start, f.id FROM jobs f
+                 WHERE f.status = 'queued' AND f.released_at IS NULL
+                   AND (f.fair_start, f.id) < (v_start, v_id)
+                 ORDER BY f.fair_start, f.id
+                 LIMIT c_listed) a;
+        SELECT coalesce(sum(b.render_cost), 0), count(*) INTO v_rest, v_rest_count
+          FROM (SELECT f.render_cost FROM jobs f
+                 WHERE f.status = 'queued' AND f.released_at IS NULL
+                   AND (f.fair_start, f.id) < (v_start, v_id)
+                 ORDER BY f.fair_start, f.id
+                OFFSET c_listed) b;
+    END IF;
+    RETURN jsonb_build_object(
+        'position', coalesce(cardinality(v_waiting), 0) + coalesce(cardinality(v_listed), 0)
+                    + v_rest_count + 1,
+        'ahead', to_jsonb(coalesce(v_waiting, '{}'::real[]) || coalesce(v_listed, '{}'::real[])),
+        'rest', v_rest,
+        'cost', v_cost);
+END
+$$;
+
+--
+-- Name: release_jobs(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.release_jobs(p jsonb) RETURNS TABLE(event_id bigint, job_id uuid, payload jsonb, attempts integer, fair_client text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    c_required CONSTANT text[] := ARRAY[
+        'global_lock', 'lock_timeout_ms', 'render_slots', 'release_ahead', 'event_lease_ms'];
+    v_wrong text;
+    v_room bigint;
+BEGIN
+    SELECT string_agg(k, ', ' ORDER BY k) INTO v_wrong
+      FROM unnest(c_required) AS k
+     WHERE coalesce(jsonb_typeof(p -> k), 'null') <> 'number';
+    IF v_wrong IS NOT NULL THEN
+        RAISE EXCEPTION 'release_jobs: required number(s) missing: %', v_wrong;
+    END IF;
+
+    PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
+    PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
+
+    SELECT (p ->> 'render_slots')::bigint + (p ->> 'release_ahead')::bigint - c.rendering
+           - (SELECT count(*) FROM jobs w WHERE w.status = 'queued' AND w.released_at IS NOT NULL)
+      INTO v_room
+      FROM job_counts c;
+    IF coalesce(v_room, 0) <= 0 THEN
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH picked AS (
+        SELECT j.id, j.fair_start FROM jobs j
+         WHERE j.status = 'queued' AND j.released_at IS NULL
+         ORDER BY j.fair_start, j.id
+         LIMIT v_room
+           FOR UPDATE SKIP LOCKED
+    ), released AS (
+        UPDATE jobs j SET released_at = now()
+          FROM picked
+         WHERE j.id = picked.id
+        RETURNING j.id, j.fair_start, coalesce(j.client_network, j.client_ip) AS fair_client
+    ), clock AS (
+        UPDATE fair_clock
+           SET virtual_time = greatest(virtual_time, (SELECT max(r.fair_start) FROM released r))
+         WHERE EXISTS (SELECT FROM released)
+    )
+    UPDATE outbox_events o
+       SET available_at = now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond',
+           attempts = o.attempts + 1
+      FROM released r
+     WHERE o.job_id = r.id AND o.event_type = 'render_job_created' AND o.status = 'pending'
+    RETURNING o.id, o.job_id, o.payload, o.attempts, r.fair_client;
 END
 $$;
 

@@ -79,6 +79,13 @@ async fn the_postgres_job_store_keeps_the_ports_contract() {
 }
 
 #[tokio::test]
+async fn the_postgres_job_store_keeps_the_fair_release_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    contracts::release::suite(&jobs_of(&clients)).await;
+}
+
+#[tokio::test]
 async fn the_postgres_outbox_keeps_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();

@@ -544,9 +544,8 @@ fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
 
 /// The caller's share of the farm's time: its key's weight, or `ANONYMOUS_WEIGHT`.
 fn fair_weight(app: &App, caller: &Caller) -> Weight {
-    caller
-        .key
-        .map_or(app.config.anonymous_weight, |_| Weight::ONE)
+    let anonymous = app.config.anonymous_weight;
+    Weight::new(caller.fair_weight(anonymous.get())).unwrap_or(anonymous)
 }
 
 /// Step 5's cap by time (`MAX_QUEUE_WAIT`, off by default): a job whose estimated start, behind
