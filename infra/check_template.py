@@ -29,6 +29,14 @@ MAX_WAKE_DELAY = 900
 # The functions that queue callbacks or sweep them, so may wake outbox-dispatcher (core
 # callbacks::wake_dispatcher and wake_after_sweep): admission, worker reports, the janitor.
 WAKE_SENDERS = ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction")
+# The functions that release queued jobs to the farm and publish their render events at once
+# (core outbox::release_to_farm; docs/DESIGN.md "Fair service"): after an admission, a worker's
+# report that ends a job, a janitor run that ended some, and in every sweep.
+RELEASERS = ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction")
+# The farm's settings, each from its parameter in the Globals (support/config.rs).
+FARM_SETTINGS = {"RENDER_SLOTS": "RenderSlots", "RELEASE_AHEAD": "ReleaseAhead",
+                 "RENDER_OVERHEAD_SECS": "RenderOverheadSecs", "RENDER_SPEED": "RenderSpeed",
+                 "ANONYMOUS_WEIGHT": "AnonymousWeight", "MAX_QUEUE_WAIT": "MaxQueueWait"}
 # Requests per second one instance of an API function serves (a 100 ms request): the most its
 # routes' gateway throttles may add up to per reserved instance.
 RPS_PER_INSTANCE = 10
@@ -383,6 +391,21 @@ def main(template_path, samconfig_path):
         ]
         resources_sent = [r for st in sends for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])]
         check(wake_arn in resources_sent, f"{name}: sqs:SendMessage on CallbackWakeQueue")
+    # Fair service: whoever releases jobs publishes their render events, so may send to the
+    # render queue, which every function is told (RENDER_QUEUE_URL); the farm's settings reach
+    # every function from their parameters.
+    check(ref(globals_env.get("RENDER_QUEUE_URL")) == "RenderQueue", "Globals: RENDER_QUEUE_URL from RenderQueue")
+    render_arn = {"Fn::GetAtt": ["RenderQueue", "Arn"]}
+    for name in RELEASERS:
+        sends = [
+            statement for policy in functions[name]["Properties"].get("Policies", [])
+            for statement in (policy.get("Statement", []) if isinstance(policy, dict) else [])
+            if statement.get("Action") == "sqs:SendMessage"
+        ]
+        resources_sent = [r for st in sends for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])]
+        check(render_arn in resources_sent, f"{name}: sqs:SendMessage on RenderQueue (it releases jobs)")
+    for variable, parameter in FARM_SETTINGS.items():
+        check(ref(globals_env.get(variable)) == parameter, f"Globals: {variable} from {parameter}")
     dispatcher = functions["OutboxDispatcherFunction"]["Properties"]
     wakes = [e["Properties"] for e in dispatcher.get("Events", {}).values() if e.get("Type") == "SQS"]
     check(len(wakes) == 1 and wakes[0].get("Queue") == wake_arn,

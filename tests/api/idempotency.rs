@@ -29,19 +29,38 @@ impl TestApp {
     }
 
     /// `count` jobs completed `ago_secs` ago, each `turnaround_secs` after submission.
-    async fn completed_history(&self, count: i64, ago_secs: f64, turnaround_secs: f64) {
+    /// `count` real renders completed `ago_secs` ago, each of `cost` render-seconds that kept a
+    /// slot busy `busy_secs`: what the farm's speed is measured from.
+    async fn completed_history(&self, count: i64, ago_secs: f64, cost: f32, busy_secs: f64) {
         self.db
             .execute(
                 "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at,
-                                   updated_at)
+                                   updated_at, started_at, render_cost)
                  SELECT gen_random_uuid(), 'completed', 'history', 'Default', '{}', 'x',
-                        now() - ($2::float8 + $3::float8) * interval '1 second',
-                        now() - $2::float8 * interval '1 second'
+                        now() - ($2::float8 + $3::float8 + 1) * interval '1 second',
+                        now() - $2::float8 * interval '1 second',
+                        now() - ($2::float8 + $3::float8) * interval '1 second', $4
                    FROM generate_series(1, $1::int8)",
-                &[&count, &ago_secs, &turnaround_secs],
+                &[&count, &ago_secs, &busy_secs, &cost],
             )
             .await
             .unwrap();
+    }
+
+    /// Renders in flight, each of `cost` render-seconds, started `elapsed` seconds ago.
+    async fn rendering(&self, elapsed: &[f64], cost: f32) {
+        for secs in elapsed {
+            self.db
+                .execute(
+                    "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key,
+                                       started_at, released_at, render_cost)
+                     VALUES (gen_random_uuid(), 'rendering', 'busy', 'Default', '{}', 'x',
+                             now() - $1::float8 * interval '1 second', now(), $2)",
+                    &[secs, &cost],
+                )
+                .await
+                .unwrap();
+        }
     }
 }
 
@@ -368,36 +387,46 @@ async fn concurrent_duplicates_create_one_job() {
 }
 
 #[tokio::test]
-async fn capacity_refusals_estimate_retry_after_from_recent_renders() {
-    // Quiet service: the configured 20 renders per 120 s, λ = 1/6 per second.
-    let app = TestApp::spawn(&[("MAX_QUEUED", "0"), ("DEFAULT_RENDER_SECS", "120")]).await;
+async fn capacity_refusals_estimate_retry_after_from_the_farm() {
+    // Two slots, renders of 100 render-seconds 40 s and 20 s in: at the configured speed (1)
+    // the first slot frees in 60 s.
+    let app = TestApp::spawn(&[("MAX_QUEUED", "0"), ("RENDER_SLOTS", "2")]).await;
+    app.rendering(&[40.0, 20.0], 100.0).await;
     let full = app.render("203.0.113.180", valid_form()).await;
-    assert_eq!(header(&full, "retry-after"), Some(6));
+    let retry_after = header(&full, "retry-after").unwrap();
+    assert!((59..=61).contains(&retry_after), "{retry_after}");
     problem(full, StatusCode::SERVICE_UNAVAILABLE, "queue_full").await;
 
-    // 36 completions in the last hour (λ = 0.01/s), each 100 s after submission.
-    app.completed_history(36, 60.0, 100.0).await;
+    // Measured speed wins once there is enough history: 200 render-seconds in 100 s a slot,
+    // speed 2, so the first render ends in 50 − 40 = 10 s.
+    app.completed_history(5, 60.0, 200.0, 100.0).await;
     let full = app.render("203.0.113.181", valid_form()).await;
-    assert_eq!(header(&full, "retry-after"), Some(100));
+    let retry_after = header(&full, "retry-after").unwrap();
+    assert!((9..=11).contains(&retry_after), "{retry_after}");
     problem(full, StatusCode::SERVICE_UNAVAILABLE, "queue_full").await;
 
-    let app = TestApp::spawn(&[("MAX_RENDERING", "0")]).await;
-    app.completed_history(36, 60.0, 100.0).await;
+    let app = TestApp::spawn(&[("MAX_RENDERING", "0"), ("RENDER_SLOTS", "2")]).await;
+    app.rendering(&[40.0, 90.0], 100.0).await;
     let busy = app.render("203.0.113.182", valid_form()).await;
-    assert_eq!(header(&busy, "retry-after"), Some(100));
+    let retry_after = header(&busy, "retry-after").unwrap();
+    assert!((10..=12).contains(&retry_after), "{retry_after}");
     problem(busy, StatusCode::SERVICE_UNAVAILABLE, "render_capacity").await;
 
-    // The client's oldest job is ~0 s old and jobs take 300 s: back in about 300 s.
+    // The client's job was released to a free slot: it should be done in its render time,
+    // the replay's length plus the overhead (RENDER_OVERHEAD_SECS, 20).
     let app = TestApp::spawn(&[("MAX_ACTIVE_JOBS_PER_IP", "1")]).await;
-    app.completed_history(10, 60.0, 300.0).await;
     let ip = "203.0.113.183";
-    assert_eq!(
-        app.render(ip, valid_form()).await.status(),
-        StatusCode::ACCEPTED
-    );
+    let first = app.render(ip, valid_form()).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let job: Value = first.json().await.unwrap();
+    let job = app.job(job["job_id"].as_str().unwrap()).await;
+    let render_secs = job["replay"]["length_ms"].as_f64().unwrap() / 1000.0 + 20.0;
     let limited = app.render(ip, valid_form()).await;
-    let retry_after = header(&limited, "retry-after").unwrap();
-    assert!((295..=300).contains(&retry_after), "{retry_after}");
+    let retry_after = header(&limited, "retry-after").unwrap() as f64;
+    assert!(
+        (retry_after - render_secs).abs() <= 2.0,
+        "{retry_after} vs {render_secs}"
+    );
     problem(
         limited,
         StatusCode::TOO_MANY_REQUESTS,
@@ -434,8 +463,15 @@ async fn ietf_rate_limit_headers_accompany_the_x_ones() {
 
 #[tokio::test]
 async fn queued_jobs_show_their_position_and_estimated_start() {
-    // λ = 20 renders / 60 s = 1/3 per second: position p starts in about 3p seconds.
-    let app = TestApp::spawn(&[("DEFAULT_RENDER_SECS", "60"), ROOMY[0]]).await;
+    // One slot, busy with a render of 100 render-seconds 40 s in: it frees in 60 s.
+    let app = TestApp::spawn(&[
+        ("RENDER_SLOTS", "1"),
+        ("RELEASE_AHEAD", "0"),
+        ("RENDER_OVERHEAD_SECS", "0"),
+        ROOMY[0],
+    ])
+    .await;
+    app.rendering(&[40.0], 100.0).await;
     let mut ids = Vec::new();
     for i in 0..3 {
         let response = app
@@ -444,25 +480,24 @@ async fn queued_jobs_show_their_position_and_estimated_start() {
         let body: Value = response.json().await.unwrap();
         ids.push(body["job_id"].as_str().unwrap().to_owned());
     }
-    let job = app.job(&ids[1]).await;
-    assert_eq!(job["queue_position"], 2);
-    let start: DateTime<Utc> = job["estimated_start"].as_str().unwrap().parse().unwrap();
-    let expected = Utc::now() + Duration::from_secs(6);
-    assert!(
-        (start - expected).num_milliseconds().abs() < 2_000,
-        "{start} vs {expected}"
-    );
+    let first = app.job(&ids[0]).await;
+    let render = first["replay"]["length_ms"].as_f64().unwrap() / 1000.0;
+    let within = |job: &Value, position: i64, in_secs: f64| {
+        assert_eq!(job["queue_position"], position, "{job}");
+        let start: DateTime<Utc> = job["estimated_start"].as_str().unwrap().parse().unwrap();
+        let expected = Utc::now() + chrono::Duration::milliseconds((in_secs * 1000.0) as i64);
+        assert!(
+            (start - expected).num_milliseconds().abs() < 2_000,
+            "{start} vs {expected}"
+        );
+    };
+    // Three clients, one job each, in fair order: the second starts after the first renders.
+    within(&first, 1, 60.0);
+    within(&app.job(&ids[1]).await, 2, 60.0 + render);
 
-    // Measured throughput wins once there is enough of it: 360/h, 10 s per place.
-    app.completed_history(360, 60.0, 30.0).await;
-    let job = app.job(&ids[2]).await;
-    assert_eq!(job["queue_position"], 3);
-    let start: DateTime<Utc> = job["estimated_start"].as_str().unwrap().parse().unwrap();
-    let expected = Utc::now() + Duration::from_secs(30);
-    assert!(
-        (start - expected).num_milliseconds().abs() < 2_000,
-        "{start} vs {expected}"
-    );
+    // Measured speed wins once there is enough of it: speed 2 halves every time left.
+    app.completed_history(5, 60.0, 200.0, 100.0).await;
+    within(&app.job(&ids[2]).await, 3, 10.0 + render);
 
     app.db
         .execute(

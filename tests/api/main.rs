@@ -13,6 +13,7 @@ mod budget;
 mod callbacks;
 mod contracts;
 mod entitlements;
+mod fair_service;
 mod fairness;
 mod faults;
 mod hostile;

@@ -749,6 +749,32 @@ mod tests {
     }
 
     #[test]
+    fn the_farm_defaults_below_the_breaker_and_is_validated() {
+        let c = config(&[]).unwrap();
+        assert_eq!((c.render_slots, c.release_ahead), (16, 2));
+        assert_eq!(c.render_overhead, Duration::from_secs(20));
+        assert_eq!((c.render_speed, c.anonymous_weight.get()), (1.0, 1));
+        assert_eq!(c.max_queue_wait, None);
+        assert!(!c.farm_reaches_breaker(), "a waiting queue is never refused by default");
+        let c = config(&[("RENDER_SLOTS", "19"), ("RELEASE_AHEAD", "1")]).unwrap();
+        assert!(c.farm_reaches_breaker(), "it starts, with a warning");
+        let c = config(&[("MAX_QUEUE_WAIT", "10m"), ("ANONYMOUS_WEIGHT", "3")]).unwrap();
+        assert_eq!(c.max_queue_wait, Some(Duration::from_secs(600)));
+        assert_eq!(c.anonymous_weight.get(), 3);
+        for (name, value) in [
+            ("RENDER_SLOTS", "0"),
+            ("RELEASE_AHEAD", "-1"),
+            ("RENDER_SPEED", "0"),
+            ("RENDER_SPEED", "NaN"),
+            ("ANONYMOUS_WEIGHT", "0"),
+            ("ANONYMOUS_WEIGHT", "1001"),
+            ("MAX_QUEUE_WAIT", "soon"),
+        ] {
+            assert!(config(&[(name, value)]).is_err(), "{name}={value}");
+        }
+    }
+
+    #[test]
     fn network_limits_default_and_are_bounded() {
         let c = config(&[]).unwrap();
         assert_eq!(c.network_prefixes, NetworkPrefixes { ipv4: 24, ipv6: 48 });

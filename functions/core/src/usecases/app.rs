@@ -71,6 +71,15 @@ impl App {
     /// The App over `ports`, with the use cases' own state (the key cache, the health check,
     /// the origin secret) built from `config`.
     pub fn from_ports(config: Config, ports: Ports) -> Self {
+        if config.farm_reaches_breaker() {
+            tracing::warn!(
+                render_slots = config.render_slots,
+                release_ahead = config.release_ahead,
+                max_rendering = config.max_rendering,
+                "RENDER_SLOTS + RELEASE_AHEAD reach MAX_RENDERING: admission refuses \
+                 (render_capacity) while the farm holds only what it was given"
+            );
+        }
         let origin_secret = config.origin_secret.as_ref().map(|source| {
             RotatingSecret::new(
                 source,

@@ -506,3 +506,54 @@ async fn every_bad_option_is_listed() {
     let names: Vec<_> = invalid.iter().map(|param| param.name.as_str()).collect();
     assert_eq!(names, ["bg_dim", "video", "skin"]);
 }
+
+#[tokio::test]
+async fn a_full_farm_keeps_a_job_in_the_queue_of_record_until_a_slot_frees() {
+    use crate::ports::jobs::{Nonce, Transition};
+    let (app, memory) = App::in_memory(config(&[("RENDER_SLOTS", "1"), ("RELEASE_AHEAD", "0")]));
+    let first = admitted(render(&app, 10, None).await);
+    let second = admitted(render(&app, 11, None).await);
+    assert_eq!(memory.queue.sent_jobs(), [first], "the farm's one slot");
+    let failed = Transition {
+        to: JobStatus::Failed,
+        progress: None,
+        video_key: None,
+        thumb_key: None,
+        error: None,
+        error_code: None,
+        deadline_in: None,
+    };
+    let nonce = Nonce {
+        value: "n-1".into(),
+        expires_at: chrono::Utc::now() + chrono::Duration::minutes(5),
+    };
+    app.transitions
+        .transition(first, &failed, &nonce)
+        .await
+        .unwrap();
+    crate::usecases::outbox::release_to_farm(&app).await;
+    assert_eq!(
+        memory.queue.sent_jobs(),
+        [first, second],
+        "an ended job frees its slot for the next"
+    );
+}
+
+#[tokio::test]
+async fn a_start_later_than_max_queue_wait_is_refused_with_when_it_would_fit() {
+    let vars = [
+        ("MAX_QUEUE_WAIT", "60"),
+        ("RENDER_SLOTS", "1"),
+        ("RELEASE_AHEAD", "0"),
+        ("DEFAULT_RENDER_SECS", "120"),
+    ];
+    let (app, memory) = App::in_memory(config(&vars));
+    // One slot, rendering a job of an earlier release (DEFAULT_RENDER_SECS), just begun.
+    memory.database.occupy(JobStatus::Rendering, 1);
+    let refused = render(&app, 12, None).await.unwrap_err();
+    assert_eq!(refused, Rejection::QueueFull { retry_after: 60 });
+    assert!(memory.objects.keys().is_empty(), "nothing stored");
+    let (app, memory) = App::in_memory(config(&[("MAX_QUEUE_WAIT", "180"), vars[1], vars[2]]));
+    memory.database.occupy(JobStatus::Rendering, 1);
+    admitted(render(&app, 13, None).await);
+}
