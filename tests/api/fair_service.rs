@@ -71,7 +71,10 @@ async fn a_players_job_starts_within_a_few_starts_behind_a_bots_sixty_queued_job
     let bot = app.create_key("1000/minute", 60).await;
     let mut bot_jobs = Vec::new();
     for _ in 0..60 {
-        bot_jobs.push(app.submit_with("203.0.113.60", &bot.bearer, form_of(10)).await);
+        bot_jobs.push(
+            app.submit_with("203.0.113.60", &bot.bearer, form_of(10))
+                .await,
+        );
     }
     let mut players = Vec::new();
     for n in 0..6 {
@@ -132,11 +135,15 @@ async fn estimates_fall_within_half_of_what_happens() {
     let key = app.create_key("1000/minute", 60).await;
     let mut told = Vec::new();
     for _ in 0..12 {
-        let job = app.submit_with("203.0.113.61", &key.bearer, form_of(20)).await;
+        let job = app
+            .submit_with("203.0.113.61", &key.bearer, form_of(20))
+            .await;
         let read_at = Utc::now();
         let view = app.job(&job).await;
         let estimate = match view["estimated_start"].as_str() {
-            Some(at) => DateTime::parse_from_rfc3339(at).unwrap().with_timezone(&Utc),
+            Some(at) => DateTime::parse_from_rfc3339(at)
+                .unwrap()
+                .with_timezone(&Utc),
             None => read_at, // no longer queued: it started
         };
         told.push((job, read_at, estimate));
@@ -203,11 +210,15 @@ async fn a_busy_farm_is_no_race_keys_and_honest_clients_are_admitted_and_served(
     let key = app.create_key("100/minute", 3).await;
     let mut honest = Vec::new();
     for _ in 0..3 {
-        let job = app.submit_with("203.0.113.62", &key.bearer, form_of(30)).await;
+        let job = app
+            .submit_with("203.0.113.62", &key.bearer, form_of(30))
+            .await;
         honest.push((job, Utc::now()));
     }
     for n in 0..3 {
-        let response = app.render(&format!("198.51.{}.9", 100 + n), form_of(30)).await;
+        let response = app
+            .render(&format!("198.51.{}.9", 100 + n), form_of(30))
+            .await;
         assert_eq!(
             response.status(),
             StatusCode::ACCEPTED,

@@ -1,7 +1,7 @@
 //! Issue 7: `Idempotency-Key`, duplicate replays, honest `Retry-After`, the IETF rate-limit
 //! headers and `estimated_start`, over HTTP against real Postgres and the AWS stand-in.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
 use futures_util::future::join_all;

@@ -123,7 +123,15 @@ impl Simulator {
             let _worker = worker;
             let video_key = format!("renders/{job_id}.mp4");
             let thumb_key = format!("renders/{job_id}.jpg");
-            if !send(&http, &url, &secret, &job_id, json!({ "status": "downloading", "progress": 0 })).await {
+            if !send(
+                &http,
+                &url,
+                &secret,
+                &job_id,
+                json!({ "status": "downloading", "progress": 0 }),
+            )
+            .await
+            {
                 return;
             }
             let step = render / (RENDER_STEPS.len() as u32 + 1);

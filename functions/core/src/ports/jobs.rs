@@ -500,6 +500,11 @@ pub trait JobHousekeeping: Send + Sync {
     /// for `stall_timeout`). Returns how many.
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError>;
 
+    /// Fails the released jobs no worker has taken for `older_than` (their message lost,
+    /// dead-lettered, or never published), so they do not hold the farm's room. Returns how
+    /// many.
+    async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError>;
+
     /// Deletes up to `batch` jobs that ended (completed, failed, expired) more than `retention`
     /// ago, oldest first, with their outbox events. Never an active job.
     async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError>;

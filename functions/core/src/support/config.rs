@@ -755,7 +755,10 @@ mod tests {
         assert_eq!(c.render_overhead, Duration::from_secs(20));
         assert_eq!((c.render_speed, c.anonymous_weight.get()), (1.0, 1));
         assert_eq!(c.max_queue_wait, None);
-        assert!(!c.farm_reaches_breaker(), "a waiting queue is never refused by default");
+        assert!(
+            !c.farm_reaches_breaker(),
+            "a waiting queue is never refused by default"
+        );
         let c = config(&[("RENDER_SLOTS", "19"), ("RELEASE_AHEAD", "1")]).unwrap();
         assert!(c.farm_reaches_breaker(), "it starts, with a warning");
         let c = config(&[("MAX_QUEUE_WAIT", "10m"), ("ANONYMOUS_WEIGHT", "3")]).unwrap();

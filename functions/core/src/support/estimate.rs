@@ -50,6 +50,11 @@ pub fn active_jobs_retry(model: &FarmModel, farm: &FarmState, work: &ActiveWork)
     clamp(first)
 }
 
+/// `queue_full` of `MAX_QUEUE_WAIT`: when a job would start within the cap, `excess` seconds on.
+pub fn queue_wait_retry(excess: Duration) -> u64 {
+    clamp(excess.as_secs_f64())
+}
+
 /// When a job waiting at `wait.place` should start: 0 when a slot is free and nothing is ahead.
 pub fn start_in(model: &FarmModel, wait: &QueueWait) -> Duration {
     let secs = model.start_in(&wait.farm, &wait.place);

@@ -564,7 +564,7 @@ async fn check_queue_wait(app: &App, caller: &Caller) -> Result<(), Rejection> {
         return Ok(());
     }
     Err(Rejection::QueueFull {
-        retry_after: (start - cap).as_secs_f64().ceil().max(1.0) as u64,
+        retry_after: estimate::queue_wait_retry(start - cap),
     })
 }
 

@@ -42,6 +42,9 @@ pub struct JanitorReport {
     pub expired: u64,
     /// Downloading/rendering with no report for `RENDER_STALL_TIMEOUT`: now `failed`.
     pub timed_out: u64,
+    /// Released to the farm and not taken by a worker for twice `RENDER_STALL_TIMEOUT`: now
+    /// `failed`, their room free again.
+    pub unclaimed: u64,
     /// Outbox events out of attempts after their last lease ran out: now `failed`.
     pub outbox_failed: u64,
     /// Callbacks likewise.
@@ -67,11 +70,11 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     // An ended job, or a callback given up (its job's next one is due now), may have a
     // callback to send: the dispatcher is woken for what was committed, even if a later
     // step failed.
-    if report.expired + report.timed_out + report.callbacks_failed > 0 {
+    if report.expired + report.timed_out + report.unclaimed + report.callbacks_failed > 0 {
         callbacks::wake_dispatcher(app).await;
     }
     // Ended jobs free their slots: the farm takes the next ones in fair order.
-    if report.expired + report.timed_out > 0 {
+    if report.expired + report.timed_out + report.unclaimed > 0 {
         outbox::release_to_farm(app).await;
     }
     ended?;
@@ -107,6 +110,11 @@ async fn end_what_will_not_finish(app: &App, report: &mut JanitorReport) -> Resu
     let attempts = config.outbox_max_attempts;
     report.expired = jobs.expire_queued(config.queued_ttl).await?;
     report.timed_out = jobs.fail_stalled(config.render_stall_timeout).await?;
+    // A released job waits at most for one render to end (RELEASE_AHEAD): twice the stall
+    // timeout is past any honest wait.
+    report.unclaimed = jobs
+        .fail_unclaimed(config.render_stall_timeout.saturating_mul(2))
+        .await?;
     report.outbox_failed = app.outbox.fail_exhausted(attempts).await?;
     report.callbacks_failed = app.callbacks.fail_exhausted(attempts).await?;
     Ok(())

@@ -262,6 +262,23 @@ impl JobHousekeeping for MemoryDatabase {
         Ok(failed)
     }
 
+    async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError> {
+        self.calls.record("jobs.fail_unclaimed");
+        let now = Utc::now();
+        let mut failed = 0;
+        for job in lock(&self.tables).jobs.iter_mut() {
+            let released = job.released_at.is_some_and(|at| at < now - older_than);
+            if job.status == JobStatus::Queued && released {
+                job.status = JobStatus::Failed;
+                job.error = Some("no render worker took the job in time".into());
+                job.error_code = Some(FailureCode::TimedOut);
+                job.updated_at = now;
+                failed += 1;
+            }
+        }
+        Ok(failed)
+    }
+
     async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
         self.calls.record("jobs.delete_ended");
         let before = Utc::now() - retention;

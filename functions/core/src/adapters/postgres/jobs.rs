@@ -483,6 +483,14 @@ UPDATE jobs
    SET status = 'expired', error = 'no renderer took the job in time', updated_at = now()
  WHERE status = 'queued' AND created_at < now() - $1 * interval '1 millisecond'";
 
+/// Released jobs still queued past `$1` ms (jobs_released_waiting: at most the farm's room).
+const FAIL_UNCLAIMED_SQL: &str = "\
+UPDATE jobs
+   SET status = 'failed', error = 'no render worker took the job in time',
+       error_code = 'timed_out', error_retryable = true, updated_at = now()
+ WHERE status = 'queued' AND released_at IS NOT NULL
+   AND released_at < now() - $1 * interval '1 millisecond'";
+
 const FAIL_STALLED_SQL: &str = "\
 UPDATE jobs
    SET status = 'failed', error = 'timed out', error_code = 'timed_out', error_retryable = true,
@@ -835,6 +843,13 @@ impl JobHousekeeping for PgJobStore {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(FAIL_STALLED_SQL, &[(&millis(stall_timeout), Type::INT8)])
+            .await?)
+    }
+
+    async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(FAIL_UNCLAIMED_SQL, &[(&millis(older_than), Type::INT8)])
             .await?)
     }
 

@@ -143,6 +143,42 @@ pub async fn suite<S: FairStore>(store: &S) {
     weighted_render_seconds(store).await;
     an_idle_client_gets_no_burst_and_a_newcomer_no_wait(store).await;
     an_ended_job_frees_its_slot(store).await;
+    an_unclaimed_release_is_failed_and_frees_its_slot(store).await;
+}
+
+/// A released job no worker takes (its message lost) is failed by the janitor's sweep, and
+/// the next job is released; a job still waiting for its release is not touched.
+async fn an_unclaimed_release_is_failed_and_frees_its_slot<S: FairStore>(store: &S) {
+    let mut farm = Farm::new(store, 1, 0);
+    let client = fresh_caller();
+    let (lost, next) = (
+        job_of(&client, "lost", 60, 1),
+        job_of(&client, "lost", 60, 1),
+    );
+    farm.admit(&lost).await;
+    farm.admit(&next).await;
+    assert_eq!(farm.released, [lost.id]);
+    assert_eq!(
+        store
+            .fail_unclaimed(Duration::from_secs(3600))
+            .await
+            .expect("answered"),
+        0,
+        "a young release is left alone"
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        store
+            .fail_unclaimed(Duration::ZERO)
+            .await
+            .expect("answered"),
+        1,
+        "the unclaimed release only, not the job waiting for its release"
+    );
+    farm.holding.clear();
+    farm.release().await;
+    assert_eq!(farm.released, [lost.id, next.id], "its slot is free again");
+    while farm.finish_one(JobStatus::Completed).await.is_some() {}
 }
 
 /// Random clients and costs, jobs arriving while the farm works: each job is released once,
