@@ -1,18 +1,21 @@
 //! The queue of record's release to the farm and the farm's reads (migrations/V18;
 //! sql/functions/release_jobs.sql, farm_state.sql, queue_place.sql).
 
-use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio_postgres::types::Type;
 use tokio_postgres::Row;
 
-use super::jobs::{global_capacity_lock, PgJobStore};
-use crate::adapters::postgres as db;
+use crate::domain::client::advisory_lock_id;
 use crate::domain::job::JobId;
-use crate::ports::jobs::{FarmRoom, JobRelease};
+use crate::ports::jobs::FarmRoom;
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
+
+/// Serializes the global capacity re-check of all admissions (held for one insert) and the
+/// farm's releases.
+pub(super) fn global_capacity_lock() -> i64 {
+    advisory_lock_id("osurender:global-capacity")
+}
 
 pub(super) const RELEASE_SQL: &str =
     "SELECT event_id, job_id, payload, attempts, fair_client FROM release_jobs($1::jsonb)";
@@ -31,7 +34,6 @@ macro_rules! in_flight_sql {
         )
     };
 }
-pub(super) use in_flight_sql;
 
 /// The place of the first of these queued jobs to go: released ones first, then fair order.
 macro_rules! first_queued_sql {
@@ -43,7 +45,6 @@ macro_rules! first_queued_sql {
         )
     };
 }
-pub(super) use first_queued_sql;
 
 /// release_jobs' argument.
 #[derive(Debug, Serialize)]
@@ -56,13 +57,13 @@ pub(super) struct ReleaseArgs {
 }
 
 impl ReleaseArgs {
-    pub(super) fn new(store: &PgJobStore, room: FarmRoom) -> Self {
+    pub(super) fn new(room: FarmRoom, lock_timeout_ms: i64, event_lease_ms: i64) -> Self {
         Self {
             global_lock: global_capacity_lock(),
-            lock_timeout_ms: store.lock_timeout_ms,
+            lock_timeout_ms,
             render_slots: room.render_slots,
             release_ahead: room.release_ahead,
-            event_lease_ms: store.event_lease_ms,
+            event_lease_ms,
         }
     }
 
@@ -97,14 +98,48 @@ pub(super) fn from_json<T: DeserializeOwned>(
         .map_err(|e| StoreError::unknown(format!("an estimate's input did not read: {e}")))
 }
 
-#[async_trait]
-impl JobRelease for PgJobStore {
-    async fn release(&self, room: FarmRoom) -> Result<Vec<OutboxEvent>, StoreError> {
-        let args = ReleaseArgs::new(self, room).to_json()?;
-        let conn = db::checkout(&self.pool).await?;
-        let rows = conn
-            .query_typed(RELEASE_SQL, &[(&args, Type::JSONB)])
-            .await?;
-        Ok(released_events(&rows))
-    }
-}
+/// The global counts and the farm; the client's (`$1`) and its network's (`$2`) active work:
+/// the renders a worker has and the place of the first still queued, from the active jobs'
+/// indexes (at most their caps' rows).
+pub(super) const LOAD_SQL: &str = concat!(
+    "\
+SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
+       ",
+    in_flight_sql!("f.client_ip = $1"),
+    ",
+       ",
+    first_queued_sql!("q.client_ip = $1"),
+    ",
+       ",
+    in_flight_sql!("f.client_network = $2"),
+    ",
+       ",
+    first_queued_sql!("q.client_network = $2"),
+    "
+  FROM job_counts c"
+);
+
+/// The global counts, the farm and the place of a job a new client submits now (its start tag
+/// is the clock); the oldest queued job's age of anonymous clients and of keys
+/// (jobs_queued_by_age, from its oldest end).
+pub(super) const OVERVIEW_SQL: &str = "\
+SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
+       queue_place(NULL, (SELECT virtual_time FROM fair_clock)),
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE status = 'queued' AND client_ip NOT LIKE 'key:%'),
+       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
+         WHERE status = 'queued' AND client_ip LIKE 'key:%')
+  FROM job_counts c";
+
+/// The farm and the place the client's (`$1`; its network `$2` for an anonymous client) next
+/// job would take: after the clock and its own active jobs' finish tags (admit_job's start).
+pub(super) const NEXT_WAIT_SQL: &str = "\
+SELECT farm_state(),
+       queue_place(NULL, greatest(
+           (SELECT virtual_time FROM fair_clock),
+           (SELECT max(fair_finish) FROM jobs
+             WHERE $2::text IS NULL AND client_ip = $1
+               AND status IN ('queued', 'downloading', 'rendering')),
+           (SELECT max(fair_finish) FROM jobs
+             WHERE client_network = $2 AND client_network IS NOT NULL
+               AND status IN ('queued', 'downloading', 'rendering'))))";

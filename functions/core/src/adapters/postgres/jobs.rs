@@ -4,12 +4,12 @@
 //! job, so no admission counts the queue.
 
 use super::farm::{
-    first_queued_sql, from_json, in_flight_sql, released_events, ReleaseArgs, RELEASE_SQL,
+    from_json, global_capacity_lock, released_events, ReleaseArgs, LOAD_SQL, NEXT_WAIT_SQL,
+    OVERVIEW_SQL, RELEASE_SQL,
 };
 use super::idempotency;
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
-use crate::domain::client::advisory_lock_id;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
 use crate::domain::hash::{ReplayHash, RequestHash};
@@ -38,7 +38,9 @@ use crate::ports::jobs::QueueWait;
 use crate::ports::jobs::Resolved;
 use crate::ports::jobs::Transition;
 use crate::ports::jobs::TransitionOutcome;
+use crate::ports::jobs::{FarmRoom, JobRelease};
 use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobTransitions};
+use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -48,9 +50,9 @@ use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 pub struct PgJobStore {
-    pub(super) pool: Pool,
-    pub(super) lock_timeout_ms: i64,
-    pub(super) event_lease_ms: i64,
+    pool: Pool,
+    lock_timeout_ms: i64,
+    event_lease_ms: i64,
 }
 
 impl PgJobStore {
@@ -62,12 +64,6 @@ impl PgJobStore {
             event_lease_ms: millis(event_lease),
         }
     }
-}
-
-/// Serializes the global capacity re-check of all admissions (held for one insert) and the
-/// farm's releases.
-pub(super) fn global_capacity_lock() -> i64 {
-    advisory_lock_id("osurender:global-capacity")
 }
 
 /// What is left, in seconds, of the failure cooldown (`$4` ms) of the replay `$2`: its latest
@@ -119,52 +115,6 @@ SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
 );
 
 const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
-
-/// The global counts and the farm; the client's (`$1`) and its network's (`$2`) active work:
-/// the renders a worker has and the place of the first still queued, from the active jobs'
-/// indexes (at most their caps' rows).
-const LOAD_SQL: &str = concat!(
-    "\
-SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
-       ",
-    in_flight_sql!("f.client_ip = $1"),
-    ",
-       ",
-    first_queued_sql!("q.client_ip = $1"),
-    ",
-       ",
-    in_flight_sql!("f.client_network = $2"),
-    ",
-       ",
-    first_queued_sql!("q.client_network = $2"),
-    "
-  FROM job_counts c"
-);
-
-/// The global counts, the farm and the place of a job a new client submits now (its start tag
-/// is the clock); the oldest queued job's age of anonymous clients and of keys
-/// (jobs_queued_by_age, from its oldest end).
-const OVERVIEW_SQL: &str = "\
-SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
-       queue_place(NULL, (SELECT virtual_time FROM fair_clock)),
-       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
-         WHERE status = 'queued' AND client_ip NOT LIKE 'key:%'),
-       (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM jobs
-         WHERE status = 'queued' AND client_ip LIKE 'key:%')
-  FROM job_counts c";
-
-/// The farm and the place the client's (`$1`; its network `$2` for an anonymous client) next
-/// job would take: after the clock and its own active jobs' finish tags (admit_job's start).
-const NEXT_WAIT_SQL: &str = "\
-SELECT farm_state(),
-       queue_place(NULL, greatest(
-           (SELECT virtual_time FROM fair_clock),
-           (SELECT max(fair_finish) FROM jobs
-             WHERE $2::text IS NULL AND client_ip = $1
-               AND status IN ('queued', 'downloading', 'rendering')),
-           (SELECT max(fair_finish) FROM jobs
-             WHERE client_network = $2 AND client_network IS NOT NULL
-               AND status IN ('queued', 'downloading', 'rendering'))))";
 
 /// admit_job's argument, one jsonb object: the one place its keys are spelled
 /// (sql/functions/admit_job.sql lists them too, and refuses a required key missing or null and
@@ -696,7 +646,7 @@ impl JobAdmission for PgJobStore {
         let args = AdmitArgs::new(job, limits, self.lock_timeout_ms, self.event_lease_ms);
         let args = serde_json::to_value(&args)
             .map_err(|e| StoreError::new(format!("admit_job's argument: {e}")))?;
-        let release = ReleaseArgs::new(self, limits.farm).to_json()?;
+        let release = self.release_args(limits.farm)?;
         let conn = db::checkout(&self.pool).await?;
         let admit_params = [(&args as &(dyn ToSql + Sync), Type::JSONB)];
         let admit = conn.query_row(ADMIT_SQL, &admit_params, "admit_job");
@@ -749,6 +699,24 @@ impl JobAdmission for PgJobStore {
             ResolveVerdict::Admitted => Ok(Resolved::Admitted),
             ResolveVerdict::Abandoned => Ok(Resolved::Abandoned),
         }
+    }
+}
+
+impl PgJobStore {
+    fn release_args(&self, room: FarmRoom) -> Result<serde_json::Value, StoreError> {
+        ReleaseArgs::new(room, self.lock_timeout_ms, self.event_lease_ms).to_json()
+    }
+}
+
+#[async_trait]
+impl JobRelease for PgJobStore {
+    async fn release(&self, room: FarmRoom) -> Result<Vec<OutboxEvent>, StoreError> {
+        let args = self.release_args(room)?;
+        let conn = db::checkout(&self.pool).await?;
+        let rows = conn
+            .query_typed(RELEASE_SQL, &[(&args, Type::JSONB)])
+            .await?;
+        Ok(released_events(&rows))
     }
 }
 
