@@ -251,3 +251,52 @@ async fn a_busy_farm_is_no_race_keys_and_honest_clients_are_admitted_and_served(
         );
     }
 }
+
+/// Each render event carries its client as the SQS message group (a fair queue on AWS serves
+/// one client's burst no sooner than another's): an anonymous client's network, or the key.
+#[tokio::test]
+async fn render_events_carry_their_client_as_the_message_group() {
+    let app = TestApp::spawn(&[]).await;
+    let anonymous = accepted_job(app.render("198.51.100.23", form_of(10)).await).await;
+    let key = app.create_key("100/minute", 5).await;
+    let keyed = app
+        .submit_with("198.51.100.24", &key.bearer, form_of(10))
+        .await;
+    let url = app.queue_url().await;
+    let mut groups = HashMap::new();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while groups.len() < 2 && Instant::now() < give_up {
+        let received = app
+            .sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(
+                aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId,
+            )
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for message in received.messages() {
+            let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
+            let group = message
+                .attributes()
+                .and_then(|a| {
+                    a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId)
+                })
+                .cloned();
+            groups.insert(body["job_id"].as_str().unwrap().to_owned(), group);
+        }
+    }
+    assert_eq!(
+        groups.get(&anonymous).cloned().flatten().as_deref(),
+        Some("198.51.100.0/24"),
+        "{groups:?}"
+    );
+    assert_eq!(
+        groups.get(&keyed).cloned().flatten(),
+        Some(key.client()),
+        "{groups:?}"
+    );
+}
