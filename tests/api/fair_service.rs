@@ -53,6 +53,19 @@ async fn starts(app: &TestApp) -> Vec<(String, String, Option<DateTime<Utc>>)> {
         .collect()
 }
 
+/// How many jobs started after `admitted_at` and before `job` did.
+fn starts_between(
+    start_of: &HashMap<String, DateTime<Utc>>,
+    job: &str,
+    admitted_at: DateTime<Utc>,
+) -> usize {
+    let own = start_of[job];
+    start_of
+        .values()
+        .filter(|at| **at > admitted_at && **at < own)
+        .count()
+}
+
 /// The issue's case: a bot key with 60 jobs queued, then six players submitting one job each.
 /// Before fair service each player's job started after 56–61 of the bot's; now each starts
 /// within a few starts of its admission, and every bot job still completes.
@@ -89,16 +102,12 @@ async fn a_players_job_starts_within_a_few_starts_behind_a_bots_sixty_queued_job
     for (id, status, _) in &started {
         assert_eq!(status, "completed", "job {id} completed");
     }
-    let start_of: HashMap<&str, DateTime<Utc>> = started
-        .iter()
-        .map(|(id, _, at)| (id.as_str(), at.expect("a start")))
+    let start_of: HashMap<String, DateTime<Utc>> = started
+        .into_iter()
+        .map(|(id, _, at)| (id, at.expect("a start")))
         .collect();
     for (job, admitted_at, position) in &players {
-        let own = start_of[job.as_str()];
-        let between = start_of
-            .values()
-            .filter(|at| **at > *admitted_at && **at < own)
-            .count();
+        let between = starts_between(&start_of, job, *admitted_at);
         assert!(
             between <= 7,
             "player job {job} started after {between} other starts since its admission \
@@ -240,11 +249,7 @@ async fn a_busy_farm_is_no_race_keys_and_honest_clients_are_admitted_and_served(
     // Five clients wait for two slots: each honest client's first job starts within the starts
     // of the others' heads, not behind a backlog.
     for (job, admitted_at) in honest.iter().take(1).chain(honest.iter().skip(3)) {
-        let own = start_of[job];
-        let between = start_of
-            .values()
-            .filter(|at| **at > *admitted_at && **at < own)
-            .count();
+        let between = starts_between(&start_of, job, *admitted_at);
         assert!(
             between <= 6,
             "honest job {job} started after {between} other starts since its admission"

@@ -74,7 +74,8 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
     }
 }
 
-fn report(to: JobStatus) -> Transition {
+/// A worker's report moving a job to `to`, with a deadline while active.
+pub(super) fn report(to: JobStatus) -> Transition {
     Transition {
         to,
         progress: None,

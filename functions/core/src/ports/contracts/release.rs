@@ -9,13 +9,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use super::fresh_caller;
-use super::jobs::{new_job, reported, ROOMY};
+use super::jobs::{new_job, report, reported, ROOMY};
 use crate::domain::caller::Caller;
 use crate::domain::farm::{RenderCost, Weight};
 use crate::domain::job::{JobId, JobStatus};
 use crate::ports::jobs::{
     Admission, CapacityLimits, FarmRoom, JobAdmission, JobHousekeeping, JobRelease, JobTransitions,
-    NewJob, Transition,
+    NewJob,
 };
 
 /// What the suites need of a store.
@@ -102,21 +102,12 @@ impl<'a, S: FairStore> Farm<'a, S> {
     /// The oldest job the farm holds renders and completes (or fails); the next is released.
     async fn finish_one(&mut self, ends: JobStatus) -> Option<JobId> {
         let id = self.holding.pop_front()?;
-        let step = |to| Transition {
-            to,
-            progress: None,
-            video_key: None,
-            thumb_key: None,
-            error: None,
-            error_code: None,
-            deadline_in: to.is_active().then_some(Duration::from_secs(600)),
-        };
         let moves: &[JobStatus] = match ends {
             JobStatus::Completed => &[JobStatus::Rendering, JobStatus::Completed],
             other => &[other],
         };
         for &to in moves {
-            let outcome = reported(self.store, id, step(to), None).await;
+            let outcome = reported(self.store, id, report(to), None).await;
             assert!(
                 matches!(
                     outcome,
@@ -335,16 +326,7 @@ async fn an_ended_job_frees_its_slot<S: FairStore>(store: &S) {
     );
     // A job waiting for release when the janitor expires the queue is never released (the
     // second is a worker's by then).
-    let taken = Transition {
-        to: JobStatus::Downloading,
-        progress: None,
-        video_key: None,
-        thumb_key: None,
-        error: None,
-        error_code: None,
-        deadline_in: Some(Duration::from_secs(600)),
-    };
-    reported(store, second.id, taken, None).await;
+    reported(store, second.id, report(JobStatus::Downloading), None).await;
     let third = job_of(&client, "ends", 60, 1);
     farm.admit(&third).await;
     store.expire_queued(Duration::ZERO).await.expect("answered");
