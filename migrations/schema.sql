@@ -204,6 +204,15 @@ BEGIN
                 CASE WHEN v_fair THEN 'infinity'::timestamptz
                      ELSE now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond' END)
         RETURNING id INTO event_id;
+        -- An earlier release's caller (a rollback) has no release_jobs: its admission hands
+        -- every held job to the render queue, as that release would have at their admission,
+        -- so no job admitted by this release waits forever. At most MAX_QUEUED rows, once.
+        IF NOT v_fair THEN
+            UPDATE jobs SET released_at = now()
+             WHERE status = 'queued' AND released_at IS NULL;
+            UPDATE outbox_events SET available_at = now()
+             WHERE status = 'pending' AND available_at = 'infinity';
+        END IF;
     END IF;
     verdict := 'admitted';
 END

@@ -68,8 +68,9 @@
 --   start = max(fair_clock, the latest finish tag among its fair client's active jobs), finish
 --   = start + render_cost / fair_weight, where the fair client is an anonymous client's network
 --   or the key; its event is held (available_at 'infinity', no attempt) until release_jobs
---   releases it. Without them (the code of an earlier release) the job is released at once and
---   its event leased to the caller's fast path, as before.
+--   releases it. Without them (the code of an earlier release, after a rollback) the job is
+--   released at once and its event leased to the caller's fast path, as before, and every
+--   job still held is released with it (that code never calls release_jobs).
 CREATE OR REPLACE FUNCTION admit_job(
     p jsonb,
     OUT verdict text,
@@ -258,6 +259,15 @@ BEGIN
                 CASE WHEN v_fair THEN 'infinity'::timestamptz
                      ELSE now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond' END)
         RETURNING id INTO event_id;
+        -- An earlier release's caller (a rollback) has no release_jobs: its admission hands
+        -- every held job to the render queue, as that release would have at their admission,
+        -- so no job admitted by this release waits forever. At most MAX_QUEUED rows, once.
+        IF NOT v_fair THEN
+            UPDATE jobs SET released_at = now()
+             WHERE status = 'queued' AND released_at IS NULL;
+            UPDATE outbox_events SET available_at = now()
+             WHERE status = 'pending' AND available_at = 'infinity';
+        END IF;
     END IF;
     verdict := 'admitted';
 END

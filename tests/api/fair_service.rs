@@ -305,3 +305,41 @@ async fn render_events_carry_their_client_as_the_message_group() {
         "{groups:?}"
     );
 }
+
+/// After a rollback, the earlier release's code never calls release_jobs: its first admission
+/// (admit_job without `render_cost`) hands every held job to the render queue, so no job this
+/// release admitted waits forever.
+#[tokio::test]
+async fn an_earlier_releases_admission_releases_every_held_job() {
+    let app = TestApp::spawn(&[("RENDER_SLOTS", "1"), ("RELEASE_AHEAD", "0")]).await;
+    accepted_job(app.render("198.51.100.31", form_of(10)).await).await;
+    let held = accepted_job(app.render("198.51.100.32", form_of(10)).await).await;
+    let held_events = "SELECT count(*) FROM outbox_events WHERE available_at = 'infinity'";
+    assert_eq!(
+        app.count(held_events).await,
+        1,
+        "one slot: the second job is held"
+    );
+    // The earlier release's argument: the keys it knew, no render_cost or fair_weight.
+    let old_release = serde_json::json!({
+        "id": uuid::Uuid::new_v4(), "client_ip": "198.51.100.33", "client_lock": 33,
+        "global_lock": 1, "skin": "Default", "config": {}, "replay_key": "replays/old.osr",
+        "replay_sha256": "00".repeat(32), "max_queued": 100, "max_rendering": 20,
+        "max_active_per_client": 2, "lock_timeout_ms": 1000, "event_payload": {},
+        "event_lease_ms": 30000,
+    });
+    let verdict: String = app
+        .db
+        .query_one("SELECT verdict FROM admit_job($1)", &[&old_release])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(verdict, "admitted");
+    assert_eq!(app.count(held_events).await, 0, "nothing is held any more");
+    let released = app
+        .count(&format!(
+            "SELECT count(*) FROM jobs WHERE id = '{held}' AND released_at IS NOT NULL"
+        ))
+        .await;
+    assert_eq!(released, 1, "the held job is released");
+}
