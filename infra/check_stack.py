@@ -16,6 +16,10 @@
 4. infra/deploy_params.py, the parameter list infra/deploy builds: precedence, the Stage guard,
    and that the SAM CLI reads the file it writes back to the same values.
 5. The AZ ids RDS Proxy is not offered in: infra/base.yaml's rule and infra/deploy agree.
+6. Deletion policies CloudFormation accepts as written: neither template uses the
+   AWS::LanguageExtensions transform (it refuses RetainExceptOnCreate), so every DeletionPolicy
+   and UpdateReplacePolicy is a literal CloudFormation knows; a resource with a fixed name that
+   outlives its stack (Retain) would stop the stage being made again, so none does.
 """
 import json
 import os
@@ -49,6 +53,7 @@ SAMPLES = {
     "AWS::SNS::Topic": "arn:aws:sns:us-east-1:123456789012:osurender-prod-alarms",
     "AWS::EC2::EIP": "203.0.113.7",
     ("AWS::RDS::DBProxy", "Endpoint"): "osurender-prod.proxy-abcdefghijkl.us-east-1.rds.amazonaws.com",
+    ("AWS::RDS::DBInstance", "Endpoint.Address"): "osurender-dev.abcdefghijkl.us-east-1.rds.amazonaws.com",
 }
 LIST_TYPES = {
     "AWS::EC2::Subnet": "List<AWS::EC2::Subnet::Id>",
@@ -298,6 +303,35 @@ def check_proxy_azs(root, base):
     check(in_rule and in_rule == in_script, f"AZ ids without RDS Proxy: base.yaml {sorted(in_rule)}, infra/deploy {sorted(in_script)}")
 
 
+# ---------------------------------------------------------------- 6. deletion policies
+
+POLICIES = {"DeletionPolicy": {"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"},
+            "UpdateReplacePolicy": {"Delete", "Retain", "Snapshot"}}
+# The properties that name a resource (a second one under the name fails "already exists").
+NAME_PROPERTIES = ("BucketName", "LogGroupName", "Name", "DBInstanceIdentifier", "TopicName", "QueueName")
+
+
+def check_policies(root):
+    for path in ("infra/base.yaml", "template.yaml"):
+        text = open(os.path.join(root, path)).read()
+        template = yaml_parse(text)
+        transforms = template.get("Transform", [])
+        transforms = transforms if isinstance(transforms, list) else [transforms]
+        check("AWS::LanguageExtensions" not in transforms,
+              f"{path}: Transform AWS::LanguageExtensions (it refuses RetainExceptOnCreate; deploys fail)")
+        for name, resource in template.get("Resources", {}).items():
+            for attribute, allowed in POLICIES.items():
+                value = resource.get(attribute)
+                if value is None:
+                    continue
+                check(isinstance(value, str) and value in allowed,
+                      f"{path} {name}: {attribute} {value!r} is not a literal of {sorted(allowed)} "
+                      f"(an intrinsic function there needs AWS::LanguageExtensions)")
+            named = any(p in resource.get("Properties", {}) for p in NAME_PROPERTIES)
+            check(not (named and resource.get("DeletionPolicy") == "Retain"),
+                  f"{path} {name}: a fixed name kept by DeletionPolicy Retain stops the stage being made again")
+
+
 def main(root):
     base = yaml_parse(open(os.path.join(root, "infra/base.yaml")).read())
     app = yaml_parse(open(os.path.join(root, "template.yaml")).read())
@@ -306,6 +340,7 @@ def main(root):
     check_gateway_responses(root, app)
     check_deploy_params(app)
     check_proxy_azs(root, base)
+    check_policies(root)
     for failure in failures:
         print(f"stack property: {failure}", file=sys.stderr)
     if failures:

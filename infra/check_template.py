@@ -408,7 +408,7 @@ def main(template_path, samconfig_path):
               f"CallbackWakesFailedAlarm: watches {name}'s failed wakes")
 
     # Lifecycles: renders/ go with their jobs (JOB_RETENTION), incoming/ stays as long as the
-    # failure queue keeps the events that point at it; prod keeps its log groups.
+    # failure queue keeps the events that point at it.
     check(globals_env.get("JOB_RETENTION") == {"Fn::Sub": "${JobRetentionDays}d"}, "Globals: JOB_RETENTION from JobRetentionDays")
     rules = {r.get("Prefix"): r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
     check(ref(rules.get("renders/", {}).get("ExpirationInDays")) == "JobRetentionDays",
@@ -417,12 +417,14 @@ def main(template_path, samconfig_path):
     failure_retention = resources["SkinIngestFailureQueue"]["Properties"].get("MessageRetentionPeriod")
     check(isinstance(incoming_days, int) and incoming_days * 86400 == failure_retention,
           f"Bucket: incoming/ kept {incoming_days} days, SkinIngestFailureQueue keeps events {failure_retention} s")
-    prod_kept = {"Fn::If": ["IsProd", "RetainExceptOnCreate", "Delete"]}
+    # Log groups: a retention, and deleted with the stack (a kept one under its fixed name would
+    # stop the stage being made again).
     for name, r in resources.items():
         if r["Type"] == "AWS::Logs::LogGroup":
-            check(r.get("DeletionPolicy") == prod_kept and r.get("UpdateReplacePolicy") == {"Fn::If": ["IsProd", "Retain", "Delete"]},
-                  f"{name}: kept in prod (DeletionPolicy RetainExceptOnCreate there)")
-    check(template.get("Conditions", {}).get("IsProd") == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}, "Conditions: IsProd")
+            check(r.get("DeletionPolicy") == "Delete" and r.get("UpdateReplacePolicy") == "Delete",
+                  f"{name}: DeletionPolicy and UpdateReplacePolicy Delete")
+            check(ref(r["Properties"].get("RetentionInDays")) == "LogRetentionDays",
+                  f"{name}: RetentionInDays from LogRetentionDays")
 
     # Alarms that reach someone: prod refuses to deploy without a topic, and every alarm tells it.
     check(
