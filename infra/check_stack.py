@@ -20,6 +20,10 @@
    AWS::LanguageExtensions transform (it refuses RetainExceptOnCreate), so every DeletionPolicy
    and UpdateReplacePolicy is a literal CloudFormation knows; a resource with a fixed name that
    outlives its stack (Retain) would stop the stage being made again, so none does.
+7. docs/DEPLOY.md says what the templates do: its per-route throttle table is template.yaml's
+   MethodSettings (route, function and its reserved concurrency, rate, burst), every alarm it
+   names exists, every alarm but the per-function Errors/Throttles pair is named in it, and the
+   wake queue's retention it states is CallbackWakeQueue's.
 """
 import json
 import os
@@ -332,6 +336,63 @@ def check_policies(root):
                   f"{path} {name}: a fixed name kept by DeletionPolicy Retain stops the stage being made again")
 
 
+# ---------------------------------------------------------------- 7. DEPLOY.md = the templates
+
+def doc_throttles(doc):
+    """docs/DEPLOY.md's table under **A throttle per route**: {(METHOD, path): (function, reserved, rate, burst)}."""
+    section = doc.partition("**A throttle per route**")[2].partition("\n\n###")[0]
+    rows = {}
+    for line in section.splitlines():
+        m = re.match(r"\| `([A-Z]+) (/[^`]*)` \| ([a-z-]+)(?: \((\d+)\))? \| ([\d.]+) \| (\d+) \|", line)
+        if m:
+            method, path, function, reserved, rate, burst = m.groups()
+            rows[(method, path)] = (function, reserved and int(reserved), float(rate), int(burst))
+    return rows
+
+
+def check_doc(root, base, app):
+    doc = open(os.path.join(root, "docs/DEPLOY.md")).read()
+    # The throttle table.
+    settings = {(s["HttpMethod"], s["ResourcePath"][1:].replace("~1", "/")): s
+                for s in app["Resources"]["Api"]["Properties"]["MethodSettings"] if s["ResourcePath"] != "/*"}
+    served = {}
+    for name, r in app["Resources"].items():
+        if r["Type"] != "AWS::Serverless::Function":
+            continue
+        for e in r["Properties"].get("Events", {}).values():
+            if e.get("Type") == "Api":
+                served[(e["Properties"]["Method"].upper(), e["Properties"]["Path"])] = (name, r["Properties"])
+    rows = doc_throttles(doc)
+    check(set(rows) == set(settings), f"DEPLOY.md's throttle table routes {sorted(set(rows) ^ set(settings))} differ from MethodSettings")
+    for route, (function, reserved, rate, burst) in rows.items():
+        s = settings.get(route)
+        if s is None:
+            continue
+        check((float(s["ThrottlingRateLimit"]), s["ThrottlingBurstLimit"]) == (rate, burst),
+              f"DEPLOY.md's throttle of {' '.join(route)} is {rate:g}/{burst}, template.yaml's "
+              f"{s['ThrottlingRateLimit']}/{s['ThrottlingBurstLimit']}")
+        name, props = served.get(route, (None, {}))
+        expected = re.sub(r"(?<!^)([A-Z])", r"-\1", (name or "").removesuffix("Function")).lower()
+        check(function == expected, f"DEPLOY.md names {function} behind {' '.join(route)}, template.yaml {expected}")
+        if reserved is not None:
+            value = props.get("ReservedConcurrentExecutions")
+            default = app["Parameters"][value["Ref"]]["Default"] if isinstance(value, dict) else value
+            check(int(default) == reserved, f"DEPLOY.md: {function} reserves {reserved}, template.yaml {default}")
+    # The alarms.
+    names = set(base["Resources"]) | set(app["Resources"])
+    for alarm in sorted(set(re.findall(r"`([A-Z][A-Za-z0-9]+Alarm)`", doc))):
+        check(alarm in names, f"DEPLOY.md names {alarm}, which neither template has")
+    for template in (base, app):
+        for name, r in template["Resources"].items():
+            if r["Type"] == "AWS::CloudWatch::Alarm" and not re.search(r"(Errors|Throttles)Alarm$", name):
+                check(f"`{name}`" in doc, f"{name} is not in DEPLOY.md")
+    # The wake queue's retention.
+    m = re.search(r"`CallbackWakeQueue` keeps messages (\d+) s", doc)
+    retention = app["Resources"]["CallbackWakeQueue"]["Properties"].get("MessageRetentionPeriod")
+    check(m is not None and int(m.group(1)) == retention,
+          f"DEPLOY.md: `CallbackWakeQueue` keeps messages {m and m.group(1)} s, template.yaml {retention}")
+
+
 def main(root):
     base = yaml_parse(open(os.path.join(root, "infra/base.yaml")).read())
     app = yaml_parse(open(os.path.join(root, "template.yaml")).read())
@@ -341,6 +402,7 @@ def main(root):
     check_deploy_params(app)
     check_proxy_azs(root, base)
     check_policies(root)
+    check_doc(root, base, app)
     for failure in failures:
         print(f"stack property: {failure}", file=sys.stderr)
     if failures:

@@ -64,6 +64,15 @@ class FakeCloudFormation:
 
 
 class ReviewInProgress(unittest.TestCase):
+    def setUp(self):
+        # A wait sleeps 15 s per look, for an hour: here any sleep fails the test at once.
+        def waited(seconds):
+            raise AssertionError("waited on a stack in REVIEW_IN_PROGRESS")
+        self.sleep, aws.time.sleep = aws.time.sleep, waited
+
+    def tearDown(self):
+        aws.time.sleep = self.sleep
+
     def test_settle_never_waits_on_review_in_progress(self):
         cf = FakeCloudFormation(["REVIEW_IN_PROGRESS"])
         # A wait would sleep 15 s per look and end only after an hour.
