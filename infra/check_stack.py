@@ -24,6 +24,10 @@
    MethodSettings (route, function and its reserved concurrency, rate, burst), every alarm it
    names exists, every alarm but the per-function Errors/Throttles pair is named in it, and the
    wake queue's retention it states is CallbackWakeQueue's.
+8. What a stage costs and keeps: each log type the database exports has its log group, made
+   before the database, with a retention; every stage has its AWS Budgets budget on the alarm
+   topic, a MonthlyBudgetUsd and the cost tag in samconfig (infra/cost.py holds the idle cost
+   under it).
 """
 import json
 import os
@@ -393,6 +397,39 @@ def check_doc(root, base, app):
           f"DEPLOY.md: `CallbackWakeQueue` keeps messages {m and m.group(1)} s, template.yaml {retention}")
 
 
+# ---------------------------------------------------------------- 8. logs and budget
+
+def check_cost_guards(root, base):
+    resources = base["Resources"]
+    db = resources["Database"]
+    check(db["Properties"].get("DBInstanceIdentifier") == {"Fn::Sub": "osurender-${Stage}"},
+          "Database: DBInstanceIdentifier osurender-${Stage} (its log groups and the dashboard name it)")
+    depends = db.get("DependsOn", [])
+    depends = [depends] if isinstance(depends, str) else depends
+    for kind in db["Properties"].get("EnableCloudwatchLogsExports", []):
+        wanted = {"Fn::Sub": f"/aws/rds/instance/osurender-${{Stage}}/{kind}"}
+        groups = [n for n, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"
+                  and r["Properties"].get("LogGroupName") == wanted]
+        check(len(groups) == 1 and "RetentionInDays" in resources[groups[0]]["Properties"] and groups[0] in depends,
+              f"Database exports {kind}: its log group, with a retention, made before the database")
+    budgets = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Budgets::Budget"]
+    check(len(budgets) == 1, "base.yaml: one AWS::Budgets::Budget")
+    for b in budgets:
+        check(b["Budget"].get("BudgetLimit", {}).get("Amount") == {"Ref": "MonthlyBudgetUsd"}, "Budget: MonthlyBudgetUsd")
+        subscribers = [sub for n in b.get("NotificationsWithSubscribers", []) for sub in n["Subscribers"]]
+        check(subscribers and all(sub == {"SubscriptionType": "SNS", "Address": {"Ref": "AlarmTopic"}} for sub in subscribers),
+              "Budget: notifies the alarm topic")
+    import tomlkit
+    config = tomlkit.parse(open(os.path.join(root, "samconfig.toml")).read()).unwrap()
+    for env in [e for e in config if e.endswith("-base")]:
+        deploy = config[env].get("deploy", {}).get("parameters", {})
+        stage = dp.pairs(deploy.get("parameter_overrides")).get("Stage")
+        check("MonthlyBudgetUsd" in dp.pairs(deploy.get("parameter_overrides")), f"samconfig [{env}]: MonthlyBudgetUsd")
+        for part in (env, env[: -len("-base")]):
+            tags = config.get(part, {}).get("deploy", {}).get("parameters", {}).get("tags", "")
+            check(f"osurender-stage={stage}" in str(tags).split(), f"samconfig [{part}]: tags osurender-stage={stage} (the budget's filter)")
+
+
 def main(root):
     base = yaml_parse(open(os.path.join(root, "infra/base.yaml")).read())
     app = yaml_parse(open(os.path.join(root, "template.yaml")).read())
@@ -403,6 +440,7 @@ def main(root):
     check_proxy_azs(root, base)
     check_policies(root)
     check_doc(root, base, app)
+    check_cost_guards(root, base)
     for failure in failures:
         print(f"stack property: {failure}", file=sys.stderr)
     if failures:

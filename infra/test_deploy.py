@@ -184,6 +184,57 @@ class ReplacingParameters(unittest.TestCase):
         self.assertIs(base["Resources"]["Database"]["Properties"].get("AllowMajorVersionUpgrade"), True)
 
 
+class Pages:
+    def __init__(self, pages):
+        self.pages = pages
+
+    def paginate(self, **kwargs):
+        return self.pages
+
+
+class AlarmEmailAndLeftovers(unittest.TestCase):
+    def session(self, subscriptions=(), bucket_code=None):
+        class Cf:
+            def describe_stacks(self, StackName):
+                return {"Stacks": [{"Outputs": [{"OutputKey": "AlarmTopicArn", "OutputValue": "arn:topic"}]}]}
+
+        class Sns:
+            def get_paginator(self, name):
+                return Pages([{"Subscriptions": list(subscriptions)}])
+
+        class Sts:
+            def get_caller_identity(self):
+                return {"Account": "123456789012"}
+
+        class S3:
+            def head_bucket(self, Bucket, ExpectedBucketOwner):
+                if bucket_code:
+                    raise ClientError({"Error": {"Code": bucket_code}}, "HeadBucket")
+                return {}
+
+        class Session:
+            region_name = "us-east-1"
+
+            def client(self, name):
+                return {"cloudformation": Cf(), "sns": Sns(), "sts": Sts(), "s3": S3()}[name]
+        return Session()
+
+    def test_an_unconfirmed_subscription_is_reported(self):
+        pending = {"Protocol": "email", "Endpoint": "a@example.com", "SubscriptionArn": "PendingConfirmation"}
+        confirmed = {"Protocol": "email", "Endpoint": "a@example.com", "SubscriptionArn": "arn:aws:sns:x:1:t:abc"}
+        self.assertEqual(aws.alarm_email(self.session([pending]), "base"), ("PENDING", ["a@example.com"]))
+        self.assertEqual(aws.alarm_email(self.session([confirmed]), "base")[0], "CONFIRMED")
+        self.assertEqual(aws.alarm_email(self.session([]), "base")[0], "NONE")
+
+    def test_a_deleted_stages_bucket_is_found_before_a_first_create(self):
+        self.assertEqual(aws.leftovers(self.session(), "dev"), ["osurender-dev-123456789012-us-east-1"])
+        self.assertEqual(aws.leftovers(self.session(bucket_code="404"), "dev"), [])
+        from samtranslator.yaml_helper import yaml_parse
+        app = yaml_parse(open(os.path.join(ROOT, "template.yaml")).read())
+        self.assertEqual(app["Resources"]["Bucket"]["Properties"]["BucketName"],
+                         {"Fn::Sub": "osurender-${Stage}-${AWS::AccountId}-${AWS::Region}"})
+
+
 class Scripts(unittest.TestCase):
     def test_smoke_refuses_a_live_key(self):
         run = subprocess.run([os.path.join(ROOT, "infra/smoke"), "http://127.0.0.1:9"], capture_output=True, text=True,
