@@ -15,8 +15,10 @@ listed in docs/DEPLOY.md between the markers `<!-- standin-cannot-create -->` an
      requires every other resource CREATE_COMPLETE, the network, database, topic and role to
      exist behind their ids as the template describes them, and every output to be there;
   3. deletes the stack, and whatever of it is left if the delete fails.
-The transform (AWS::LanguageExtensions) and DeletionPolicy/UpdateReplacePolicy attributes are
-removed for the stand-in, which knows neither; cfn-lint and `sam validate --lint` check them.
+DeletionPolicy/UpdateReplacePolicy attributes are removed for the stand-in, which knows neither;
+cfn-lint, `sam validate --lint` and infra/check_stack.py check them. A resource whose Condition is
+false with the stand-in's parameters (the defaults: NAT gateway, endpoints in both AZs, RDS Proxy)
+must not be there; the rest must.
 """
 import os
 import re
@@ -26,6 +28,9 @@ import time
 
 import boto3
 from samtranslator.yaml_helper import yaml_parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost  # noqa: E402  (its condition evaluator)
 
 ENDPOINT = os.environ.get("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
 REGION = os.environ.get("AWS_REGION", "us-east-1")
@@ -172,7 +177,10 @@ class Lookup:
 
     def EC2_Route(self, name, props, pid, physical):
         table = self.ec2.describe_route_tables(RouteTableIds=[physical[props["RouteTableId"]["Ref"]]])["RouteTables"][0]
-        target = physical[(props.get("GatewayId") or props.get("NatGatewayId"))["Ref"]]
+        # NatGatewayId / InstanceId: an Fn::If on the egress kind, its NAT gateway branch here.
+        targets = [props.get(k) for k in ("GatewayId", "NatGatewayId")]
+        targets = [t["Fn::If"][1] if isinstance(t, dict) and "Fn::If" in t else t for t in targets if t]
+        target = physical[targets[0]["Ref"]]
         return any(r.get("DestinationCidrBlock") == props["DestinationCidrBlock"]
                    and target in (r.get("GatewayId"), r.get("NatGatewayId")) for r in table["Routes"])
 
@@ -187,6 +195,14 @@ class Lookup:
 
     def EC2_SecurityGroup(self, name, props, pid, physical):
         return bool(self.ec2.describe_security_groups(GroupIds=[pid])["SecurityGroups"])
+
+    def Logs_LogGroup(self, name, props, pid, physical):
+        wanted = props["LogGroupName"]["Fn::Sub"].replace("${Stage}", self.stage)
+        return any(g["logGroupName"] == wanted for g in client("logs").describe_log_groups(logGroupNamePrefix=wanted)["logGroups"])
+
+    def SNS_TopicPolicy(self, name, props, pid, physical):
+        topic = next(t["TopicArn"] for t in self.sns.list_topics()["Topics"] if t["TopicArn"].endswith(f":osurender-{self.stage}-alarms"))
+        return "budgets.amazonaws.com" in self.sns.get_topic_attributes(TopicArn=topic)["Attributes"].get("Policy", "")
 
     def EC2_SecurityGroupIngress(self, name, props, pid, physical):
         group = self.ec2.describe_security_groups(GroupIds=[physical[props["GroupId"]["Ref"]]])["SecurityGroups"][0]
@@ -354,7 +370,12 @@ def main(base_path, deploy_md):
         check(created and created["StackStatus"] == "CREATE_COMPLETE",
               f"stack {stack}: {created and created['StackStatus']} {created and created.get('StackStatusReason')}")
         exists = Lookup(stack, stage)
+        values = {k: str(v.get("Default", "")) for k, v in template["Parameters"].items()}
+        values.update({p["ParameterKey"]: p["ParameterValue"] for p in params(stage)})
         for name, resource in standin["Resources"].items():
+            if "Condition" in resource and not cost.condition_true(template, values, resource["Condition"]):
+                check(name not in physical, f"{name}: created, though its condition {resource['Condition']} is false")
+                continue
             check(exists(name, resource, physical), f"{name} ({resource['Type']}) was not created")
         outputs = {o["OutputKey"]: o["OutputValue"] for o in (created or {}).get("Outputs", [])}
         check(set(outputs) == set(template["Outputs"]),

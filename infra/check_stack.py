@@ -16,6 +16,18 @@
 4. infra/deploy_params.py, the parameter list infra/deploy builds: precedence, the Stage guard,
    and that the SAM CLI reads the file it writes back to the same values.
 5. The AZ ids RDS Proxy is not offered in: infra/base.yaml's rule and infra/deploy agree.
+6. Deletion policies CloudFormation accepts as written: neither template uses the
+   AWS::LanguageExtensions transform (it refuses RetainExceptOnCreate), so every DeletionPolicy
+   and UpdateReplacePolicy is a literal CloudFormation knows; a resource with a fixed name that
+   outlives its stack (Retain) would stop the stage being made again, so none does.
+7. docs/DEPLOY.md says what the templates do: its per-route throttle table is template.yaml's
+   MethodSettings (route, function and its reserved concurrency, rate, burst), every alarm it
+   names exists, every alarm but the per-function Errors/Throttles pair is named in it, and the
+   wake queue's retention it states is CallbackWakeQueue's.
+8. What a stage costs and keeps: each log type the database exports has its log group, made
+   before the database, with a retention; every stage has its AWS Budgets budget on the alarm
+   topic, a MonthlyBudgetUsd and the cost tag in samconfig (infra/cost.py holds the idle cost
+   under it).
 """
 import json
 import os
@@ -49,6 +61,7 @@ SAMPLES = {
     "AWS::SNS::Topic": "arn:aws:sns:us-east-1:123456789012:osurender-prod-alarms",
     "AWS::EC2::EIP": "203.0.113.7",
     ("AWS::RDS::DBProxy", "Endpoint"): "osurender-prod.proxy-abcdefghijkl.us-east-1.rds.amazonaws.com",
+    ("AWS::RDS::DBInstance", "Endpoint.Address"): "osurender-dev.abcdefghijkl.us-east-1.rds.amazonaws.com",
 }
 LIST_TYPES = {
     "AWS::EC2::Subnet": "List<AWS::EC2::Subnet::Id>",
@@ -298,6 +311,125 @@ def check_proxy_azs(root, base):
     check(in_rule and in_rule == in_script, f"AZ ids without RDS Proxy: base.yaml {sorted(in_rule)}, infra/deploy {sorted(in_script)}")
 
 
+# ---------------------------------------------------------------- 6. deletion policies
+
+POLICIES = {"DeletionPolicy": {"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"},
+            "UpdateReplacePolicy": {"Delete", "Retain", "Snapshot"}}
+# The properties that name a resource (a second one under the name fails "already exists").
+NAME_PROPERTIES = ("BucketName", "LogGroupName", "Name", "DBInstanceIdentifier", "TopicName", "QueueName")
+
+
+def check_policies(root):
+    for path in ("infra/base.yaml", "template.yaml"):
+        text = open(os.path.join(root, path)).read()
+        template = yaml_parse(text)
+        transforms = template.get("Transform", [])
+        transforms = transforms if isinstance(transforms, list) else [transforms]
+        check("AWS::LanguageExtensions" not in transforms,
+              f"{path}: Transform AWS::LanguageExtensions (it refuses RetainExceptOnCreate; deploys fail)")
+        for name, resource in template.get("Resources", {}).items():
+            for attribute, allowed in POLICIES.items():
+                value = resource.get(attribute)
+                if value is None:
+                    continue
+                check(isinstance(value, str) and value in allowed,
+                      f"{path} {name}: {attribute} {value!r} is not a literal of {sorted(allowed)} "
+                      f"(an intrinsic function there needs AWS::LanguageExtensions)")
+            named = any(p in resource.get("Properties", {}) for p in NAME_PROPERTIES)
+            check(not (named and resource.get("DeletionPolicy") == "Retain"),
+                  f"{path} {name}: a fixed name kept by DeletionPolicy Retain stops the stage being made again")
+
+
+# ---------------------------------------------------------------- 7. DEPLOY.md = the templates
+
+def doc_throttles(doc):
+    """docs/DEPLOY.md's table under **A throttle per route**: {(METHOD, path): (function, reserved, rate, burst)}."""
+    section = doc.partition("**A throttle per route**")[2].partition("\n\n###")[0]
+    rows = {}
+    for line in section.splitlines():
+        m = re.match(r"\| `([A-Z]+) (/[^`]*)` \| ([a-z-]+)(?: \((\d+)\))? \| ([\d.]+) \| (\d+) \|", line)
+        if m:
+            method, path, function, reserved, rate, burst = m.groups()
+            rows[(method, path)] = (function, reserved and int(reserved), float(rate), int(burst))
+    return rows
+
+
+def check_doc(root, base, app):
+    doc = open(os.path.join(root, "docs/DEPLOY.md")).read()
+    # The throttle table.
+    settings = {(s["HttpMethod"], s["ResourcePath"][1:].replace("~1", "/")): s
+                for s in app["Resources"]["Api"]["Properties"]["MethodSettings"] if s["ResourcePath"] != "/*"}
+    served = {}
+    for name, r in app["Resources"].items():
+        if r["Type"] != "AWS::Serverless::Function":
+            continue
+        for e in r["Properties"].get("Events", {}).values():
+            if e.get("Type") == "Api":
+                served[(e["Properties"]["Method"].upper(), e["Properties"]["Path"])] = (name, r["Properties"])
+    rows = doc_throttles(doc)
+    check(set(rows) == set(settings), f"DEPLOY.md's throttle table routes {sorted(set(rows) ^ set(settings))} differ from MethodSettings")
+    for route, (function, reserved, rate, burst) in rows.items():
+        s = settings.get(route)
+        if s is None:
+            continue
+        check((float(s["ThrottlingRateLimit"]), s["ThrottlingBurstLimit"]) == (rate, burst),
+              f"DEPLOY.md's throttle of {' '.join(route)} is {rate:g}/{burst}, template.yaml's "
+              f"{s['ThrottlingRateLimit']}/{s['ThrottlingBurstLimit']}")
+        name, props = served.get(route, (None, {}))
+        expected = re.sub(r"(?<!^)([A-Z])", r"-\1", (name or "").removesuffix("Function")).lower()
+        check(function == expected, f"DEPLOY.md names {function} behind {' '.join(route)}, template.yaml {expected}")
+        if reserved is not None:
+            value = props.get("ReservedConcurrentExecutions")
+            default = app["Parameters"][value["Ref"]]["Default"] if isinstance(value, dict) else value
+            check(int(default) == reserved, f"DEPLOY.md: {function} reserves {reserved}, template.yaml {default}")
+    # The alarms.
+    names = set(base["Resources"]) | set(app["Resources"])
+    for alarm in sorted(set(re.findall(r"`([A-Z][A-Za-z0-9]+Alarm)`", doc))):
+        check(alarm in names, f"DEPLOY.md names {alarm}, which neither template has")
+    for template in (base, app):
+        for name, r in template["Resources"].items():
+            if r["Type"] == "AWS::CloudWatch::Alarm" and not re.search(r"(Errors|Throttles)Alarm$", name):
+                check(f"`{name}`" in doc, f"{name} is not in DEPLOY.md")
+    # The wake queue's retention.
+    m = re.search(r"`CallbackWakeQueue` keeps messages (\d+) s", doc)
+    retention = app["Resources"]["CallbackWakeQueue"]["Properties"].get("MessageRetentionPeriod")
+    check(m is not None and int(m.group(1)) == retention,
+          f"DEPLOY.md: `CallbackWakeQueue` keeps messages {m and m.group(1)} s, template.yaml {retention}")
+
+
+# ---------------------------------------------------------------- 8. logs and budget
+
+def check_cost_guards(root, base):
+    resources = base["Resources"]
+    db = resources["Database"]
+    check(db["Properties"].get("DBInstanceIdentifier") == {"Fn::Sub": "osurender-${Stage}"},
+          "Database: DBInstanceIdentifier osurender-${Stage} (its log groups and the dashboard name it)")
+    depends = db.get("DependsOn", [])
+    depends = [depends] if isinstance(depends, str) else depends
+    for kind in db["Properties"].get("EnableCloudwatchLogsExports", []):
+        wanted = {"Fn::Sub": f"/aws/rds/instance/osurender-${{Stage}}/{kind}"}
+        groups = [n for n, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"
+                  and r["Properties"].get("LogGroupName") == wanted]
+        check(len(groups) == 1 and "RetentionInDays" in resources[groups[0]]["Properties"] and groups[0] in depends,
+              f"Database exports {kind}: its log group, with a retention, made before the database")
+    budgets = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Budgets::Budget"]
+    check(len(budgets) == 1, "base.yaml: one AWS::Budgets::Budget")
+    for b in budgets:
+        check(b["Budget"].get("BudgetLimit", {}).get("Amount") == {"Ref": "MonthlyBudgetUsd"}, "Budget: MonthlyBudgetUsd")
+        subscribers = [sub for n in b.get("NotificationsWithSubscribers", []) for sub in n["Subscribers"]]
+        check(subscribers and all(sub == {"SubscriptionType": "SNS", "Address": {"Ref": "AlarmTopic"}} for sub in subscribers),
+              "Budget: notifies the alarm topic")
+    import tomlkit
+    config = tomlkit.parse(open(os.path.join(root, "samconfig.toml")).read()).unwrap()
+    for env in [e for e in config if e.endswith("-base")]:
+        deploy = config[env].get("deploy", {}).get("parameters", {})
+        stage = dp.pairs(deploy.get("parameter_overrides")).get("Stage")
+        check("MonthlyBudgetUsd" in dp.pairs(deploy.get("parameter_overrides")), f"samconfig [{env}]: MonthlyBudgetUsd")
+        for part in (env, env[: -len("-base")]):
+            tags = config.get(part, {}).get("deploy", {}).get("parameters", {}).get("tags", "")
+            check(f"osurender-stage={stage}" in str(tags).split(), f"samconfig [{part}]: tags osurender-stage={stage} (the budget's filter)")
+
+
 def main(root):
     base = yaml_parse(open(os.path.join(root, "infra/base.yaml")).read())
     app = yaml_parse(open(os.path.join(root, "template.yaml")).read())
@@ -306,6 +438,9 @@ def main(root):
     check_gateway_responses(root, app)
     check_deploy_params(app)
     check_proxy_azs(root, base)
+    check_policies(root)
+    check_doc(root, base, app)
+    check_cost_guards(root, base)
     for failure in failures:
         print(f"stack property: {failure}", file=sys.stderr)
     if failures:

@@ -48,6 +48,16 @@ CONCURRENCY = {
 }
 
 
+# Base parameters whose change replaces the database: CloudFormation would make a new, empty
+# instance (and the stack policy infra/deploy sets then fails the update). Refused up front.
+REPLACING = {
+    "DbName": "the database's name is fixed at its creation, so CloudFormation would replace the "
+              "instance with a new, empty one",
+    "DbSnapshotIdentifier": "a database is restored from a snapshot only when it is created, so "
+                            "CloudFormation would replace the instance",
+}
+
+
 class DeployError(Exception):
     pass
 
@@ -113,6 +123,14 @@ def resolve(template, samconfig_overrides, computed=None, overrides=None, existi
         raise DeployError(f"Stage would be {got!r} ({source}), not {stage!r}: refused")
     if missing:
         raise DeployError(f"no value for {', '.join(missing)} (pass --parameter-overrides {missing[0]}=...)")
+    for name, why in REPLACING.items():
+        if name in params and name in existing and name in values and values[name][0] != existing[name]:
+            raise DeployError(f"{name} would change from {existing[name]!r} to {values[name][0]!r} "
+                              f"({values[name][1]}): {why}. Refused (docs/DEPLOY.md, 'Restore' to move data).")
+    if "DbEngineVersion" in existing and "DbEngineVersion" in values:
+        old, new = existing["DbEngineVersion"], values["DbEngineVersion"][0]
+        if old.isdigit() and new.isdigit() and int(new) < int(old):
+            raise DeployError(f"DbEngineVersion {old} to {new}: RDS cannot downgrade PostgreSQL. Refused.")
     for name, (value, source) in values.items():
         spec = params[name]
         allowed = spec.get("AllowedValues")

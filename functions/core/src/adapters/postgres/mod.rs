@@ -18,7 +18,8 @@ use std::time::Duration;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use deadpool_postgres::{
-    ConfigConnectImpl, Connect, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
+    ConfigConnectImpl, Connect, Hook, HookError, Manager, ManagerConfig, Metrics, Object, Pool,
+    RecyclingMethod, Runtime,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
@@ -79,6 +80,21 @@ pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreErro
         .map_err(|e| StoreError::new(format!("DATABASE_URL: {e}")))
 }
 
+/// The longest a pooled connection is reused after its last checkout. RDS Proxy closes a
+/// client connection idle for its `IdleClientTimeout` (30 minutes by default), and a warm
+/// function may learn of that only from its next statement's failure (the close arrived
+/// while it was frozen): a connection idle longer than this is dropped at checkout and a
+/// new one made instead, well inside the proxy's timeout.
+pub const MAX_IDLE: Duration = Duration::from_secs(20 * 60);
+
+/// The `pre_recycle` check: a connection idle past `MAX_IDLE` is not handed out again.
+fn fresh_enough(metrics: &Metrics) -> Result<(), HookError> {
+    if metrics.last_used() > MAX_IDLE {
+        return Err(HookError::message("idle past MAX_IDLE: closed, not reused"));
+    }
+    Ok(())
+}
+
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
 /// Its connections are made as `tls` says (`Config::db_sslmode`), whatever `pg`'s `sslmode` was.
@@ -126,6 +142,7 @@ pub fn rotating_pool(
         .wait_timeout(Some(timeout))
         .create_timeout(Some(timeout))
         .recycle_timeout(Some(timeout))
+        .pre_recycle(Hook::sync_fn(|_, metrics| fresh_enough(metrics)))
         .build()
         .map_err(|e| StoreError::new(e.to_string()))
 }
@@ -261,4 +278,45 @@ impl Dependency for PostgresCheck {
 /// A duration as the whole milliseconds the statements take (saturating).
 fn millis(duration: std::time::Duration) -> i64 {
     duration.as_millis().try_into().unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn used_ago(idle: Duration) -> Metrics {
+        let at = Instant::now()
+            .checked_sub(idle)
+            .expect("the clock is past `idle`");
+        Metrics {
+            created: at,
+            recycled: Some(at),
+            recycle_count: 1,
+        }
+    }
+
+    #[test]
+    fn a_connection_idle_past_the_proxy_timeout_is_not_reused() {
+        assert!(fresh_enough(&used_ago(Duration::from_secs(5))).is_ok());
+        assert!(fresh_enough(&used_ago(MAX_IDLE - Duration::from_secs(1))).is_ok());
+        // A quiet night, or just past RDS Proxy's 30-minute IdleClientTimeout.
+        assert!(fresh_enough(&used_ago(MAX_IDLE + Duration::from_secs(1))).is_err());
+        assert!(fresh_enough(&used_ago(Duration::from_secs(31 * 60))).is_err());
+        // Never checked out since it was made counts from its creation.
+        let made = Instant::now()
+            .checked_sub(Duration::from_secs(40 * 60))
+            .unwrap();
+        let never = Metrics {
+            created: made,
+            recycled: None,
+            recycle_count: 0,
+        };
+        assert!(fresh_enough(&never).is_err());
+        assert!(
+            MAX_IDLE < Duration::from_secs(30 * 60),
+            "inside the proxy's idle timeout"
+        );
+    }
 }

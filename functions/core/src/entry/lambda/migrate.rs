@@ -176,11 +176,16 @@ impl CustomResourceRequest {
     /// Why this event is answered without reading configuration, secret or database: a
     /// Delete (the schema outlives the stack), or an Update whose `MigrateVersion` is older
     /// than the one it replaces — CloudFormation rolling back, after the newer code's deploy
-    /// failed (perhaps on the database itself). `MigrateVersion` is the function's published
-    /// version, a number that grows with each code change, so it is compared as one; a value
-    /// that is not a number is no rollback (the run then finds any newer schema and keeps it).
+    /// failed (perhaps on the database itself). `MigrateVersion` is `!Ref` of the function's
+    /// published version: its ARN (`arn:aws:lambda:…:function:name:12`), whose number after
+    /// the last `:` grows with each code change, so that number is compared (a bare number
+    /// too); a value without one is no rollback (the run then finds any newer schema and
+    /// keeps it).
     pub fn untouched(&self) -> Option<String> {
-        let number = |version: &Option<String>| version.as_deref()?.trim().parse::<u64>().ok();
+        let number = |version: &Option<String>| {
+            let version = version.as_deref()?.trim();
+            version.rsplit(':').next()?.parse::<u64>().ok()
+        };
         match self.request_type.as_str() {
             "Delete" => Some("the schema is kept".into()),
             "Update" => match (
@@ -313,7 +318,18 @@ mod tests {
 
     #[test]
     fn an_update_to_an_older_version_is_a_rollback_left_untouched() {
-        for (new, old) in [(json!("3"), json!("12")), (json!(9), json!("10"))] {
+        let arn = |n: u32| {
+            json!(format!(
+                "arn:aws:lambda:us-east-1:123456789012:function:osurender-dev-migrate:{n}"
+            ))
+        };
+        for (new, old) in [
+            (json!("3"), json!("12")),
+            (json!(9), json!("10")),
+            // What `!Ref MigrateFunction.Version` gives on AWS: the version's ARN.
+            (arn(9), arn(10)),
+            (arn(3), arn(12)),
+        ] {
             let request = update(new.clone(), old.clone());
             let why = request.untouched().expect("a rollback");
             assert!(why.contains("rollback"), "{why}");
@@ -325,7 +341,13 @@ mod tests {
         // Numerically: "10" after "9" is forward, as are the same version and odd values.
         for (new, old) in [
             (json!("10"), json!("9")),
+            (arn(10), arn(9)),
             (json!("4"), json!("4")),
+            (arn(4), arn(4)),
+            (
+                json!("arn:aws:lambda:us-east-1:123456789012:function:osurender-dev-migrate"),
+                arn(7),
+            ),
             (json!("$LATEST"), json!("7")),
             (json!("3"), Value::Null),
         ] {
