@@ -100,6 +100,18 @@ BEGIN
     IF NOT v_sandbox THEN
         PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
+        -- An earlier release's caller (a rollback) has no release_jobs: its admission hands
+        -- every held job to the render queue, as that release would have at their admission,
+        -- so no job admitted by this release waits forever (at most MAX_QUEUED rows, once).
+        -- Before this admission's insert takes job_counts' row: jobs' rows first, as every
+        -- statement that changes a job.
+        IF (p ->> 'render_cost') IS NULL THEN
+            UPDATE jobs SET released_at = now()
+             WHERE status = 'queued' AND released_at IS NULL;
+            UPDATE outbox_events SET available_at = now()
+             WHERE status = 'pending' AND available_at = 'infinity';
+        END IF;
+
         SELECT * INTO v_counts FROM job_counts;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'job_counts has no row';
@@ -139,18 +151,12 @@ BEGIN
             RAISE EXCEPTION 'admit_job: render_cost and fair_weight must be positive';
         END IF;
         -- Under the global lock, which release_jobs takes too: the clock cannot move meanwhile.
-        SELECT virtual_time INTO v_start FROM fair_clock;
+        SELECT greatest(c.virtual_time, (SELECT f.finish FROM fair_clients f
+                                          WHERE f.client = coalesce(v_network, v_client)))
+          INTO v_start
+          FROM fair_clock c;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'fair_clock has no row';
-        END IF;
-        -- The fair client's active jobs, by the index of its cap: at most that cap's rows.
-        IF v_network IS NULL THEN
-            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
-             WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
-        ELSE
-            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
-             WHERE client_network = v_network AND client_network IS NOT NULL
-               AND status IN ('queued', 'downloading', 'rendering');
         END IF;
     END IF;
 
@@ -196,6 +202,11 @@ BEGIN
            CROSS JOIN LATERAL (SELECT CASE WHEN c.step ->> 'status' = 'failed'
                                            THEN v_failure END) AS f (failure)
      WHERE p ->> 'callback_url' IS NOT NULL;
+    IF v_fair THEN
+        INSERT INTO fair_clients (client, finish)
+        VALUES (coalesce(v_network, v_client), v_start + v_cost / v_weight)
+        ON CONFLICT (client) DO UPDATE SET finish = excluded.finish;
+    END IF;
     IF NOT v_sandbox THEN
         -- Held for release_jobs, or (an earlier release's caller) leased to its fast path.
         INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
@@ -204,15 +215,6 @@ BEGIN
                 CASE WHEN v_fair THEN 'infinity'::timestamptz
                      ELSE now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond' END)
         RETURNING id INTO event_id;
-        -- An earlier release's caller (a rollback) has no release_jobs: its admission hands
-        -- every held job to the render queue, as that release would have at their admission,
-        -- so no job admitted by this release waits forever. At most MAX_QUEUED rows, once.
-        IF NOT v_fair THEN
-            UPDATE jobs SET released_at = now()
-             WHERE status = 'queued' AND released_at IS NULL;
-            UPDATE outbox_events SET available_at = now()
-             WHERE status = 'pending' AND available_at = 'infinity';
-        END IF;
     END IF;
     verdict := 'admitted';
 END
@@ -503,6 +505,11 @@ BEGIN
         RAISE EXCEPTION 'release_jobs: required number(s) missing: %', v_wrong;
     END IF;
 
+    IF (p ->> 'after_admission_of') IS NOT NULL AND NOT EXISTS (
+        SELECT FROM jobs WHERE id = (p ->> 'after_admission_of')::uuid
+    ) THEN
+        RETURN;
+    END IF;
     PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
     PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
@@ -656,6 +663,15 @@ CREATE TABLE public.callback_dispatch (
     max_pending_per_key bigint DEFAULT 1000 NOT NULL,
     CONSTRAINT callback_dispatch_max_pending_per_key_check CHECK ((max_pending_per_key > 0)),
     CONSTRAINT callback_dispatch_only_row_check CHECK (only_row)
+);
+
+--
+-- Name: fair_clients; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.fair_clients (
+    client text NOT NULL,
+    finish double precision NOT NULL
 );
 
 --
@@ -915,6 +931,13 @@ ALTER TABLE ONLY public.callback_dispatch
     ADD CONSTRAINT callback_dispatch_pkey PRIMARY KEY (only_row);
 
 --
+-- Name: fair_clients fair_clients_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fair_clients
+    ADD CONSTRAINT fair_clients_pkey PRIMARY KEY (client);
+
+--
 -- Name: fair_clock fair_clock_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1027,6 +1050,12 @@ CREATE INDEX api_keys_live ON public.api_keys USING btree (key_hash) WHERE (revo
 --
 
 CREATE INDEX bans_in_force ON public.bans USING btree (until);
+
+--
+-- Name: fair_clients_by_finish; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX fair_clients_by_finish ON public.fair_clients USING btree (finish);
 
 --
 -- Name: idempotency_keys_by_expiry; Type: INDEX; Schema: public; Owner: -
@@ -1147,6 +1176,12 @@ CREATE INDEX jobs_rendered_by_update ON public.jobs USING btree (updated_at) WHE
 --
 
 CREATE INDEX jobs_sandbox_by_client_age ON public.jobs USING btree (client_ip, created_at) WHERE sandbox;
+
+--
+-- Name: jobs_started_by_release; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_started_by_release ON public.jobs USING btree (released_at) WHERE (started_at IS NOT NULL);
 
 --
 -- Name: outbox_events_by_job; Type: INDEX; Schema: public; Owner: -

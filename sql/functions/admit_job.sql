@@ -65,9 +65,9 @@
 --   it) rather than completed with the sample artifacts.
 -- - render_cost, fair_weight (V18): the job's expected render-seconds and its client's weight.
 --   With them the job waits in the queue of record (released_at NULL) with its fair tags:
---   start = max(fair_clock, the latest finish tag among its fair client's active jobs), finish
---   = start + render_cost / fair_weight, where the fair client is an anonymous client's network
---   or the key; its event is held (available_at 'infinity', no attempt) until release_jobs
+--   start = max(fair_clock, its fair client's last finish tag in fair_clients), finish = start +
+--   render_cost / fair_weight (kept as the client's last finish), where the fair client is an
+--   anonymous client's network or the key; its event is held (available_at 'infinity', no attempt) until release_jobs
 --   releases it. Without them (the code of an earlier release, after a rollback) the job is
 --   released at once and its event leased to the caller's fast path, as before, and every
 --   job still held is released with it (that code never calls release_jobs).
@@ -155,6 +155,18 @@ BEGIN
     IF NOT v_sandbox THEN
         PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 
+        -- An earlier release's caller (a rollback) has no release_jobs: its admission hands
+        -- every held job to the render queue, as that release would have at their admission,
+        -- so no job admitted by this release waits forever (at most MAX_QUEUED rows, once).
+        -- Before this admission's insert takes job_counts' row: jobs' rows first, as every
+        -- statement that changes a job.
+        IF (p ->> 'render_cost') IS NULL THEN
+            UPDATE jobs SET released_at = now()
+             WHERE status = 'queued' AND released_at IS NULL;
+            UPDATE outbox_events SET available_at = now()
+             WHERE status = 'pending' AND available_at = 'infinity';
+        END IF;
+
         SELECT * INTO v_counts FROM job_counts;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'job_counts has no row';
@@ -194,18 +206,12 @@ BEGIN
             RAISE EXCEPTION 'admit_job: render_cost and fair_weight must be positive';
         END IF;
         -- Under the global lock, which release_jobs takes too: the clock cannot move meanwhile.
-        SELECT virtual_time INTO v_start FROM fair_clock;
+        SELECT greatest(c.virtual_time, (SELECT f.finish FROM fair_clients f
+                                          WHERE f.client = coalesce(v_network, v_client)))
+          INTO v_start
+          FROM fair_clock c;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'fair_clock has no row';
-        END IF;
-        -- The fair client's active jobs, by the index of its cap: at most that cap's rows.
-        IF v_network IS NULL THEN
-            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
-             WHERE client_ip = v_client AND status IN ('queued', 'downloading', 'rendering');
-        ELSE
-            SELECT greatest(v_start, max(fair_finish)) INTO v_start FROM jobs
-             WHERE client_network = v_network AND client_network IS NOT NULL
-               AND status IN ('queued', 'downloading', 'rendering');
         END IF;
     END IF;
 
@@ -251,6 +257,11 @@ BEGIN
            CROSS JOIN LATERAL (SELECT CASE WHEN c.step ->> 'status' = 'failed'
                                            THEN v_failure END) AS f (failure)
      WHERE p ->> 'callback_url' IS NOT NULL;
+    IF v_fair THEN
+        INSERT INTO fair_clients (client, finish)
+        VALUES (coalesce(v_network, v_client), v_start + v_cost / v_weight)
+        ON CONFLICT (client) DO UPDATE SET finish = excluded.finish;
+    END IF;
     IF NOT v_sandbox THEN
         -- Held for release_jobs, or (an earlier release's caller) leased to its fast path.
         INSERT INTO outbox_events (job_id, event_type, payload, attempts, available_at)
@@ -259,15 +270,6 @@ BEGIN
                 CASE WHEN v_fair THEN 'infinity'::timestamptz
                      ELSE now() + (p ->> 'event_lease_ms')::bigint * interval '1 millisecond' END)
         RETURNING id INTO event_id;
-        -- An earlier release's caller (a rollback) has no release_jobs: its admission hands
-        -- every held job to the render queue, as that release would have at their admission,
-        -- so no job admitted by this release waits forever. At most MAX_QUEUED rows, once.
-        IF NOT v_fair THEN
-            UPDATE jobs SET released_at = now()
-             WHERE status = 'queued' AND released_at IS NULL;
-            UPDATE outbox_events SET available_at = now()
-             WHERE status = 'pending' AND available_at = 'infinity';
-        END IF;
     END IF;
     verdict := 'admitted';
 END

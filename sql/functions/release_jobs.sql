@@ -14,7 +14,9 @@
 -- One statement, autocommit: what it returns is committed.
 --
 -- The argument, one jsonb object: global_lock, lock_timeout_ms, render_slots, release_ahead,
--- event_lease_ms (all required).
+-- event_lease_ms (all required); after_admission_of (optional): the release pipelined behind an
+-- admission runs only if that job was admitted, so a refused request leaves the release (and
+-- the events it would lease) to the next releaser rather than dropping them.
 CREATE OR REPLACE FUNCTION release_jobs(p jsonb)
 RETURNS TABLE (event_id bigint, job_id uuid, payload jsonb, attempts integer, fair_client text)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -31,6 +33,11 @@ BEGIN
         RAISE EXCEPTION 'release_jobs: required number(s) missing: %', v_wrong;
     END IF;
 
+    IF (p ->> 'after_admission_of') IS NOT NULL AND NOT EXISTS (
+        SELECT FROM jobs WHERE id = (p ->> 'after_admission_of')::uuid
+    ) THEN
+        RETURN;
+    END IF;
     PERFORM set_config('lock_timeout', (p ->> 'lock_timeout_ms') || 'ms', true);
     PERFORM pg_advisory_xact_lock((p ->> 'global_lock')::bigint);
 

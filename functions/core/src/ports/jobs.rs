@@ -500,9 +500,9 @@ pub trait JobHousekeeping: Send + Sync {
     /// for `stall_timeout`). Returns how many.
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError>;
 
-    /// Fails the released jobs no worker has taken for `older_than` (their message lost,
-    /// dead-lettered, or never published), so they do not hold the farm's room. Returns how
-    /// many.
+    /// Fails the released jobs no worker has taken for `older_than` while a job released after
+    /// them was started (their message lost, dead-lettered, or never published), so they do
+    /// not hold the farm's room. Returns how many.
     async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError>;
 
     /// Deletes up to `batch` jobs that ended (completed, failed, expired) more than `retention`
@@ -515,6 +515,10 @@ pub trait JobHousekeeping: Send + Sync {
     /// Forgets up to `batch` fences of `resolve` older than any statement can be in flight.
     /// Returns how many.
     async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError>;
+
+    /// Forgets up to `batch` fair clients whose last finish tag the clock has passed (their
+    /// next job starts at the clock either way). Returns how many.
+    async fn prune_fair_clients(&self, batch: i64) -> Result<u64, StoreError>;
 }
 
 #[cfg(test)]

@@ -55,6 +55,8 @@ pub struct JanitorReport {
     pub idempotency_keys_pruned: u64,
     /// Fences of resolved admissions past their day: deleted.
     pub admission_fences_pruned: u64,
+    /// Fair clients whose last finish the clock has passed: forgotten.
+    pub fair_clients_pruned: u64,
     /// Jobs ended over `JOB_RETENTION` ago: deleted.
     pub jobs_deleted: u64,
     /// Their outbox events: deleted with them.
@@ -83,6 +85,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     report.idempotency_keys_pruned =
         in_batches(until, || app.idempotency.prune(PRUNE_BATCH)).await?;
     report.admission_fences_pruned = in_batches(until, || jobs.prune_fences(PRUNE_BATCH)).await?;
+    report.fair_clients_pruned = in_batches(until, || jobs.prune_fair_clients(PRUNE_BATCH)).await?;
     report.skin_ingests_pruned = in_batches(until, || {
         app.skin_names
             .prune_ingests(ingest::CLAIMS_KEPT, PRUNE_BATCH.unsigned_abs())

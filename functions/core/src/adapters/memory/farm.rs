@@ -4,28 +4,11 @@
 use super::*;
 use crate::domain::farm::{fair_tags, Rendered};
 
-/// The fair client's latest active finish tag: an anonymous client's network's, or the key's.
-fn client_finish(tables: &Tables, job: &NewJob) -> Option<f64> {
-    tables
-        .jobs
-        .iter()
-        .filter(|j| ACTIVE.contains(&j.status) && j.cost.is_some())
-        .filter(|j| match &job.network {
-            Some(network) => j.network.as_ref() == Some(network),
-            None => j.client == job.client,
-        })
-        .map(|j| j.fair_finish)
-        .max_by(f64::total_cmp)
-}
-
-/// A new job's tags, as admit_job computes them under the global lock.
+/// A new job's tags, as admit_job computes them under the global lock: after the clock and its
+/// fair client's last finish.
 pub(super) fn tags(tables: &Tables, job: &NewJob) -> (f64, f64) {
-    fair_tags(
-        tables.fair_clock,
-        client_finish(tables, job),
-        job.cost,
-        job.weight,
-    )
+    let last = tables.fair_clients.get(job.fair_client().as_str()).copied();
+    fair_tags(tables.fair_clock, last, job.cost, job.weight)
 }
 
 fn waiting(j: &MemoryJob) -> bool {

@@ -55,16 +55,9 @@ impl JobAdmission for MemoryDatabase {
     async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
         self.calls.record("jobs.next_wait");
         let tables = lock(&self.tables);
-        let own = |j: &MemoryJob| match &caller.network {
-            Some(network) => j.network.as_ref() == Some(network),
-            None => j.client == caller.client,
-        };
-        let start = tables
-            .jobs
-            .iter()
-            .filter(|j| ACTIVE.contains(&j.status) && j.cost.is_some() && own(j))
-            .map(|j| j.fair_finish)
-            .fold(tables.fair_clock, f64::max);
+        let fair_client = caller.network.as_ref().unwrap_or(&caller.client);
+        let last = tables.fair_clients.get(fair_client.as_str()).copied();
+        let start = last.map_or(tables.fair_clock, |last| last.max(tables.fair_clock));
         Ok(QueueWait {
             farm: farm::state(&tables),
             place: farm::place_at(&tables, start),
@@ -266,9 +259,20 @@ impl JobHousekeeping for MemoryDatabase {
         self.calls.record("jobs.fail_unclaimed");
         let now = Utc::now();
         let mut failed = 0;
-        for job in lock(&self.tables).jobs.iter_mut() {
+        let mut tables = lock(&self.tables);
+        let started: Vec<DateTime<Utc>> = tables
+            .jobs
+            .iter()
+            .filter(|j| j.started_at.is_some())
+            .filter_map(|j| j.released_at)
+            .collect();
+        let started_after = |job: &MemoryJob| {
+            job.released_at
+                .is_some_and(|at| started.iter().any(|later| *later > at))
+        };
+        for job in tables.jobs.iter_mut() {
             let released = job.released_at.is_some_and(|at| at < now - older_than);
-            if job.status == JobStatus::Queued && released {
+            if job.status == JobStatus::Queued && released && started_after(job) {
                 job.status = JobStatus::Failed;
                 job.error = Some("no render worker took the job in time".into());
                 job.error_code = Some(FailureCode::TimedOut);
@@ -307,6 +311,24 @@ impl JobHousekeeping for MemoryDatabase {
             batch,
             |expires_at| (*expires_at < now).then_some(*expires_at),
         ))
+    }
+
+    async fn prune_fair_clients(&self, batch: i64) -> Result<u64, StoreError> {
+        self.calls.record("jobs.prune_fair_clients");
+        let mut tables = lock(&self.tables);
+        let clock = tables.fair_clock;
+        let mut passed: Vec<(f64, String)> = tables
+            .fair_clients
+            .iter()
+            .filter(|(_, finish)| **finish <= clock)
+            .map(|(client, finish)| (*finish, client.clone()))
+            .collect();
+        passed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        passed.truncate(batch_len(batch));
+        for (_, client) in &passed {
+            tables.fair_clients.remove(client);
+        }
+        Ok(passed.len() as u64)
     }
 
     async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {

@@ -194,9 +194,8 @@ struct MemoryJob {
     callback_at: Option<DateTime<Utc>>,
     /// Its expected render-seconds (jobs.render_cost); `None` for a job made by `occupy`.
     cost: Option<f64>,
-    /// Its fair tags (jobs.fair_start, fair_finish).
+    /// Its fair start tag (jobs.fair_start).
     fair_start: f64,
-    fair_finish: f64,
     /// When the farm was given it (jobs.released_at).
     released_at: Option<DateTime<Utc>>,
     /// When a worker first reported it (jobs.started_at).
@@ -244,6 +243,8 @@ struct Tables {
     held_admission: Option<(NewJob, CapacityLimits)>,
     /// The system virtual time (fair_clock).
     fair_clock: f64,
+    /// Each fair client's last finish tag (fair_clients).
+    fair_clients: HashMap<String, f64>,
 }
 
 struct MemorySkin {
@@ -344,7 +345,6 @@ impl MemoryDatabase {
                 callback_at: None,
                 cost: None,
                 fair_start: 0.0,
-                fair_finish: 0.0,
                 released_at: Some(Utc::now()),
                 started_at: None,
             });
@@ -389,6 +389,10 @@ impl MemoryDatabase {
         }
         let now = Utc::now();
         let (fair_start, fair_finish) = farm::tags(tables, job);
+        if job.sandbox.is_none() {
+            let client = job.fair_client().as_str().to_owned();
+            tables.fair_clients.insert(client, fair_finish);
+        }
         // A sandbox job is stored final, as admit_job stores it (migrations/V10, V14).
         let (status, progress, artifacts, failure) =
             job.sandbox_final()
@@ -415,7 +419,6 @@ impl MemoryDatabase {
             callback_at: job.callback.as_ref().map(|_| now),
             cost: Some(job.cost.secs()),
             fair_start,
-            fair_finish,
             released_at: None,
             started_at: None,
         });

@@ -54,16 +54,28 @@ pub(super) struct ReleaseArgs {
     render_slots: i64,
     release_ahead: i64,
     event_lease_ms: i64,
+    /// The release pipelined behind an admission runs only if this job was admitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_admission_of: Option<JobId>,
 }
 
 impl ReleaseArgs {
     pub(super) fn new(room: FarmRoom, lock_timeout_ms: i64, event_lease_ms: i64) -> Self {
         Self {
+            after_admission_of: None,
             global_lock: global_capacity_lock(),
             lock_timeout_ms,
             render_slots: room.render_slots,
             release_ahead: room.release_ahead,
             event_lease_ms,
+        }
+    }
+
+    /// Only behind this job's admission.
+    pub(super) fn after_admission_of(self, job: JobId) -> Self {
+        Self {
+            after_admission_of: Some(job),
+            ..self
         }
     }
 
@@ -131,15 +143,10 @@ SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
          WHERE status = 'queued' AND client_ip LIKE 'key:%')
   FROM job_counts c";
 
-/// The farm and the place the client's (`$1`; its network `$2` for an anonymous client) next
-/// job would take: after the clock and its own active jobs' finish tags (admit_job's start).
+/// The farm and the place the next job of fair client `$1` (an anonymous client's network, or
+/// the key) would take: after the clock and the client's last finish (admit_job's start).
 pub(super) const NEXT_WAIT_SQL: &str = "\
 SELECT farm_state(),
        queue_place(NULL, greatest(
            (SELECT virtual_time FROM fair_clock),
-           (SELECT max(fair_finish) FROM jobs
-             WHERE $2::text IS NULL AND client_ip = $1
-               AND status IN ('queued', 'downloading', 'rendering')),
-           (SELECT max(fair_finish) FROM jobs
-             WHERE client_network = $2 AND client_network IS NOT NULL
-               AND status IN ('queued', 'downloading', 'rendering'))))";
+           (SELECT finish FROM fair_clients WHERE client = $1)))";

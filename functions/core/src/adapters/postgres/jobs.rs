@@ -433,13 +433,26 @@ UPDATE jobs
    SET status = 'expired', error = 'no renderer took the job in time', updated_at = now()
  WHERE status = 'queued' AND created_at < now() - $1 * interval '1 millisecond'";
 
-/// Released jobs still queued past `$1` ms (jobs_released_waiting: at most the farm's room).
+/// Released jobs still queued past `$1` ms (jobs_released_waiting: at most the farm's room)
+/// while a worker has started a job released after them (one probe of
+/// jobs_started_by_release): their message was lost, not waiting for a worker. A job released
+/// before V18 (no start tag) is left to QUEUED_TTL.
 const FAIL_UNCLAIMED_SQL: &str = "\
-UPDATE jobs
+UPDATE jobs j
    SET status = 'failed', error = 'no render worker took the job in time',
        error_code = 'timed_out', error_retryable = true, updated_at = now()
- WHERE status = 'queued' AND released_at IS NOT NULL
-   AND released_at < now() - $1 * interval '1 millisecond'";
+ WHERE j.status = 'queued' AND j.released_at IS NOT NULL AND j.fair_start IS NOT NULL
+   AND j.released_at < now() - $1 * interval '1 millisecond'
+   AND EXISTS (SELECT FROM jobs s
+                WHERE s.started_at IS NOT NULL AND s.released_at > j.released_at)";
+
+/// Up to `$1` fair clients whose last finish the clock has passed (fair_clients_by_finish):
+/// their next job starts at the clock with or without the row.
+const PRUNE_FAIR_CLIENTS_SQL: &str = "\
+DELETE FROM fair_clients
+ WHERE client IN (SELECT client FROM fair_clients
+                   WHERE finish <= (SELECT virtual_time FROM fair_clock)
+                   ORDER BY finish LIMIT $1 FOR UPDATE SKIP LOCKED)";
 
 const FAIL_STALLED_SQL: &str = "\
 UPDATE jobs
@@ -629,11 +642,8 @@ impl JobAdmission for PgJobStore {
     }
 
     async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
-        let network = caller.network.as_ref().map(ClientKey::as_str);
-        let params: [(&(dyn ToSql + Sync), Type); 2] = [
-            (&caller.client.as_str(), Type::TEXT),
-            (&network, Type::TEXT),
-        ];
+        let fair_client = caller.network.as_ref().unwrap_or(&caller.client).as_str();
+        let params: [(&(dyn ToSql + Sync), Type); 1] = [(&fair_client, Type::TEXT)];
         let conn = db::checkout(&self.pool).await?;
         let row = conn.query_row(NEXT_WAIT_SQL, &params, "next_wait").await?;
         Ok(QueueWait {
@@ -646,7 +656,9 @@ impl JobAdmission for PgJobStore {
         let args = AdmitArgs::new(job, limits, self.lock_timeout_ms, self.event_lease_ms);
         let args = serde_json::to_value(&args)
             .map_err(|e| StoreError::new(format!("admit_job's argument: {e}")))?;
-        let release = self.release_args(limits.farm)?;
+        let release = ReleaseArgs::new(limits.farm, self.lock_timeout_ms, self.event_lease_ms)
+            .after_admission_of(job.id)
+            .to_json()?;
         let conn = db::checkout(&self.pool).await?;
         let admit_params = [(&args as &(dyn ToSql + Sync), Type::JSONB)];
         let admit = conn.query_row(ADMIT_SQL, &admit_params, "admit_job");
@@ -846,6 +858,13 @@ impl JobHousekeeping for PgJobStore {
         let conn = db::checkout(&self.pool).await?;
         Ok(conn
             .execute_typed(PRUNE_FENCES_SQL, &[(&batch, Type::INT8)])
+            .await?)
+    }
+
+    async fn prune_fair_clients(&self, batch: i64) -> Result<u64, StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        Ok(conn
+            .execute_typed(PRUNE_FAIR_CLIENTS_SQL, &[(&batch, Type::INT8)])
             .await?)
     }
 }

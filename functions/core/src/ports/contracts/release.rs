@@ -82,6 +82,12 @@ impl<'a, S: FairStore> Farm<'a, S> {
         );
     }
 
+    /// Jobs released elsewhere, now the farm's.
+    fn took_over(&mut self, released: Vec<JobId>) {
+        self.released.extend(&released);
+        self.holding.extend(released);
+    }
+
     async fn admit(&mut self, job: &NewJob) {
         match self
             .store
@@ -135,20 +141,33 @@ pub async fn suite<S: FairStore>(store: &S) {
     an_idle_client_gets_no_burst_and_a_newcomer_no_wait(store).await;
     an_ended_job_frees_its_slot(store).await;
     an_unclaimed_release_is_failed_and_frees_its_slot(store).await;
+    one_job_at_a_time_clients_do_not_starve_a_backlog(store).await;
+    concurrent_releases_stay_within_the_room(store).await;
 }
 
-/// A released job no worker takes (its message lost) is failed by the janitor's sweep, and
-/// the next job is released; a job still waiting for its release is not touched.
+/// A released job no worker takes (its message lost: a job released after it has started) is
+/// failed by the janitor's sweep, and the next job is released; a release still waiting for a
+/// worker, and a job waiting for its release, are not touched.
 async fn an_unclaimed_release_is_failed_and_frees_its_slot<S: FairStore>(store: &S) {
-    let mut farm = Farm::new(store, 1, 0);
+    let mut farm = Farm::new(store, 2, 0);
     let client = fresh_caller();
-    let (lost, next) = (
-        job_of(&client, "lost", 60, 1),
-        job_of(&client, "lost", 60, 1),
-    );
+    let job = || job_of(&client, "lost", 60, 1);
+    let (lost, later, waiting) = (job(), job(), job());
     farm.admit(&lost).await;
-    farm.admit(&next).await;
-    assert_eq!(farm.released, [lost.id]);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    farm.admit(&later).await;
+    farm.admit(&waiting).await;
+    assert_eq!(farm.released, [lost.id, later.id]);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        store
+            .fail_unclaimed(Duration::ZERO)
+            .await
+            .expect("answered"),
+        0,
+        "no worker has started anything: the releases wait for one"
+    );
+    reported(store, later.id, report(JobStatus::Downloading), None).await;
     assert_eq!(
         store
             .fail_unclaimed(Duration::from_secs(3600))
@@ -157,19 +176,108 @@ async fn an_unclaimed_release_is_failed_and_frees_its_slot<S: FairStore>(store: 
         0,
         "a young release is left alone"
     );
-    tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(
         store
             .fail_unclaimed(Duration::ZERO)
             .await
             .expect("answered"),
         1,
-        "the unclaimed release only, not the job waiting for its release"
+        "the release a worker passed over, not the job waiting for its release"
     );
-    farm.holding.clear();
+    farm.holding.retain(|id| *id != lost.id);
     farm.release().await;
-    assert_eq!(farm.released, [lost.id, next.id], "its slot is free again");
+    assert_eq!(
+        farm.released,
+        [lost.id, later.id, waiting.id],
+        "its slot is free again"
+    );
     while farm.finish_one(JobStatus::Completed).await.is_some() {}
+}
+
+/// Clients that each keep exactly one job in the farm, submitting the next when theirs ends,
+/// advance through virtual time like any other: a client with a backlog beside them is served
+/// its share, not starved.
+async fn one_job_at_a_time_clients_do_not_starve_a_backlog<S: FairStore>(store: &S) {
+    let mut farm = Farm::new(store, 1, 0);
+    let trickle: Vec<Caller> = (0..3).map(|_| fresh_caller()).collect();
+    let backlog = fresh_caller();
+    let mut whose: HashMap<JobId, usize> = HashMap::new();
+    for _ in 0..12 {
+        let job = job_of(&backlog, "backlog", 60, 1);
+        whose.insert(job.id, trickle.len());
+        farm.admit(&job).await;
+    }
+    for (n, client) in trickle.iter().enumerate() {
+        let job = job_of(client, "trickle", 60, 1);
+        whose.insert(job.id, n);
+        farm.admit(&job).await;
+    }
+    let from = farm.released.len();
+    for _ in 0..24 {
+        let done = farm.finish_one(JobStatus::Completed).await.expect("a job");
+        if let Some(&who) = whose.get(&done).filter(|who| **who < trickle.len()) {
+            let next = job_of(&trickle[who], "trickle", 60, 1);
+            whose.insert(next.id, who);
+            farm.admit(&next).await;
+        }
+    }
+    let served = farm.released[from..]
+        .iter()
+        .filter(|id| whose[*id] == trickle.len())
+        .count();
+    assert!(
+        served >= 5,
+        "the backlog got {served} of the last {} releases beside three one-at-a-time clients",
+        farm.released.len() - from
+    );
+    while farm.finish_one(JobStatus::Completed).await.is_some() {}
+}
+
+/// Releases racing each other (and admissions) never hand out one job twice nor more than the
+/// room; the fair clients the clock has passed are forgotten.
+async fn concurrent_releases_stay_within_the_room<S: FairStore>(store: &S) {
+    let room = FarmRoom {
+        render_slots: 3,
+        release_ahead: 1,
+    };
+    let full = FarmRoom {
+        render_slots: 0,
+        release_ahead: 0,
+    };
+    let clients: Vec<Caller> = (0..4).map(|_| fresh_caller()).collect();
+    let jobs: Vec<NewJob> = (0..16)
+        .map(|n| job_of(&clients[n % clients.len()], "race", 60, 1))
+        .collect();
+    for job in &jobs {
+        // Admitted into a farm with no room: every job waits.
+        let admitted = store.admit(job, &limits(full)).await.expect("answered");
+        assert_eq!(admitted, Admission::Admitted(Vec::new()));
+    }
+    let releases = (0..8).map(|_| store.release(room));
+    let released: Vec<JobId> = futures_util::future::join_all(releases)
+        .await
+        .into_iter()
+        .flat_map(|events| events.expect("answered"))
+        .map(|event| event.job_id)
+        .collect();
+    let distinct: HashSet<JobId> = released.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        released.len(),
+        "no job released twice: {released:?}"
+    );
+    assert_eq!(
+        released.len(),
+        4,
+        "exactly the room, however many race: {released:?}"
+    );
+    let mut farm = Farm::new(store, 3, 1);
+    farm.took_over(released);
+    while farm.finish_one(JobStatus::Completed).await.is_some() {}
+    assert!(
+        store.prune_fair_clients(1_000_000).await.expect("answered") >= 1,
+        "clients whose last finish the clock passed are forgotten"
+    );
 }
 
 /// Random clients and costs, jobs arriving while the farm works: each job is released once,
