@@ -196,7 +196,8 @@ async fn a_busy_farm_is_no_race_keys_and_honest_clients_are_admitted_and_served(
     let attacker = app.create_key("1000/minute", 100).await;
     // The attacker takes both slots first.
     for _ in 0..2 {
-        app.submit_with("192.0.2.66", &attacker.bearer, form_of(30)).await;
+        app.submit_with("192.0.2.66", &attacker.bearer, form_of(30))
+            .await;
     }
     let attack = {
         let (http, url) = (app.http.clone(), app.url("/v1/render"));
@@ -240,7 +241,9 @@ async fn a_busy_farm_is_no_race_keys_and_honest_clients_are_admitted_and_served(
     }
     let attacked = attack.await.unwrap();
     assert!(
-        attacked.iter().all(|status| *status == StatusCode::ACCEPTED),
+        attacked
+            .iter()
+            .all(|status| *status == StatusCode::ACCEPTED),
         "nobody is refused for a busy farm: the attacker got {attacked:?}"
     );
     until_all_ended(&app, Duration::from_secs(120)).await;

@@ -265,7 +265,6 @@ impl JobRecord {
 /// What capacity refusals estimate their `Retry-After` from (estimate.rs).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Load {
-    pub capacity: Capacity,
     pub farm: FarmState,
     pub client: ActiveWork,
     /// An anonymous client's network's; empty for a key.
@@ -434,14 +433,11 @@ pub trait JobAdmission: Send + Sync {
         claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError>;
 
-    /// The global counts alone, as admission reads them: one row, however long the queue.
-    async fn capacity(&self) -> Result<Capacity, StoreError>;
-
     /// The global counts, the farm and a new client's place, nobody's in particular
     /// (`GET /v1/status`).
     async fn overview(&self) -> Result<Overview, StoreError>;
 
-    /// The global counts, the farm, and the caller's (and its network's) active work.
+    /// The farm, and the caller's (and its network's) active work.
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError>;
 
     /// Where the caller's next job would wait: after its own active jobs in fair order

@@ -27,11 +27,6 @@ impl JobAdmission for MemoryDatabase {
         Ok((occupancy, claimed))
     }
 
-    async fn capacity(&self) -> Result<Capacity, StoreError> {
-        self.calls.record("jobs.capacity");
-        Ok(capacity_of(&lock(&self.tables)))
-    }
-
     async fn overview(&self) -> Result<Overview, StoreError> {
         self.calls.record("jobs.overview");
         if self.overview_fails.load(Ordering::SeqCst) {
@@ -45,7 +40,6 @@ impl JobAdmission for MemoryDatabase {
         let tables = lock(&self.tables);
         let network = |j: &MemoryJob| caller.network.is_some() && j.network == caller.network;
         Ok(Load {
-            capacity: capacity_of(&tables),
             farm: farm::state(&tables),
             client: farm::active_work(&tables, |j| j.client == caller.client),
             network: farm::active_work(&tables, network),

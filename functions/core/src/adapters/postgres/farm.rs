@@ -110,12 +110,12 @@ pub(super) fn from_json<T: DeserializeOwned>(
         .map_err(|e| StoreError::unknown(format!("an estimate's input did not read: {e}")))
 }
 
-/// The global counts and the farm; the client's (`$1`) and its network's (`$2`) active work:
+/// The farm; the client's (`$1`) and its network's (`$2`) active work:
 /// the renders a worker has and the place of the first still queued, from the active jobs'
 /// indexes (at most their caps' rows).
 pub(super) const LOAD_SQL: &str = concat!(
     "\
-SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
+SELECT farm_state(),
        ",
     in_flight_sql!("f.client_ip = $1"),
     ",
@@ -127,8 +127,6 @@ SELECT c.queued, c.rendering, c.anonymous_queued, farm_state(),
     ",
        ",
     first_queued_sql!("q.client_network = $2"),
-    "
-  FROM job_counts c"
 );
 
 /// The global counts, the farm and the place of a job a new client submits now (its start tag

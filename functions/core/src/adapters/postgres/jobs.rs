@@ -114,8 +114,6 @@ SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
  WHERE client_ip = $1 AND sandbox AND created_at > now() - $3 * interval '1 millisecond'"
 );
 
-const CAPACITY_SQL: &str = "SELECT queued, rendering, anonymous_queued FROM job_counts";
-
 /// admit_job's argument, one jsonb object: the one place its keys are spelled
 /// (sql/functions/admit_job.sql lists them too, and refuses a required key missing or null and
 /// a key it does not know). `None` is sent as null: an optional key's "none".
@@ -593,16 +591,6 @@ impl JobAdmission for PgJobStore {
         Ok((occupancy, claimed))
     }
 
-    async fn capacity(&self) -> Result<Capacity, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        let row = conn
-            .query_typed(CAPACITY_SQL, &[])
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::new("job_counts has no row"))?;
-        Ok(capacity_of(&row))
-    }
-
     async fn overview(&self) -> Result<Overview, StoreError> {
         let conn = db::checkout(&self.pool).await?;
         let row = conn.query_row(OVERVIEW_SQL, &[], "overview").await?;
@@ -634,10 +622,9 @@ impl JobAdmission for PgJobStore {
             })
         };
         Ok(Load {
-            capacity: capacity_of(&row),
-            farm: from_json(&row, 3)?.unwrap_or_default(),
-            client: work(4, 5)?,
-            network: work(6, 7)?,
+            farm: from_json(&row, 0)?.unwrap_or_default(),
+            client: work(1, 2)?,
+            network: work(3, 4)?,
         })
     }
 
