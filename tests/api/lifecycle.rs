@@ -792,7 +792,13 @@ async fn health_reports_each_dependency() {
 
 #[tokio::test]
 async fn simulated_workers_walk_a_job_to_completed() {
-    let app = TestApp::spawn(&[("SIMULATE_WORKERS", "1"), ("OUTBOX_SWEEP_INTERVAL", "1")]).await;
+    // The simulated farm renders a job in its cost / RENDER_SPEED: a few seconds here.
+    let app = TestApp::spawn(&[
+        ("SIMULATE_WORKERS", "1"),
+        ("OUTBOX_SWEEP_INTERVAL", "1"),
+        ("RENDER_SPEED", "10"),
+    ])
+    .await;
     let job = app.submit("203.0.113.170").await;
     let mut seen = Vec::new();
     let done = tokio::time::timeout(Duration::from_secs(30), async {
