@@ -328,7 +328,7 @@ async fn set_changes_a_keys_weight_and_max_active_in_place() {
         .unwrap();
     assert_eq!(
         (
-            record.summary.limits.weight,
+            record.summary.limits.weight.get(),
             record.summary.limits.max_active
         ),
         (1000, 7)
@@ -355,7 +355,8 @@ async fn set_changes_a_keys_weight_and_max_active_in_place() {
     );
     let record = store.find_by_hash(&key.hash()).await.unwrap().unwrap();
     assert_eq!(
-        record.summary.limits.weight, 1000,
+        record.summary.limits.weight.get(),
+        1000,
         "a revoked key is unchanged"
     );
 

@@ -3,6 +3,7 @@
 
 use super::client::ClientKey;
 use super::entitlement::Entitlements;
+use super::farm::Weight;
 use super::key::{KeyId, KeyKind, KeyLimits};
 use super::rate::RateLimit;
 
@@ -63,7 +64,7 @@ impl Caller {
 
     /// Its share of the render farm's time relative to other clients': the key's weight, or
     /// `anonymous` (`ANONYMOUS_WEIGHT`) without a key.
-    pub fn fair_weight(&self, anonymous: u32) -> u32 {
+    pub fn fair_weight(&self, anonymous: Weight) -> Weight {
         self.key.map_or(anonymous, |(_, limits)| limits.weight)
     }
 
@@ -160,7 +161,8 @@ mod tests {
     fn the_fair_weight_is_the_keys_or_the_anonymous_one() {
         let address = ClientKey::new(ip("203.0.113.1"), 64);
         let anonymous = Caller::anonymous(address.clone(), ClientKey::new(ip("203.0.113.0"), 64));
-        assert_eq!(anonymous.fair_weight(3), 3);
+        let three = Weight::new(3).unwrap();
+        assert_eq!(anonymous.fair_weight(three), three);
 
         let plain = Caller::keyed(
             KeyId::new(),
@@ -169,13 +171,13 @@ mod tests {
             address.clone(),
         );
         assert_eq!(
-            plain.fair_weight(3),
-            1,
+            plain.fair_weight(three),
+            Weight::ONE,
             "a key's default weight, not the anonymous one"
         );
 
         let heavy = KeyLimits::default().with_weight(250).unwrap();
         let bot = Caller::keyed(KeyId::new(), KeyKind::Live, heavy, address);
-        assert_eq!(bot.fair_weight(3), 250);
+        assert_eq!(bot.fair_weight(three).get(), 250);
     }
 }

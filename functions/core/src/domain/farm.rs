@@ -26,7 +26,8 @@ impl RenderCost {
 }
 
 /// A client's share of render time relative to others: 1 to `Weight::MAX`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
 pub struct Weight(u32);
 
 impl Weight {
@@ -43,6 +44,12 @@ impl Weight {
 
     pub fn get(self) -> u32 {
         self.0
+    }
+}
+
+impl std::fmt::Display for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 

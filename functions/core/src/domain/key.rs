@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::client::{advisory_lock_id, ClientKey, KEY_CLIENT_PREFIX};
 use super::entitlement::Entitlements;
+use super::farm::Weight;
 use super::rate::RateLimit;
 
 const LIVE_PREFIX: &str = "osr_live_";
@@ -259,8 +260,8 @@ pub struct KeyLimits {
     /// Seconds of play at most; `None`: the service's `MAX_REPLAY_LENGTH`.
     pub max_replay_length: Option<u32>,
     /// Its share of the render farm's time relative to other clients' (an anonymous network
-    /// has `ANONYMOUS_WEIGHT`): 1 to 1000.
-    pub weight: u32,
+    /// has `ANONYMOUS_WEIGHT`).
+    pub weight: Weight,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -280,14 +281,11 @@ impl KeyLimits {
     const MAX_PERIOD_SECS: u64 = 365 * 86_400;
     const MAX_ACTIVE: u32 = 10_000;
     const MAX_REPLAY_LENGTH_SECS: u32 = 86_400;
-    const MAX_WEIGHT: u32 = 1_000;
-    /// A key's weight unless the operator gives it another (`--weight`).
-    pub const DEFAULT_WEIGHT: u32 = 1;
 
     /// Limits within what the store and the limiter hold: fits an `integer`, a window of at
     /// most a year, at least one active job. Everything is entitled, the replay length is the
-    /// service's, the weight `DEFAULT_WEIGHT` (`with_entitlements`, `with_max_replay_length`,
-    /// `with_weight` change them).
+    /// service's, the weight 1 (`with_entitlements`, `with_max_replay_length`, `with_weight`
+    /// change them).
     pub fn new(render: RateLimit, max_active: u32) -> Result<Self, InvalidKeyLimits> {
         if render.requests > Self::MAX_RENDERS || render.period_secs > Self::MAX_PERIOD_SECS {
             return Err(InvalidKeyLimits::Render);
@@ -297,7 +295,7 @@ impl KeyLimits {
             max_active: Self::checked_max_active(max_active)?,
             entitlements: Entitlements::default(),
             max_replay_length: None,
-            weight: Self::DEFAULT_WEIGHT,
+            weight: Weight::ONE,
         })
     }
 
@@ -308,12 +306,9 @@ impl KeyLimits {
         }
     }
 
-    /// 1 to 1000, as the table's check (V18) holds it.
-    fn checked_weight(weight: u32) -> Result<u32, InvalidKeyLimits> {
-        match (1..=Self::MAX_WEIGHT).contains(&weight) {
-            true => Ok(weight),
-            false => Err(InvalidKeyLimits::Weight),
-        }
+    /// `Weight`'s bounds, as the table's check (V18) holds them.
+    fn checked_weight(weight: u32) -> Result<Weight, InvalidKeyLimits> {
+        Weight::new(weight).map_err(|_| InvalidKeyLimits::Weight)
     }
 
     pub fn with_entitlements(self, entitlements: Entitlements) -> Self {
@@ -346,7 +341,7 @@ impl KeyLimits {
 /// stored one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitsChange {
-    weight: Option<u32>,
+    weight: Option<Weight>,
     max_active: Option<u32>,
 }
 
@@ -358,7 +353,7 @@ impl LimitsChange {
         })
     }
 
-    pub fn weight(self) -> Option<u32> {
+    pub fn weight(self) -> Option<Weight> {
         self.weight
     }
 
@@ -387,7 +382,7 @@ impl Default for KeyLimits {
             max_active: 20,
             entitlements: Entitlements::default(),
             max_replay_length: None,
-            weight: Self::DEFAULT_WEIGHT,
+            weight: Weight::ONE,
         }
     }
 }
@@ -544,9 +539,9 @@ mod tests {
                 Err(InvalidKeyLimits::MaxReplayLength)
             );
         }
-        assert_eq!(limits.weight, 1, "the default weight");
+        assert_eq!(limits.weight.get(), 1, "the default weight");
         for weight in [1, 7, 1_000] {
-            assert_eq!(limits.with_weight(weight).unwrap().weight, weight);
+            assert_eq!(limits.with_weight(weight).unwrap().weight.get(), weight);
         }
         for weight in [0, 1_001] {
             assert_eq!(limits.with_weight(weight), Err(InvalidKeyLimits::Weight));
@@ -560,13 +555,13 @@ mod tests {
         assert_eq!(
             weight.apply(limits),
             KeyLimits {
-                weight: 40,
+                weight: Weight::new(40).unwrap(),
                 ..limits
             }
         );
         let both = LimitsChange::new(Some(1), Some(3)).unwrap();
         let changed = both.apply(limits);
-        assert_eq!((changed.weight, changed.max_active), (1, 3));
+        assert_eq!((changed.weight.get(), changed.max_active), (1, 3));
         assert_eq!(changed.render, limits.render);
         assert_eq!(LimitsChange::new(None, None).unwrap().apply(limits), limits);
         assert_eq!(

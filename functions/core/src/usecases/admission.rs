@@ -491,29 +491,23 @@ async fn enqueue(
     };
     store_replay(app, &job, replay).await?;
     let refusal = match admit_or_resolve(app, &job, &limits).await {
-        Ok(Some(released)) => {
-            let publish = outbox::publish_released(app, &released);
+        Ok(released) => {
+            let publish = async {
+                match released {
+                    Some(events) => outbox::publish_released(app, &events).await,
+                    // Resolved as committed: its release is this request's to start.
+                    None if job.sandbox.is_none() => {
+                        outbox::release_to_farm(app).await;
+                    }
+                    None => {}
+                }
+            };
             let wake = async {
                 if job.callback.is_some() {
                     callbacks::wake_dispatcher(app).await;
                 }
             };
             tokio::join!(publish, wake);
-            return Ok(job.id);
-        }
-        // Resolved as committed: its release is this request's to start.
-        Ok(None) => {
-            let release = async {
-                if job.sandbox.is_none() {
-                    outbox::release_to_farm(app).await;
-                }
-            };
-            let wake = async {
-                if job.callback.is_some() {
-                    callbacks::wake_dispatcher(app).await;
-                }
-            };
-            tokio::join!(release, wake);
             return Ok(job.id);
         }
         Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
@@ -544,8 +538,7 @@ fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
 
 /// The caller's share of the farm's time: its key's weight, or `ANONYMOUS_WEIGHT`.
 fn fair_weight(app: &App, caller: &Caller) -> Weight {
-    let anonymous = app.config.anonymous_weight;
-    Weight::new(caller.fair_weight(anonymous.get())).unwrap_or(anonymous)
+    caller.fair_weight(app.config.anonymous_weight)
 }
 
 /// Step 5's cap by time (`MAX_QUEUE_WAIT`, off by default): a job whose estimated start, behind

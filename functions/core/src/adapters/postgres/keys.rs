@@ -8,6 +8,7 @@ use tokio_postgres::Row;
 
 use crate::adapters::postgres::{self as db};
 use crate::domain::entitlement::{DeniableOption, DeniedOptions, Entitlements};
+use crate::domain::farm::Weight;
 use crate::domain::key::{
     KeyHash, KeyId, KeyKind, KeyLimits, KeyName, LimitsChange, SigningSecret,
 };
@@ -108,7 +109,7 @@ impl KeyStore for PgKeyStore {
             .map(i32::try_from)
             .transpose()
             .map_err(|_| StoreError::new("max_replay_length out of range"))?;
-        let weight = int4(key.limits.weight, "weight")?;
+        let weight = int4(key.limits.weight.get(), "weight")?;
         let hash = &key.hash.as_bytes()[..];
         let params: [(&(dyn ToSql + Sync), Type); 12] = [
             (&key.id.0, Type::UUID),
@@ -166,7 +167,10 @@ impl KeyStore for PgKeyStore {
         id: KeyId,
         change: LimitsChange,
     ) -> Result<LimitsUpdate, StoreError> {
-        let weight = change.weight().map(|w| int4(w, "weight")).transpose()?;
+        let weight = change
+            .weight()
+            .map(|w| int4(w.get(), "weight"))
+            .transpose()?;
         let max_active = change
             .max_active()
             .map(|n| int4(n, "max_active"))
@@ -254,7 +258,10 @@ fn summary(row: &Row) -> Result<KeySummary, StoreError> {
             denied,
         },
         max_replay_length,
-        weight: u32::try_from(weight).map_err(|_| corrupt("weight"))?,
+        weight: u32::try_from(weight)
+            .ok()
+            .and_then(|weight| Weight::new(weight).ok())
+            .ok_or_else(|| corrupt("weight"))?,
     };
     Ok(KeySummary {
         id: KeyId(row.get(0)),

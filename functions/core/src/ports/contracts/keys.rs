@@ -81,10 +81,7 @@ pub async fn suite(store: &dyn KeyStore) {
     );
 
     let change = |weight, max_active| LimitsChange::new(weight, max_active).expect("a change");
-    let heavier = KeyLimits {
-        weight: 40,
-        ..first.limits
-    };
+    let heavier = first.limits.with_weight(40).expect("a weight");
     match store
         .change_limits(first.id, change(Some(40), None))
         .await
@@ -106,9 +103,8 @@ pub async fn suite(store: &dyn KeyStore) {
         "the new weight reads back"
     );
     let both = KeyLimits {
-        weight: 1_000,
         max_active: 3,
-        ..first.limits
+        ..first.limits.with_weight(1_000).expect("a weight")
     };
     match store
         .change_limits(first.id, change(Some(1_000), Some(3)))

@@ -311,7 +311,7 @@ fn weight(text: &str) -> Result<u32, String> {
         .map_err(|_| format!("`{text}` is not a number"))?;
     KeyLimits::default()
         .with_weight(weight)
-        .map(|limits| limits.weight)
+        .map(|limits| limits.weight.get())
         .map_err(|e| e.to_string())
 }
 
@@ -394,7 +394,7 @@ pub fn parse(args: &[String]) -> Result<Command, AdminError> {
             })
             .with_max_replay_length(max_replay_length)
             .map_err(usage)?
-            .with_weight(weight.unwrap_or(defaults.weight))
+            .with_weight(weight.unwrap_or(defaults.weight.get()))
             .map_err(usage)?;
             let kind = match sandbox {
                 true => KeyKind::Sandbox,
@@ -507,7 +507,7 @@ pub async fn run(stores: AdminStores<'_>, command: &Command) -> Result<Value, Ad
                 LimitsUpdate::Changed(key) => {
                     tracing::info!(
                         key_id = %id,
-                        weight = key.limits.weight,
+                        weight = %key.limits.weight,
                         max_active = key.limits.max_active,
                         "key limits changed"
                     );
@@ -606,7 +606,7 @@ mod tests {
         else {
             panic!("not a create")
         };
-        assert_eq!(limits.weight, 250);
+        assert_eq!(limits.weight.get(), 250);
         assert_eq!(limits.max_active, KeyLimits::default().max_active);
     }
 

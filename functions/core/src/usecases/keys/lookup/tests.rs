@@ -60,7 +60,7 @@ async fn a_revocation_is_seen_once_the_cached_answer_expires() {
 async fn a_limits_change_is_seen_once_the_cached_answer_expires() {
     let (store, lookup, key) = setup().await;
     let record = authenticate(&lookup, &bearer(&key)).await.unwrap();
-    assert_eq!(record.summary.limits.weight, 1);
+    assert_eq!(record.summary.limits.weight.get(), 1);
 
     let change = LimitsChange::new(Some(50), Some(4)).unwrap();
     let changed = store.change_limits(record.summary.id, change).await;
@@ -81,7 +81,7 @@ async fn a_limits_change_is_seen_once_the_cached_answer_expires() {
         .unwrap()
         .summary
         .limits;
-    assert_eq!((limits.weight, limits.max_active), (50, 4));
+    assert_eq!((limits.weight.get(), limits.max_active), (50, 4));
     assert_eq!(store.lookups(), 2);
 }
 
