@@ -1,7 +1,22 @@
-//! The `jobs` table (migrations/V1, V2, V4, V5, V6, V9, V10, V11): admission in one `admit_job`
-//! statement, its resolution, the reads, the workers' transitions and the janitor's. The global
-//! counts are read from `job_counts`, which V11's triggers keep in step with every change of a
-//! job, so no admission counts the queue.
+//! The `jobs` table: admission in one `admit_job` statement, its resolution and the reads here;
+//! the listing's statements (page.rs), the workers' transitions (transitions.rs) and the
+//! janitor's (housekeeping.rs) beside it. The global counts are read from `job_counts`, which
+//! triggers keep in step with every change of a job, so no admission counts the queue.
+
+mod housekeeping;
+mod page;
+mod transitions;
+
+pub use page::PageStatement;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use serde::de::IntoDeserializer;
+use serde::{Deserialize, Serialize};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
 
 use super::farm::{
     from_json, global_capacity_lock, released_events, ReleaseArgs, LOAD_SQL, NEXT_WAIT_SQL,
@@ -17,38 +32,15 @@ use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
-use crate::ports::idempotency::Claim;
-use crate::ports::idempotency::StoredResponse;
-use crate::ports::jobs::ActiveWork;
-use crate::ports::jobs::Admission;
-use crate::ports::jobs::Capacity;
-use crate::ports::jobs::CapacityLimits;
-use crate::ports::jobs::Deleted;
-use crate::ports::jobs::JobPage;
-use crate::ports::jobs::JobQuery;
-use crate::ports::jobs::JobRecord;
-use crate::ports::jobs::Load;
-use crate::ports::jobs::NewJob;
-use crate::ports::jobs::NoRoom;
-use crate::ports::jobs::Nonce;
-use crate::ports::jobs::Occupancy;
-use crate::ports::jobs::Overview;
-use crate::ports::jobs::QueueAges;
-use crate::ports::jobs::QueueWait;
-use crate::ports::jobs::Resolved;
-use crate::ports::jobs::Transition;
-use crate::ports::jobs::TransitionOutcome;
-use crate::ports::jobs::{FarmRoom, JobRelease};
-use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobTransitions};
+use crate::ports::idempotency::{Claim, StoredResponse};
+use crate::ports::jobs::{
+    ActiveWork, Admission, Capacity, CapacityLimits, FarmRoom, JobAdmission, JobPage, JobQuery,
+    JobReads, JobRecord, JobRelease, Load, NewJob, NoRoom, Occupancy, Overview, QueueAges,
+    QueueWait, Resolved,
+};
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
-use async_trait::async_trait;
-use deadpool_postgres::Pool;
-use serde::de::IntoDeserializer;
-use serde::{Deserialize, Serialize};
-use std::time::Duration;
-use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Row;
+
 pub struct PgJobStore {
     pool: Pool,
     lock_timeout_ms: i64,
@@ -280,215 +272,6 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END,
        j.replay, j.error_code
   FROM jobs j";
-
-/// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
-/// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
-/// `jobs_by_client_status_age`, or with a player or beatmap (migrations/V14) of
-/// `jobs_by_client_player_age` or `jobs_by_client_beatmap_age`, from the cursor's
-/// `(created_at, id)` on, one row more than the page (`JobPage::from_rows`). A sandbox key's
-/// status filter is an age range of `jobs_by_client_age` (its jobs show the status their age
-/// makes). Each shape is its own statement, so no `$n IS NULL` branch keeps the planner from
-/// the index. Public so a test can `EXPLAIN` exactly it.
-pub struct PageStatement {
-    pub sql: String,
-    /// The parameters, in the order the statement numbers them.
-    params: Vec<PageParam>,
-}
-
-/// One parameter of a page's statement.
-enum PageParam {
-    Text(String),
-    Int(i64),
-    Time(chrono::DateTime<chrono::Utc>),
-    Id(uuid::Uuid),
-}
-
-impl PageStatement {
-    pub fn new(client: &ClientKey, query: &JobQuery) -> Self {
-        let mut filter = String::from("j.client_ip = $1");
-        let mut params = vec![PageParam::Text(client.as_str().to_owned())];
-        // Each condition's `{}` are its parameters, numbered in turn.
-        let mut and = |condition: &str, values: Vec<PageParam>| {
-            let mut condition = condition.to_owned();
-            for value in values {
-                params.push(value);
-                condition = condition.replacen("{}", &format!("${}", params.len()), 1);
-            }
-            filter += &format!(" AND {condition}");
-        };
-        let ago = |age: Duration| PageParam::Int(millis(age));
-        match query.status {
-            Some(status) if query.sandbox => match sandbox::shown_between(status) {
-                None => and("false", vec![]),
-                Some((from, until)) => {
-                    and(
-                        "j.created_at <= now() - {}::bigint * interval '1 millisecond'",
-                        vec![ago(from)],
-                    );
-                    if let Some(until) = until {
-                        and(
-                            "j.created_at > now() - {}::bigint * interval '1 millisecond'",
-                            vec![ago(until)],
-                        );
-                    }
-                    if !status.is_active() {
-                        let stored = PageParam::Text(status.as_str().to_owned());
-                        and("j.status = {}::text::job_status", vec![stored]);
-                    }
-                }
-            },
-            Some(status) => and(
-                "j.status = {}::text::job_status",
-                vec![PageParam::Text(status.as_str().to_owned())],
-            ),
-            None => {}
-        }
-        if let Some(player) = &query.player {
-            and(
-                "lower(j.replay ->> 'player') = lower({}::text)",
-                vec![PageParam::Text(player.clone())],
-            );
-        }
-        if let Some(md5) = &query.beatmap_md5 {
-            and(
-                "(j.replay ->> 'beatmap_md5') = {}::text",
-                vec![PageParam::Text(md5.clone())],
-            );
-        }
-        if let Some(cursor) = query.after {
-            and(
-                "(j.created_at, j.id) < ({}, {})",
-                vec![
-                    PageParam::Time(cursor.created_at),
-                    PageParam::Id(cursor.id.as_uuid()),
-                ],
-            );
-        }
-        params.push(PageParam::Int(query.limit.saturating_add(1)));
-        Self {
-            sql: format!(
-                "{JOB_SELECT} WHERE {filter} ORDER BY j.created_at DESC, j.id DESC LIMIT ${}",
-                params.len()
-            ),
-            params,
-        }
-    }
-
-    /// The parameters, in the order the statement numbers them.
-    pub fn params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
-        self.params
-            .iter()
-            .map(|param| -> (&(dyn ToSql + Sync), Type) {
-                match param {
-                    PageParam::Text(text) => (text, Type::TEXT),
-                    PageParam::Int(value) => (value, Type::INT8),
-                    PageParam::Time(time) => (time, Type::TIMESTAMPTZ),
-                    PageParam::Id(id) => (id, Type::UUID),
-                }
-            })
-            .collect()
-    }
-}
-
-/// The nonce insert and the conditional update in one statement: the update runs only if the
-/// insert did (the nonce was fresh) and only from a legal predecessor, which Postgres re-checks
-/// against the newest row version if another transaction changed the job meanwhile. Progress is
-/// per state: a report that changes the state without a progress starts it at 0.
-const TRANSITION_SQL: &str = "\
-WITH fresh AS (
-    INSERT INTO webhook_nonces (nonce, expires_at) VALUES ($2, $3)
-    ON CONFLICT DO NOTHING
-    RETURNING nonce
-), moved AS (
-    UPDATE jobs
-       SET status = $4::text::job_status,
-           progress = coalesce($6, CASE WHEN status = $4::text::job_status
-                                        THEN progress ELSE 0 END),
-           video_key = coalesce($7, video_key),
-           thumb_key = coalesce($8, thumb_key),
-           error = coalesce($9, error),
-           error_code = coalesce($11, error_code),
-           error_retryable = coalesce($12, error_retryable),
-           deadline_at = now() + $10 * interval '1 millisecond',
-           started_at = CASE WHEN started_at IS NULL AND $4 IN ('downloading', 'rendering')
-                             THEN now() ELSE started_at END,
-           updated_at = now()
-     WHERE id = $1
-       AND status = ANY ($5::text[]::job_status[])
-       AND EXISTS (SELECT FROM fresh)
-    RETURNING status::text, progress,
-              -- queue_job_callback (BEFORE UPDATE) set callback_at if it queued one
-              callback_url IS NOT NULL AND callback_at = now() AS calls_back
-)
-SELECT EXISTS (SELECT FROM fresh),
-       (SELECT status FROM moved),
-       (SELECT progress FROM moved),
-       (SELECT status::text FROM jobs WHERE id = $1),
-       (SELECT calls_back FROM moved)";
-
-const EXPIRE_QUEUED_SQL: &str = "\
-UPDATE jobs
-   SET status = 'expired', error = 'no renderer took the job in time', updated_at = now()
- WHERE status = 'queued' AND created_at < now() - $1 * interval '1 millisecond'";
-
-/// Released jobs still queued past `$1` ms (jobs_released_waiting: at most the farm's room)
-/// while a worker has started a job released after them (one probe of
-/// jobs_started_by_release): their message was lost, not waiting for a worker. A job released
-/// before V18 (no start tag) is left to QUEUED_TTL.
-const FAIL_UNCLAIMED_SQL: &str = "\
-UPDATE jobs j
-   SET status = 'failed', error = 'no render worker took the job in time',
-       error_code = 'timed_out', error_retryable = true, updated_at = now()
- WHERE j.status = 'queued' AND j.released_at IS NOT NULL AND j.fair_start IS NOT NULL
-   AND j.released_at < now() - $1 * interval '1 millisecond'
-   AND EXISTS (SELECT FROM jobs s
-                WHERE s.started_at IS NOT NULL AND s.released_at > j.released_at)";
-
-/// Up to `$1` fair clients whose last finish the clock has passed (fair_clients_by_finish):
-/// their next job starts at the clock with or without the row.
-const PRUNE_FAIR_CLIENTS_SQL: &str = "\
-DELETE FROM fair_clients
- WHERE client IN (SELECT client FROM fair_clients
-                   WHERE finish <= (SELECT virtual_time FROM fair_clock)
-                   ORDER BY finish LIMIT $1 FOR UPDATE SKIP LOCKED)";
-
-const FAIL_STALLED_SQL: &str = "\
-UPDATE jobs
-   SET status = 'failed', error = 'timed out', error_code = 'timed_out', error_retryable = true,
-       deadline_at = NULL, updated_at = now()
- WHERE status IN ('downloading', 'rendering')
-   AND coalesce(deadline_at, updated_at + $1 * interval '1 millisecond') < now()";
-
-/// Up to `$2` jobs ended over `$1` ms ago, oldest first by `jobs_ended_by_update`, and their
-/// outbox events (deleted here rather than left to the cascade, to be counted). Rows another
-/// run holds are skipped, so two runs split the work; an active job is never selected.
-const DELETE_ENDED_SQL: &str = "\
-WITH doomed AS (
-    SELECT id FROM jobs
-     WHERE status IN ('completed', 'failed', 'expired')
-       AND updated_at < now() - $1 * interval '1 millisecond'
-     ORDER BY updated_at
-     LIMIT $2
-       FOR UPDATE SKIP LOCKED
-), events AS (
-    DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM doomed) RETURNING 1
-), gone AS (
-    DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
-)
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM events)";
-
-/// Up to `$1` expired nonces, by the expiry index.
-const PRUNE_NONCES_SQL: &str = "\
-DELETE FROM webhook_nonces
- WHERE nonce IN (SELECT nonce FROM webhook_nonces WHERE expires_at < now()
-                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
-
-/// A day, as the migration that made the fences says; up to `$1`, by the age index.
-const PRUNE_FENCES_SQL: &str = "\
-DELETE FROM admission_fences
- WHERE job_id IN (SELECT job_id FROM admission_fences
-                   WHERE created_at < now() - interval '1 day'
-                   ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
 
 /// A SQL function's verdict, its row's first column, as one of `V`'s snake_case names; another
 /// word is a function this code does not know (newer or broken): its outcome is unknown.
@@ -741,118 +524,6 @@ impl JobReads for PgJobStore {
             .map(job_record)
             .collect::<Result<_, _>>()?;
         Ok(JobPage::from_rows(rows, query.limit))
-    }
-}
-
-#[async_trait]
-impl JobTransitions for PgJobStore {
-    async fn transition(
-        &self,
-        id: JobId,
-        transition: &Transition,
-        nonce: &Nonce,
-    ) -> Result<TransitionOutcome, StoreError> {
-        let predecessors: Vec<&str> = transition
-            .to
-            .predecessors()
-            .iter()
-            .map(|status| status.as_str())
-            .collect();
-        let deadline_ms = transition.deadline_in.map(millis);
-        let error_code = transition.error_code.map(FailureCode::as_str);
-        let retryable = transition.error_code.map(FailureCode::retryable);
-        let params: [(&(dyn ToSql + Sync), Type); 12] = [
-            (&id.as_uuid(), Type::UUID),
-            (&nonce.value, Type::TEXT),
-            (&nonce.expires_at, Type::TIMESTAMPTZ),
-            (&transition.to.as_str(), Type::TEXT),
-            (&predecessors, Type::TEXT_ARRAY),
-            (&transition.progress, Type::FLOAT4),
-            (&transition.video_key, Type::TEXT),
-            (&transition.thumb_key, Type::TEXT),
-            (&transition.error, Type::TEXT),
-            (&deadline_ms, Type::INT8),
-            (&error_code, Type::TEXT),
-            (&retryable, Type::BOOL),
-        ];
-        let conn = db::checkout(&self.pool).await?;
-        let row = conn
-            .query_row(TRANSITION_SQL, &params, "transition")
-            .await?;
-        let fresh: bool = row.get(0);
-        let moved: Option<&str> = row.get(1);
-        let current: Option<&str> = row.get(3);
-        Ok(match (fresh, moved, current) {
-            (false, _, _) => TransitionOutcome::NonceReused,
-            (true, Some(status), _) => TransitionOutcome::Applied {
-                status: status_of(status)?,
-                progress: row.get(2),
-                calls_back: row.get::<_, Option<bool>>(4).unwrap_or(false),
-            },
-            (true, None, None) => TransitionOutcome::UnknownJob,
-            (true, None, Some(current)) => TransitionOutcome::Illegal {
-                current: status_of(current)?,
-            },
-        })
-    }
-}
-
-#[async_trait]
-impl JobHousekeeping for PgJobStore {
-    async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(EXPIRE_QUEUED_SQL, &[(&millis(ttl), Type::INT8)])
-            .await?)
-    }
-
-    async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(FAIL_STALLED_SQL, &[(&millis(stall_timeout), Type::INT8)])
-            .await?)
-    }
-
-    async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(FAIL_UNCLAIMED_SQL, &[(&millis(older_than), Type::INT8)])
-            .await?)
-    }
-
-    async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
-        let params: [(&(dyn ToSql + Sync), Type); 2] =
-            [(&millis(retention), Type::INT8), (&batch, Type::INT8)];
-        let conn = db::checkout(&self.pool).await?;
-        let row = conn
-            .query_row(DELETE_ENDED_SQL, &params, "delete_ended")
-            .await?;
-        let count = |n: i64| u64::try_from(n).unwrap_or_default();
-        Ok(Deleted {
-            jobs: count(row.get(0)),
-            outbox_events: count(row.get(1)),
-        })
-    }
-
-    async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(PRUNE_NONCES_SQL, &[(&batch, Type::INT8)])
-            .await?)
-    }
-
-    async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(PRUNE_FENCES_SQL, &[(&batch, Type::INT8)])
-            .await?)
-    }
-
-    async fn prune_fair_clients(&self, batch: i64) -> Result<u64, StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        Ok(conn
-            .execute_typed(PRUNE_FAIR_CLIENTS_SQL, &[(&batch, Type::INT8)])
-            .await?)
     }
 }
 
