@@ -196,7 +196,7 @@ def alarm_email(session, stack):
 
 def smoke_key(session, stack, path):
     """The sandbox key infra/smoke renders with: a sandbox job is simulated, never rendered,
-    and counts toward no queue limit (README, "API keys")."""
+    and counts toward no queue limit (docs/API.md, "API keys")."""
     try:
         key = open(path).read().strip()
         if key.startswith("osr_test_"):

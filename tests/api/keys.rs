@@ -375,7 +375,7 @@ async fn idempotency_and_duplicates_are_scoped_to_the_key() {
 async fn a_key_clients_lock_is_the_documented_one() {
     let app = TestApp::spawn(&[("DB_TIMEOUT_MS", "20000")]).await;
     let key: TestKey = app.create_key("60/hour", 20).await;
-    // The README's name for a key client, spelled out here rather than taken from the core.
+    // docs/API.md's name for a key client, spelled out here rather than taken from the core.
     let holder = app
         .hold_client_lock(&format!("key:{}", key.id.0.hyphenated()))
         .await;

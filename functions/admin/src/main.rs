@@ -1,5 +1,5 @@
-//! `osurender-admin`: creates, lists, changes and revokes API keys (README, "API keys"), runs the
-//! operator's controls and removes and reserves skin names (README, "Removing and reserving skin
+//! `osurender-admin`: creates, lists, changes and revokes API keys (docs/API.md, "API keys"), runs the
+//! operator's controls and removes and reserves skin names (docs/API.md, "Removing and reserving skin
 //! names"). On Lambda (`AWS_LAMBDA_RUNTIME_API` set) the same commands arrive as events
 //! (docs/DEPLOY.md).
 

@@ -1,4 +1,4 @@
-//! README's configuration table against `Config`: every variable the configuration reads has a
+//! docs/API.md's configuration table against `Config`: every variable the configuration reads has a
 //! row, and every default written there is the code's (setting a variable to its documented
 //! default changes nothing).
 
@@ -10,11 +10,11 @@ use osurender_core::Config;
 /// The table's rows: the variables of a row (a row may name several) and its default, when the
 /// default column opens with a literal in backticks.
 fn documented() -> Vec<(Vec<String>, Option<String>)> {
-    let readme = include_str!("../../../README.md");
-    let table = readme
+    let reference = include_str!("../../../docs/API.md");
+    let table = reference
         .split("\n## Configuration\n")
         .nth(1)
-        .expect("README has a Configuration section");
+        .expect("docs/API.md has a Configuration section");
     let table = &table[..table.find("\n## ").unwrap_or(table.len())];
     table
         .lines()
@@ -65,7 +65,7 @@ fn every_variable_the_configuration_reads_is_documented() {
     let missing: Vec<&String> = read.difference(&documented).collect();
     assert!(
         missing.is_empty(),
-        "read by Config, not in README's table: {missing:?}"
+        "read by Config, not in docs/API.md's table: {missing:?}"
     );
     assert!(read.len() > 40, "the lookup saw {} variables", read.len());
 }
@@ -80,7 +80,7 @@ fn every_documented_default_is_the_codes() {
             let set = config(|asked| (asked == name).then(|| default.clone()));
             assert_eq!(
                 set, defaults,
-                "README: `{name}` defaults to `{default}`; the code's differs"
+                "docs/API.md: `{name}` defaults to `{default}`; the code's differs"
             );
             checked += 1;
         }

@@ -78,7 +78,7 @@ fn problem_codes_are_the_schemas_examples() {
 }
 
 /// A failed job's codes: the `FailureCode` schema's examples (an open set, like `Problem.code`)
-/// and the README's table are exactly the codes the service records, each with its
+/// and docs/API.md's table are exactly the codes the service records, each with its
 /// `retryable`.
 #[test]
 fn failure_codes_are_documented_with_whether_they_are_retryable() {
@@ -93,11 +93,11 @@ fn failure_codes_are_documented_with_whether_they_are_retryable() {
         .collect();
     let recorded: BTreeSet<&str> = FailureCode::ALL.iter().map(|code| code.as_str()).collect();
     assert_eq!(documented, recorded);
-    let readme = include_str!("../../../README.md");
-    let table = readme
+    let reference = include_str!("../../../docs/API.md");
+    let table = reference
         .split("#### Failure codes")
         .nth(1)
-        .expect("README has a failure code table");
+        .expect("docs/API.md has a failure code table");
     for code in FailureCode::ALL {
         let yes = |flag: bool| if flag { "yes" } else { "no" };
         let keeps_out = FailureCode::THE_REPLAYS.contains(&code);
@@ -106,7 +106,7 @@ fn failure_codes_are_documented_with_whether_they_are_retryable() {
             yes(code.retryable()),
             yes(keeps_out)
         );
-        assert!(table.contains(&row), "README lacks the row {row}");
+        assert!(table.contains(&row), "docs/API.md lacks the row {row}");
     }
 }
 

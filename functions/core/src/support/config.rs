@@ -1,5 +1,5 @@
 //! Configuration from the environment. Every variable and its default is in `Config::from_env`,
-//! and the README's configuration table mirrors it.
+//! and docs/API.md's configuration table mirrors it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -905,7 +905,7 @@ mod tests {
         );
     }
 
-    /// Every row of the table README's `DB_SSLMODE` documents.
+    /// Every row of the table docs/API.md's `DB_SSLMODE` documents.
     #[test]
     fn the_tls_mode_is_never_weaker_than_asked() {
         use DbSslMode::{Disable, Require, VerifyFull};
