@@ -43,11 +43,7 @@ fn quickstarts_sandbox_table_is_the_script() {
         let Ok(status) = cells[2].trim_matches('`').parse::<JobStatus>() else {
             continue;
         };
-        assert_eq!(
-            Some(age_range(cells[1])),
-            shown_between(status),
-            "{status}"
-        );
+        assert_eq!(Some(age_range(cells[1])), shown_between(status), "{status}");
         rows += 1;
     }
     assert_eq!(rows, 4, "the table's rows");
