@@ -1,6 +1,9 @@
 //! Claims of the docs that name what the code does, checked against the code: a number or a
 //! list written in a doc changes with the code or this test fails.
 
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
 use std::time::Duration;
 
 use osurender_core::domain::sandbox::shown_between;
@@ -56,4 +59,49 @@ fn quickstarts_sandbox_table_is_the_script() {
         QUICKSTART.replace('\n', " ").contains(&claim),
         "QUICKSTART lacks: {claim}"
     );
+}
+
+/// DESIGN.md §7's layer table names every module of every layer's folder.
+#[test]
+fn designs_layer_table_names_every_module() {
+    let design = include_str!("../../../docs/DESIGN.md");
+    let layout = section(design, "## 7. Layout");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut layers = 0;
+    for row in layout.lines().filter(|line| line.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let folder = cells[0].trim_start_matches("| ").trim_matches('`');
+        let named: BTreeSet<&str> = cells[1]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|name| {
+                name.trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(name)
+            })
+            .collect();
+        let mut modules = BTreeSet::new();
+        for entry in fs::read_dir(source.join(folder)).expect("a layer's folder") {
+            let path = entry.expect("an entry").path();
+            let stem = path
+                .file_stem()
+                .and_then(|stem| stem.to_str())
+                .unwrap_or("");
+            if stem != "mod" && (path.is_dir() || path.extension().is_some_and(|ext| ext == "rs")) {
+                modules.insert(stem.to_owned());
+            }
+        }
+        let missing: Vec<&String> = modules
+            .iter()
+            .filter(|module| !named.contains(module.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "DESIGN.md §7, `{folder}`: no {missing:?}"
+        );
+        layers += 1;
+    }
+    assert_eq!(layers, 7, "the table's layers");
 }
