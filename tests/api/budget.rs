@@ -1,7 +1,8 @@
 //! The round-trip budget of `POST /v1/render` (DESIGN.md §5), counted by proxies between the
-//! server and its backing services: an admitted request costs 1 DynamoDB call, at most 3
-//! Postgres round trips (the dispatched mark included), 1 S3 PUT and 1 SQS send; each rejection
-//! touches only what its step needs. Steady state is asserted (after a warm-up request has
+//! server and its backing services: an admitted request costs 2 DynamoDB calls (an anonymous
+//! client's window and its network's; a key's, 1), at most 3 Postgres round trips (the
+//! dispatched mark included), 1 S3 PUT and 1 SQS send; each rejection touches only what its
+//! step needs. Steady state is asserted (after a warm-up request has
 //! opened the connections); a fresh instance's first request is counted separately.
 //!
 //! New connections to Postgres are asserted away in steady state; to the AWS stand-in they are
