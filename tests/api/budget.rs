@@ -411,8 +411,9 @@ async fn a_limiter_outage_touches_nothing_else() {
 }
 
 /// Issue 19: health checks cost the dependencies one probe per `HEALTH_CHECK_INTERVAL` per
-/// instance, however many arrive at once: one Postgres round trip and one call to each AWS
-/// service for 50 requests (well within the interval, so all share the first probe).
+/// instance, however many arrive at once: one Postgres round trip and one call of each probe
+/// (`DescribeTable`, `HeadBucket`, `GetQueueAttributes`; the dev server also looks up its
+/// queue's URL once) for 50 requests (well within the interval, so all share the first probe).
 #[tokio::test]
 async fn fifty_health_checks_at_once_cost_one_probe() {
     let (app, proxies) = TestApp::spawn_via_proxies(&[
@@ -436,7 +437,7 @@ async fn fifty_health_checks_at_once_cost_one_probe() {
     assert!(pg.pg_round_trips <= 1, "{pg:?}");
     for op in [
         "DynamoDB.DescribeTable",
-        "S3.HeadObject",
+        "S3.HeadBucket",
         "SQS.GetQueueAttributes",
     ] {
         assert_eq!(aws.op(op), 1, "{op}: {:?}", aws.http);
