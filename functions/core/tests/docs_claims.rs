@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use osurender_core::domain::sandbox::shown_between;
 use osurender_core::domain::JobStatus;
+use osurender_core::entry::http::ROUTES;
 
 const QUICKSTART: &str = include_str!("../../../docs/QUICKSTART.md");
 
@@ -104,4 +105,32 @@ fn designs_layer_table_names_every_module() {
         layers += 1;
     }
     assert_eq!(layers, 7, "the table's layers");
+}
+
+/// Every route the service answers is in each endpoint table: README's, docs/API.md's and
+/// DESIGN.md §1's.
+#[test]
+fn every_route_is_in_every_endpoint_table() {
+    let tables = [
+        (
+            "README.md",
+            section(include_str!("../../../README.md"), "## Endpoints"),
+        ),
+        (
+            "docs/API.md",
+            section(include_str!("../../../docs/API.md"), "## Endpoints"),
+        ),
+        (
+            "docs/DESIGN.md",
+            section(include_str!("../../../docs/DESIGN.md"), "## 1. Endpoints"),
+        ),
+    ];
+    for (method, path) in ROUTES {
+        for (document, table) in tables {
+            assert!(
+                table.contains(&format!("`{method} {path}`")),
+                "{document}'s endpoint table lacks {method} {path}"
+            );
+        }
+    }
 }
