@@ -1,7 +1,8 @@
 //! The round-trip budget of `POST /v1/render` (DESIGN.md §5), counted by proxies between the
-//! server and its backing services: an admitted request costs 1 DynamoDB call, at most 3
-//! Postgres round trips (the dispatched mark included), 1 S3 PUT and 1 SQS send; each rejection
-//! touches only what its step needs. Steady state is asserted (after a warm-up request has
+//! server and its backing services: an admitted request costs 2 DynamoDB calls (an anonymous
+//! client's window and its network's; a key's, 1), at most 3 Postgres round trips (the
+//! dispatched mark included), 1 S3 PUT and 1 SQS send; each rejection touches only what its
+//! step needs. Steady state is asserted (after a warm-up request has
 //! opened the connections); a fresh instance's first request is counted separately.
 //!
 //! New connections to Postgres are asserted away in steady state; to the AWS stand-in they are
@@ -410,8 +411,9 @@ async fn a_limiter_outage_touches_nothing_else() {
 }
 
 /// Issue 19: health checks cost the dependencies one probe per `HEALTH_CHECK_INTERVAL` per
-/// instance, however many arrive at once: one Postgres round trip and one call to each AWS
-/// service for 50 requests (well within the interval, so all share the first probe).
+/// instance, however many arrive at once: one Postgres round trip and one call of each probe
+/// (`DescribeTable`, `HeadBucket`, `GetQueueAttributes`; the dev server also looks up its
+/// queue's URL once) for 50 requests (well within the interval, so all share the first probe).
 #[tokio::test]
 async fn fifty_health_checks_at_once_cost_one_probe() {
     let (app, proxies) = TestApp::spawn_via_proxies(&[
@@ -435,7 +437,7 @@ async fn fifty_health_checks_at_once_cost_one_probe() {
     assert!(pg.pg_round_trips <= 1, "{pg:?}");
     for op in [
         "DynamoDB.DescribeTable",
-        "S3.HeadObject",
+        "S3.HeadBucket",
         "SQS.GetQueueAttributes",
     ] {
         assert_eq!(aws.op(op), 1, "{op}: {:?}", aws.http);

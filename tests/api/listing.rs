@@ -288,6 +288,36 @@ async fn pages_follow_next_to_the_end_newest_first() {
     );
 }
 
+/// Every bad query parameter of a listing is in `invalid_params`, an unparsable one as much as
+/// one out of range, the first also in `detail`, and none spends quota.
+#[tokio::test]
+async fn every_bad_listing_parameter_is_named_in_invalid_params() {
+    let app = TestApp::spawn(ROOMY).await;
+    let me = key(&app).await;
+    for (path, names) in [
+        ("/v1/jobs?limit=ten&status=paused", &["limit", "status"][..]),
+        ("/v1/jobs?limit=&cursor=x", &["limit", "cursor"]),
+        ("/v1/jobs?limit=1.5", &["limit"]),
+        ("/v1/skins?limit=ten&cursor=%25%25", &["limit", "cursor"]),
+        ("/v1/skins?limit=-1", &["limit"]),
+    ] {
+        let response = app.get_with(READER, &me.bearer, path).await;
+        assert_eq!(header(&response, "x-ratelimit-remaining"), None, "{path}");
+        let body = problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+        let invalid = body["invalid_params"].as_array().expect("invalid_params");
+        let listed: Vec<&str> = invalid
+            .iter()
+            .map(|param| param["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, names, "{path}: {body}");
+        assert_eq!(
+            body["detail"],
+            format!("{}: {}", names[0], invalid[0]["reason"].as_str().unwrap()),
+            "{path}"
+        );
+    }
+}
+
 /// The planner's choice with 300,000 jobs of 3,000 other clients (mostly ended, as history is)
 /// and fresh statistics: every shape of the page statement reads its client's index range and
 /// no statement scans `jobs` whole.

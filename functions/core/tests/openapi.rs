@@ -108,6 +108,38 @@ fn failure_codes_are_documented_with_whether_they_are_retryable() {
         );
         assert!(table.contains(&row), "docs/API.md lacks the row {row}");
     }
+    let description = schema["description"]
+        .as_str()
+        .expect("FailureCode has a description")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let retryable: Vec<FailureCode> = FailureCode::ALL
+        .into_iter()
+        .filter(|code| code.retryable())
+        .collect();
+    for claim in [
+        format!("{} are retryable.", spelled(&retryable)),
+        format!(
+            "Only {}, the replay's own failures, keep the replay out",
+            spelled(&FailureCode::THE_REPLAYS)
+        ),
+    ] {
+        assert!(
+            description.contains(&claim),
+            "FailureCode's description lacks: {claim}"
+        );
+    }
+}
+
+/// `a`, `b` and `c`.
+fn spelled(codes: &[FailureCode]) -> String {
+    let ticked: Vec<String> = codes.iter().map(|code| format!("`{code}`")).collect();
+    match ticked.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 /// Every answer the service gives carries `X-Request-Id` (entry/http.rs): each documented

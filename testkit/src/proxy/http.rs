@@ -152,14 +152,17 @@ fn parse_head(head: &[u8]) -> Option<Head> {
 
 /// `DynamoDB.UpdateItem` from `X-Amz-Target: DynamoDB_20120810.UpdateItem`, `SQS.SendMessage`
 /// from `AmazonSQS.SendMessage`; otherwise an S3 operation from the method and whether the
-/// (path-style) target names a bucket or an object.
+/// (path-style) target names a bucket (`/bucket`, `/bucket/`) or an object (`/bucket/key`).
 fn operation(method: &str, target: &str, amz_target: Option<&str>) -> String {
     if let Some((service, op)) = amz_target.and_then(|t| t.split_once('.')) {
         let service = service.split('_').next().unwrap_or(service);
         return format!("{}.{op}", service.trim_start_matches("Amazon"));
     }
     let path = target.split('?').next().unwrap_or_default();
-    let object = path.trim_start_matches('/').contains('/');
+    let object = path
+        .trim_start_matches('/')
+        .split_once('/')
+        .is_some_and(|(_, key)| !key.is_empty());
     let op = match (method, object) {
         ("PUT", true) => "PutObject",
         ("GET", true) => "GetObject",
@@ -200,6 +203,8 @@ mod tests {
             "Content-Length: 2\r\n\r\n{}",
             "DELETE /bucket/replays/a.osr HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
             "HEAD /bucket HTTP/1.1\r\n\r\n",
+            "HEAD /bucket/ HTTP/1.1\r\n\r\n",
+            "GET /bucket/?list-type=2 HTTP/1.1\r\n\r\n",
         ]
         .concat();
         let (ops, opaque) = in_pieces(stream.as_bytes(), http_ops);
@@ -211,7 +216,9 @@ mod tests {
                 "S3.PutObject",
                 "SQS.SendMessageBatch",
                 "S3.DeleteObject",
-                "S3.HeadBucket"
+                "S3.HeadBucket",
+                "S3.HeadBucket",
+                "S3.ListObjects"
             ]
         );
     }

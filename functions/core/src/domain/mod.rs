@@ -12,6 +12,7 @@ pub mod form;
 pub mod hash;
 pub mod job;
 pub mod key;
+pub mod page;
 pub mod policy;
 pub mod rate;
 pub mod render;

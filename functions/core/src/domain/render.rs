@@ -272,6 +272,16 @@ mod tests {
         }
     }
 
+    /// A field sent twice counts as its last value, yet every value of it is checked.
+    #[test]
+    fn an_option_sent_twice_is_its_last_and_each_value_must_be_valid() {
+        let options =
+            RenderOptions::from_fields([("resolution", "720p"), ("resolution", "4k")]).unwrap();
+        assert_eq!(options.resolution, Resolution::Uhd4k);
+        let errors = RenderOptions::from_fields([("bg_dim", "2"), ("bg_dim", "0.5")]).unwrap_err();
+        assert_eq!(errors[0].field, "bg_dim");
+    }
+
     #[test]
     fn every_bad_field_is_reported_once_in_form_order() {
         let errors = RenderOptions::from_fields([

@@ -55,7 +55,7 @@ pub fn legacy_upload_routes() -> Router<App> {
 #[derive(Debug, Deserialize)]
 struct ListParams {
     cursor: Option<String>,
-    limit: Option<usize>,
+    limit: Option<String>,
 }
 
 /// A malformed page request is refused before the rate limit counts it.
@@ -63,7 +63,7 @@ impl QueryParams for ListParams {
     type Checked = PageRequest;
 
     fn check(self) -> Result<PageRequest, Rejection> {
-        PageRequest::parse(self.cursor.as_deref(), self.limit)
+        PageRequest::parse(self.cursor.as_deref(), self.limit.as_deref())
     }
 }
 

@@ -20,6 +20,7 @@ use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
 use crate::domain::job::{JobId, JobStatus};
+use crate::domain::page;
 use crate::domain::rate::RateDecision;
 /// A page of the listing, as `list_jobs` takes it (what `ListParams::query` checks).
 pub use crate::ports::jobs::JobQuery;
@@ -151,7 +152,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
 /// no more (a client still sending it would be shown its first page forever).
 #[derive(Debug, Default, Deserialize)]
 pub struct ListParams {
-    pub limit: Option<i64>,
+    pub limit: Option<String>,
     pub status: Option<String>,
     pub player: Option<String>,
     pub beatmap_md5: Option<String>,
@@ -173,11 +174,7 @@ impl ListParams {
                 reason: "replaced by `cursor`; follow a page's `next`".into(),
             });
         }
-        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
-        let limit = match (1..=MAX_PAGE).contains(&limit) {
-            true => Ok(limit),
-            false => Err(format!("must be 1 to {MAX_PAGE}")),
-        };
+        let limit = page::limit(self.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE);
         let limit = InvalidParam::collect(&mut invalid, "limit", limit);
         let status = self.status.as_deref().map(str::parse::<JobStatus>);
         let status = InvalidParam::collect(
@@ -417,9 +414,9 @@ async fn presign(app: &App, key: &str, ttl: Duration) -> Result<String, String> 
 mod tests {
     use super::*;
 
-    fn params(limit: Option<i64>, status: Option<&str>, cursor: Option<&str>) -> ListParams {
+    fn params(limit: Option<&str>, status: Option<&str>, cursor: Option<&str>) -> ListParams {
         ListParams {
-            limit,
+            limit: limit.map(str::to_owned),
             status: status.map(str::to_owned),
             cursor: cursor.map(str::to_owned),
             ..ListParams::default()
@@ -470,7 +467,7 @@ mod tests {
             id: JobId::new(),
         };
         let encoded = cursor.encode();
-        let q = params(Some(100), Some("rendering"), Some(&encoded))
+        let q = params(Some("100"), Some("rendering"), Some(&encoded))
             .query()
             .unwrap();
         assert_eq!(
@@ -482,8 +479,9 @@ mod tests {
             ..ListParams::default()
         };
         for (bad, field) in [
-            (params(Some(0), None, None), "limit"),
-            (params(Some(101), None, None), "limit"),
+            (params(Some("0"), None, None), "limit"),
+            (params(Some("101"), None, None), "limit"),
+            (params(Some("ten"), None, None), "limit"),
             (params(None, Some("paused"), None), "status"),
             (params(None, None, Some("")), "cursor"),
             (params(None, None, Some("not-a-cursor")), "cursor"),
@@ -498,7 +496,7 @@ mod tests {
     #[test]
     fn every_bad_parameter_is_listed_and_the_first_is_the_detail() {
         let bad = ListParams {
-            limit: Some(0),
+            limit: Some("ten".into()),
             status: Some("paused".into()),
             beatmap_md5: Some("abc".into()),
             ..ListParams::default()

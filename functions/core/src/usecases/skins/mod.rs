@@ -14,6 +14,7 @@ use base64::Engine;
 use serde::Serialize;
 
 use crate::domain::client::ClientKey;
+use crate::domain::page;
 use crate::domain::render::SkinName;
 use crate::ports::StoreError;
 use crate::support::problem::{InvalidParam, Rejection};
@@ -40,13 +41,9 @@ pub struct PageRequest {
 impl PageRequest {
     /// `cursor`: a page's `next`, as given; `limit`: 1..=`MAX_PAGE`, default `MAX_PAGE`.
     /// Both are checked: a refusal lists every bad one (`invalid_params`).
-    pub fn parse(cursor: Option<&str>, limit: Option<usize>) -> Result<Self, Rejection> {
+    pub fn parse(cursor: Option<&str>, limit: Option<&str>) -> Result<Self, Rejection> {
         let mut invalid = Vec::new();
-        let limit = limit.unwrap_or(MAX_PAGE);
-        let limit = match (1..=MAX_PAGE).contains(&limit) {
-            true => Ok(limit),
-            false => Err(format!("must be 1 to {MAX_PAGE}")),
-        };
+        let limit = page::limit(limit, MAX_PAGE, MAX_PAGE);
         let limit = InvalidParam::collect(&mut invalid, "limit", limit);
         let after = cursor.map(|cursor| {
             URL_SAFE_NO_PAD
@@ -165,7 +162,8 @@ mod tests {
                 listed.extend(page.skins);
                 match page.next {
                     Some(next) => {
-                        let request = PageRequest::parse(Some(&next), Some(limit)).unwrap();
+                        let request =
+                            PageRequest::parse(Some(&next), Some(&limit.to_string())).unwrap();
                         after = request.after.unwrap();
                     }
                     None => break,
@@ -188,13 +186,13 @@ mod tests {
     #[test]
     fn pages_are_bounded_and_cursors_checked() {
         assert!(PageRequest::parse(None, None).is_ok());
-        for limit in [0, MAX_PAGE + 1] {
+        for limit in ["0", &(MAX_PAGE + 1).to_string(), "ten"] {
             assert_eq!(
                 PageRequest::parse(None, Some(limit)).unwrap_err().code(),
                 "invalid_field"
             );
         }
-        let both = PageRequest::parse(Some("%%%"), Some(0)).unwrap_err();
+        let both = PageRequest::parse(Some("%%%"), Some("ten")).unwrap_err();
         let Rejection::InvalidParams(invalid) = &both else {
             panic!("{both:?}")
         };
