@@ -1,8 +1,6 @@
 //! Why a render failed, as a code a bot can act on: the worker reports one (`error_code`) from
 //! this documented set, and whether trying again may help follows from it.
 
-use std::str::FromStr;
-
 /// A failed job's `error_code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureCode {
@@ -83,22 +81,7 @@ impl FailureCode {
     }
 }
 
-impl FromStr for FailureCode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|code| code.as_str() == s)
-            .ok_or_else(|| format!("unknown error code `{s}`"))
-    }
-}
-
-impl std::fmt::Display for FailureCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+super::named_values!(FailureCode, "error code");
 
 #[cfg(test)]
 mod tests {

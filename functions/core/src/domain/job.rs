@@ -113,22 +113,7 @@ impl JobStatus {
     }
 }
 
-impl FromStr for JobStatus {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| format!("unknown job status `{s}`"))
-    }
-}
-
-impl std::fmt::Display for JobStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+super::named_values!(JobStatus, "job status");
 
 #[cfg(test)]
 mod tests {
