@@ -37,12 +37,7 @@ impl Dependency for DynamoRateLimiter {
     }
 
     async fn check(&self) -> Result<(), String> {
-        let describe = self.client.describe_table().table_name(&self.table).send();
-        deadline::within(describe)
-            .await
-            .map_err(|expired| expired.to_string())?
-            .map(drop)
-            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
+        super::probe(self.client.describe_table().table_name(&self.table).send()).await
     }
 }
 

@@ -52,12 +52,7 @@ impl Dependency for S3ReplayStore {
     }
 
     async fn check(&self) -> Result<(), String> {
-        let head = self.client.head_bucket().bucket(&self.bucket).send();
-        deadline::within(head)
-            .await
-            .map_err(|expired| expired.to_string())?
-            .map(drop)
-            .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(e).to_string())
+        super::probe(self.client.head_bucket().bucket(&self.bucket).send()).await
     }
 }
 

@@ -157,12 +157,7 @@ impl Dependency for SqsRenderQueue {
 
     async fn check(&self) -> Result<(), String> {
         let url = self.url().await?;
-        let attributes = self.client.get_queue_attributes().queue_url(url).send();
-        deadline::within(attributes)
-            .await
-            .map_err(|expired| expired.to_string())?
-            .map(drop)
-            .map_err(|e| DisplayErrorContext(e).to_string())
+        super::probe(self.client.get_queue_attributes().queue_url(url).send()).await
     }
 }
 
