@@ -13,7 +13,7 @@ use crate::ports::callbacks::{
 pub struct MemoryCallbacks {
     queued: Mutex<Vec<(Callback, EventStatus, DateTime<Utc>)>>,
     sent: Mutex<Vec<(String, Vec<u8>, String)>>,
-    down: AtomicBool,
+    down: Outage,
     failing_marks: Mutex<Vec<i64>>,
     lookups_fail: AtomicBool,
 }
@@ -85,7 +85,7 @@ impl MemoryCallbacks {
 
     /// Every receiver fails to answer.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
+        self.down.set(down);
     }
 
     /// Makes every pending callback due now (its backoff passed).
@@ -239,7 +239,7 @@ impl CallbackSender for MemoryCallbacks {
         signature: &str,
     ) -> Result<(), SendError> {
         self.check(url).await?;
-        if self.down.load(Ordering::SeqCst) {
+        if self.down.is_down() {
             return Err(SendError::Status(503));
         }
         lock(&self.sent).push((url.as_str().to_owned(), body, signature.to_owned()));

@@ -13,7 +13,7 @@ pub struct MemoryKeys {
     rows: Mutex<Vec<(KeyHash, KeyRecord)>>,
     lookups: std::sync::atomic::AtomicUsize,
     live_lists: std::sync::atomic::AtomicUsize,
-    down: AtomicBool,
+    down: Outage,
 }
 
 impl MemoryKeys {
@@ -29,21 +29,14 @@ impl MemoryKeys {
 
     /// Every call fails until told otherwise.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
-    }
-
-    fn up(&self) -> Result<(), StoreError> {
-        match self.down.load(Ordering::SeqCst) {
-            true => Err(StoreError::new("the key table is down")),
-            false => Ok(()),
-        }
+        self.down.set(down);
     }
 }
 
 #[async_trait]
 impl KeyStore for MemoryKeys {
     async fn create(&self, key: &NewKey) -> Result<DateTime<Utc>, StoreError> {
-        self.up()?;
+        self.down.check("the key table is down")?;
         let mut rows = lock(&self.rows);
         if rows
             .iter()
@@ -70,7 +63,7 @@ impl KeyStore for MemoryKeys {
     }
 
     async fn list(&self, limit: usize) -> Result<Vec<KeySummary>, StoreError> {
-        self.up()?;
+        self.down.check("the key table is down")?;
         let mut keys: Vec<KeySummary> = lock(&self.rows)
             .iter()
             .map(|(_, row)| row.summary.clone())
@@ -81,7 +74,7 @@ impl KeyStore for MemoryKeys {
     }
 
     async fn revoke(&self, id: KeyId) -> Result<Revocation, StoreError> {
-        self.up()?;
+        self.down.check("the key table is down")?;
         let mut rows = lock(&self.rows);
         let Some((_, row)) = rows.iter_mut().find(|(_, row)| row.summary.id == id) else {
             return Ok(Revocation::NoSuchKey);
@@ -101,7 +94,7 @@ impl KeyStore for MemoryKeys {
         id: KeyId,
         change: LimitsChange,
     ) -> Result<LimitsUpdate, StoreError> {
-        self.up()?;
+        self.down.check("the key table is down")?;
         let mut rows = lock(&self.rows);
         let Some((_, row)) = rows.iter_mut().find(|(_, row)| row.summary.id == id) else {
             return Ok(LimitsUpdate::NoSuchKey);
@@ -117,7 +110,7 @@ impl KeyStore for MemoryKeys {
 
     async fn find_by_hash(&self, hash: &KeyHash) -> Result<Option<KeyRecord>, StoreError> {
         self.lookups.fetch_add(1, Ordering::SeqCst);
-        self.up()?;
+        self.down.check("the key table is down")?;
         Ok(lock(&self.rows)
             .iter()
             .find(|(stored, _)| stored == hash)
@@ -126,7 +119,7 @@ impl KeyStore for MemoryKeys {
 
     async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
         self.live_lists.fetch_add(1, Ordering::SeqCst);
-        self.up()?;
+        self.down.check("the key table is down")?;
         Ok(lock(&self.rows)
             .iter()
             .filter(|(_, row)| !row.is_revoked())

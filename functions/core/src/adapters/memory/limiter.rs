@@ -6,7 +6,7 @@ use super::*;
 pub struct MemoryLimiter {
     calls: Calls,
     hits: Mutex<HashMap<String, u64>>,
-    down: AtomicBool,
+    down: Outage,
 }
 
 impl MemoryLimiter {
@@ -14,13 +14,13 @@ impl MemoryLimiter {
         Self {
             calls,
             hits: Mutex::default(),
-            down: AtomicBool::new(false),
+            down: Outage::default(),
         }
     }
 
     /// The limiter answers nothing until told otherwise.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
+        self.down.set(down);
     }
 }
 
@@ -28,7 +28,7 @@ impl MemoryLimiter {
 impl RateLimiter for MemoryLimiter {
     async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable> {
         self.calls.record("limiter.hit");
-        if self.down.load(Ordering::SeqCst) {
+        if self.down.is_down() {
             return Err(LimiterUnavailable("the limiter is down".into()));
         }
         let mut hits = lock(&self.hits);

@@ -150,6 +150,28 @@ impl Calls {
     }
 }
 
+/// A test's switch that takes an adapter down: while it is down, the adapter's calls fail.
+#[derive(Default)]
+struct Outage(AtomicBool);
+
+impl Outage {
+    fn set(&self, down: bool) {
+        self.0.store(down, Ordering::SeqCst);
+    }
+
+    fn is_down(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// A store call's `failure` while down.
+    fn check(&self, failure: &str) -> Result<(), StoreError> {
+        match self.is_down() {
+            true => Err(StoreError::new(failure)),
+            false => Ok(()),
+        }
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A test that panicked while holding it has failed already.
     mutex

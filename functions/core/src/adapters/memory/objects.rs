@@ -6,7 +6,7 @@ use super::*;
 pub struct MemoryObjects {
     calls: Calls,
     objects: Mutex<HashMap<String, (Bytes, Option<String>)>>,
-    down: AtomicBool,
+    down: Outage,
 }
 
 impl MemoryObjects {
@@ -14,7 +14,7 @@ impl MemoryObjects {
         Self {
             calls,
             objects: Mutex::default(),
-            down: AtomicBool::new(false),
+            down: Outage::default(),
         }
     }
 
@@ -38,11 +38,11 @@ impl MemoryObjects {
 
     /// Writes fail (transiently) until told otherwise.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
+        self.down.set(down);
     }
 
     fn up(&self) -> Result<(), StorageError> {
-        if self.down.load(Ordering::SeqCst) {
+        if self.down.is_down() {
             Err(StorageError::transient("the bucket does not answer"))
         } else {
             Ok(())

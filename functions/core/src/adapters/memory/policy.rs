@@ -11,7 +11,7 @@ pub struct MemoryPolicy {
     tables: Mutex<(Option<Pause>, Vec<Ban>)>,
     next_id: std::sync::atomic::AtomicI64,
     reads: std::sync::atomic::AtomicUsize,
-    down: AtomicBool,
+    down: Outage,
 }
 
 impl MemoryPolicy {
@@ -22,14 +22,7 @@ impl MemoryPolicy {
 
     /// Every call fails until told otherwise.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
-    }
-
-    fn up(&self) -> Result<(), StoreError> {
-        match self.down.load(Ordering::SeqCst) {
-            true => Err(StoreError::new("the policy tables are down")),
-            false => Ok(()),
-        }
+        self.down.set(down);
     }
 }
 
@@ -39,7 +32,7 @@ impl PolicyStore for MemoryPolicy {
         self.reads.fetch_add(1, Ordering::SeqCst);
         // A read takes a moment: concurrent callers overlap as they would on a database.
         tokio::task::yield_now().await;
-        self.up()?;
+        self.down.check("the policy tables are down")?;
         let (pause, bans) = &*lock(&self.tables);
         let now = Utc::now();
         let mut bans: Vec<Ban> = bans
@@ -61,7 +54,7 @@ impl PolicyStore for MemoryPolicy {
         anonymous_only: bool,
         reason: Option<&Reason>,
     ) -> Result<Pause, StoreError> {
-        self.up()?;
+        self.down.check("the policy tables are down")?;
         let pause = Pause {
             anonymous_only,
             reason: reason.cloned(),
@@ -72,12 +65,12 @@ impl PolicyStore for MemoryPolicy {
     }
 
     async fn resume(&self) -> Result<Option<Pause>, StoreError> {
-        self.up()?;
+        self.down.check("the policy tables are down")?;
         Ok(lock(&self.tables).0.take())
     }
 
     async fn add_ban(&self, ban: &NewBan) -> Result<Ban, StoreError> {
-        self.up()?;
+        self.down.check("the policy tables are down")?;
         let ban = Ban {
             id: self.next_id.fetch_add(1, Ordering::SeqCst) + 1,
             target: ban.target.clone(),
@@ -90,7 +83,7 @@ impl PolicyStore for MemoryPolicy {
     }
 
     async fn remove_ban(&self, id: i64) -> Result<Option<Ban>, StoreError> {
-        self.up()?;
+        self.down.check("the policy tables are down")?;
         let bans = &mut lock(&self.tables).1;
         Ok(bans
             .iter()

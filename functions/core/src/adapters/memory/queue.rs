@@ -6,7 +6,7 @@ use super::*;
 pub struct MemoryQueue {
     calls: Calls,
     sent: Mutex<Vec<OutboxEvent>>,
-    down: AtomicBool,
+    down: Outage,
 }
 
 impl MemoryQueue {
@@ -14,7 +14,7 @@ impl MemoryQueue {
         Self {
             calls,
             sent: Mutex::default(),
-            down: AtomicBool::new(false),
+            down: Outage::default(),
         }
     }
 
@@ -24,7 +24,7 @@ impl MemoryQueue {
 
     /// Publishing fails until told otherwise.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
+        self.down.set(down);
     }
 }
 
@@ -32,7 +32,7 @@ impl MemoryQueue {
 impl EventPublisher for MemoryQueue {
     async fn publish(&self, events: &[OutboxEvent]) -> Published {
         self.calls.record("queue.publish");
-        if self.down.load(Ordering::SeqCst) {
+        if self.down.is_down() {
             return Published {
                 sent: Vec::new(),
                 failed: events

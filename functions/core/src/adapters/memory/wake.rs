@@ -7,7 +7,7 @@ use super::*;
 #[derive(Default)]
 pub struct MemoryWake {
     wakes: Mutex<Vec<DateTime<Utc>>>,
-    down: AtomicBool,
+    down: Outage,
 }
 
 impl MemoryWake {
@@ -31,16 +31,14 @@ impl MemoryWake {
 
     /// Sending a wake fails until told otherwise.
     pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
+        self.down.set(down);
     }
 }
 
 #[async_trait]
 impl DispatcherWake for MemoryWake {
     async fn wake(&self, after: Duration) -> Result<(), StoreError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(StoreError::new("the wake queue is down"));
-        }
+        self.down.check("the wake queue is down")?;
         let delay = Duration::from_secs(delay_secs(after) as u64);
         lock(&self.wakes).push(Utc::now() + delay);
         Ok(())
