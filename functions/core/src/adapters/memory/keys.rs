@@ -31,6 +31,24 @@ impl MemoryKeys {
     pub fn set_down(&self, down: bool) {
         self.down.set(down);
     }
+
+    /// Applies `change` to key `id` unless it is revoked: `None` without such a key, else what
+    /// the change made, or when the key was revoked.
+    fn change_live<T>(
+        &self,
+        id: KeyId,
+        change: impl FnOnce(&mut KeySummary) -> T,
+    ) -> Result<Option<Result<T, DateTime<Utc>>>, StoreError> {
+        self.down.check("the key table is down")?;
+        let mut rows = lock(&self.rows);
+        let Some((_, row)) = rows.iter_mut().find(|(_, row)| row.summary.id == id) else {
+            return Ok(None);
+        };
+        Ok(Some(match row.summary.revoked_at {
+            Some(at) => Err(at),
+            None => Ok(change(&mut row.summary)),
+        }))
+    }
 }
 
 #[async_trait]
@@ -74,18 +92,15 @@ impl KeyStore for MemoryKeys {
     }
 
     async fn revoke(&self, id: KeyId) -> Result<Revocation, StoreError> {
-        self.down.check("the key table is down")?;
-        let mut rows = lock(&self.rows);
-        let Some((_, row)) = rows.iter_mut().find(|(_, row)| row.summary.id == id) else {
-            return Ok(Revocation::NoSuchKey);
-        };
-        Ok(match row.summary.revoked_at {
-            Some(at) => Revocation::AlreadyRevoked(at),
-            None => {
-                let now = Utc::now();
-                row.summary.revoked_at = Some(now);
-                Revocation::Revoked(now)
-            }
+        let revoked = self.change_live(id, |summary| {
+            let now = Utc::now();
+            summary.revoked_at = Some(now);
+            now
+        })?;
+        Ok(match revoked {
+            None => Revocation::NoSuchKey,
+            Some(Err(at)) => Revocation::AlreadyRevoked(at),
+            Some(Ok(now)) => Revocation::Revoked(now),
         })
     }
 
@@ -94,17 +109,14 @@ impl KeyStore for MemoryKeys {
         id: KeyId,
         change: LimitsChange,
     ) -> Result<LimitsUpdate, StoreError> {
-        self.down.check("the key table is down")?;
-        let mut rows = lock(&self.rows);
-        let Some((_, row)) = rows.iter_mut().find(|(_, row)| row.summary.id == id) else {
-            return Ok(LimitsUpdate::NoSuchKey);
-        };
-        Ok(match row.summary.revoked_at {
-            Some(at) => LimitsUpdate::Revoked(at),
-            None => {
-                row.summary.limits = change.apply(row.summary.limits);
-                LimitsUpdate::Changed(row.summary.clone())
-            }
+        let changed = self.change_live(id, |summary| {
+            summary.limits = change.apply(summary.limits);
+            summary.clone()
+        })?;
+        Ok(match changed {
+            None => LimitsUpdate::NoSuchKey,
+            Some(Err(at)) => LimitsUpdate::Revoked(at),
+            Some(Ok(summary)) => LimitsUpdate::Changed(summary),
         })
     }
 
