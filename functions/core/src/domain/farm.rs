@@ -244,15 +244,21 @@ fn water_level(times: &[f64], work: f64) -> f64 {
     level + left / times.len() as f64
 }
 
+/// The unit tests' farm: two slots at speed 1, where a job of unknown cost takes 120 s.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MODEL: FarmModel = FarmModel {
+impl FarmModel {
+    pub(crate) const TWO_SLOTS: FarmModel = FarmModel {
         slots: 2,
         default_speed: 1.0,
         unknown_cost: 120.0,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODEL: FarmModel = FarmModel::TWO_SLOTS;
 
     fn busy(pairs: &[(f64, f64)]) -> FarmState {
         FarmState {

@@ -73,11 +73,7 @@ mod tests {
     use super::*;
     use crate::domain::farm::{InFlight, QueuePlace};
 
-    const MODEL: FarmModel = FarmModel {
-        slots: 2,
-        default_speed: 1.0,
-        unknown_cost: 120.0,
-    };
+    const MODEL: FarmModel = FarmModel::TWO_SLOTS;
 
     fn rendering(left: &[f64]) -> FarmState {
         FarmState {
