@@ -296,23 +296,22 @@ fn render_limit(text: &str) -> Result<RateLimit, String> {
 
 /// A number of active jobs within a key's bounds (`KeyLimits::new`).
 fn max_active(text: &str) -> Result<u32, String> {
-    let max_active = text
-        .parse::<u32>()
-        .map_err(|_| format!("`{text}` is not a number"))?;
-    KeyLimits::new(KeyLimits::default().render, max_active)
+    KeyLimits::new(KeyLimits::default().render, number(text)?)
         .map(|limits| limits.max_active)
         .map_err(|e| e.to_string())
 }
 
 /// A weight within a key's bounds (`KeyLimits::with_weight`).
 fn weight(text: &str) -> Result<u32, String> {
-    let weight = text
-        .parse::<u32>()
-        .map_err(|_| format!("`{text}` is not a number"))?;
     KeyLimits::default()
-        .with_weight(weight)
+        .with_weight(number(text)?)
         .map(|limits| limits.weight.get())
         .map_err(|e| e.to_string())
+}
+
+fn number(text: &str) -> Result<u32, String> {
+    text.parse()
+        .map_err(|_| format!("`{text}` is not a number"))
 }
 
 fn max_resolution(text: &str) -> Result<Resolution, String> {
