@@ -65,6 +65,13 @@ fn answer(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).expect("one JSON object on stdout")
 }
 
+/// stderr of a run that failed (exit 1) and printed nothing on stdout.
+fn failure(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(output));
+    assert!(output.stdout.is_empty());
+    stderr(output)
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -269,13 +276,10 @@ async fn a_revoked_key_is_refused_by_the_lookup() {
     assert_eq!(again["revoked_at"], revoked["revoked_at"]);
 
     let unknown = KeyId::new().to_string();
-    let output = admin(&url, &["keys", "revoke", &unknown]);
-    assert_eq!(output.status.code(), Some(1));
-    assert!(output.stdout.is_empty());
+    let message = failure(&admin(&url, &["keys", "revoke", &unknown]));
     assert!(
-        stderr(&output).contains(&format!("no API key has id {unknown}")),
-        "{}",
-        stderr(&output)
+        message.contains(&format!("no API key has id {unknown}")),
+        "{message}"
     );
 }
 
@@ -335,23 +339,17 @@ async fn set_changes_a_keys_weight_and_max_active_in_place() {
     );
 
     let unknown = KeyId::new().to_string();
-    let output = admin(&url, &["keys", "set", &unknown, "--weight", "2"]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(output.stdout.is_empty());
+    let message = failure(&admin(&url, &["keys", "set", &unknown, "--weight", "2"]));
     assert!(
-        stderr(&output).contains(&format!("no API key has id {unknown}")),
-        "{}",
-        stderr(&output)
+        message.contains(&format!("no API key has id {unknown}")),
+        "{message}"
     );
 
     answer(&admin(&url, &["keys", "revoke", id]));
-    let output = admin(&url, &["keys", "set", id, "--weight", "2"]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(output.stdout.is_empty());
+    let message = failure(&admin(&url, &["keys", "set", id, "--weight", "2"]));
     assert!(
-        stderr(&output).contains(&format!("the API key {id} was revoked")),
-        "{}",
-        stderr(&output)
+        message.contains(&format!("the API key {id} was revoked")),
+        "{message}"
     );
     let record = store.find_by_hash(&key.hash()).await.unwrap().unwrap();
     assert_eq!(
@@ -422,13 +420,10 @@ async fn bad_arguments_exit_2_before_any_database_access() {
 #[tokio::test]
 async fn a_tls_mode_in_the_url_is_never_overridden_by_a_weaker_one() {
     let (_database, url) = test_database("sslmode", true).await;
-    let output = admin(
+    let message = failure(&admin(
         &format!("{url}?sslmode=require"),
         &["keys", "create", "--name", "in the clear?"],
-    );
-    assert_eq!(output.status.code(), Some(1));
-    assert!(output.stdout.is_empty());
-    let message = stderr(&output);
+    ));
     for named in ["DB_SSLMODE", "`disable`", "DATABASE_URL", "`require`"] {
         assert!(message.contains(named), "{named}: {message}");
     }
