@@ -1,7 +1,7 @@
 //! What the workspace's test crates share, in one place (each was once copied per crate):
 //!
 //! - `stack`: where the local stack of `infra/up.sh` listens (PostgreSQL, the AWS stand-in),
-//!   unless the environment says otherwise;
+//!   unless the environment says otherwise, and the SDK configuration of the stand-in;
 //! - `database`: fresh databases with unique names, dropped `WITH (FORCE)` when their guard
 //!   drops (a test that fails or panics included), so a test run leaves none behind;
 //! - `tls`: the TLS-only PostgreSQL of `infra/postgres-tls.sh`, its CAs and connections to it;

@@ -60,6 +60,22 @@ pub fn aws_endpoint() -> String {
     var_or_default("AWS_ENDPOINT_URL")
 }
 
+/// The SDK configuration of the AWS stand-in: its endpoint, region and credentials.
+pub async fn aws_config() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(aws_endpoint())
+        .region(aws_config::Region::new(var_or_default("AWS_REGION")))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            var_or_default("AWS_ACCESS_KEY_ID"),
+            var_or_default("AWS_SECRET_ACCESS_KEY"),
+            None,
+            None,
+            "osurender-testkit",
+        ))
+        .load()
+        .await
+}
+
 /// A queue of its own on the AWS stand-in, named `<what>-<random>`: its URL.
 pub async fn fresh_queue(sqs: &aws_sdk_sqs::Client, what: &str) -> String {
     let name = format!("{what}-{}", uuid::Uuid::new_v4().simple());

@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::put;
 use axum::Router;
 use osurender_testkit::lambda::Function;
-use osurender_testkit::stack::{aws_endpoint, connect, server_host_port, server_url};
+use osurender_testkit::stack::{aws_config, aws_endpoint, connect, server_host_port, server_url};
 use osurender_testkit::tls::{TlsServer, APP_ROLE, CERTIFIED_HOST};
 use osurender_testkit::{fresh_database, Database};
 use serde_json::{json, Value};
@@ -223,20 +223,7 @@ async fn a_missing_database_is_created_migrated_and_kept_on_delete() {
 
 /// A database secret `secret` in the stand-in's Secrets Manager: the client and its ARN.
 async fn put_secret(tag: &str, secret: &Value) -> (aws_sdk_secretsmanager::Client, String) {
-    let endpoint = aws_endpoint();
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "bootstrap-test",
-        ))
-        .load()
-        .await;
-    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws_config().await);
     let name = format!("osurender/migrate-bootstrap-{tag}-{}", std::process::id());
     let arn = secrets
         .create_secret()
@@ -244,7 +231,7 @@ async fn put_secret(tag: &str, secret: &Value) -> (aws_sdk_secretsmanager::Clien
         .secret_string(secret.to_string())
         .send()
         .await
-        .unwrap_or_else(|e| panic!("the AWS stand-in at {endpoint}: {e:?}"))
+        .unwrap_or_else(|e| panic!("the AWS stand-in at {}: {e:?}", aws_endpoint()))
         .arn
         .unwrap();
     (secrets, arn)

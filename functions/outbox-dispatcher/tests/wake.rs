@@ -33,7 +33,7 @@ use osurender_core::ports::wake::DispatcherWake;
 use osurender_core::support::config::DbSslMode;
 use osurender_core::usecases::keys;
 use osurender_testkit::lambda::{Answer, Function};
-use osurender_testkit::stack::{aws_endpoint, fresh_queue};
+use osurender_testkit::stack::{aws_config, aws_endpoint, fresh_queue};
 use osurender_testkit::{fresh_database, Database};
 use serde_json::{json, Value};
 
@@ -104,7 +104,7 @@ impl Dispatcher {
             .expect("migrations");
         let pool = db::pool(pg, &plain, 1, TIMEOUT).unwrap();
 
-        let sqs = sqs_client().await;
+        let sqs = aws_sdk_sqs::Client::new(&aws_config().await);
         let wake_queue = create_queue(&sqs, "wakes").await;
         let render_queue = create_queue(&sqs, "render").await;
         let function = Function::of(env!("CARGO_BIN_EXE_outbox-dispatcher"), "outbox-dispatcher")
@@ -236,22 +236,6 @@ impl Dispatcher {
             .map(|body| body["job_id"].as_str().unwrap().to_owned())
             .collect()
     }
-}
-
-async fn sqs_client() -> aws_sdk_sqs::Client {
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(aws_endpoint())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "dispatcher-test",
-        ))
-        .load()
-        .await;
-    aws_sdk_sqs::Client::new(&sdk)
 }
 
 /// A queue of its own, named `<what>-<random>`.
