@@ -178,15 +178,7 @@ impl Dispatcher {
     async fn take_wake(&self, within: Duration) -> Value {
         let started = Instant::now();
         while started.elapsed() < within {
-            let received = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.wake_queue.url)
-                .wait_time_seconds(1)
-                .send()
-                .await
-                .unwrap();
-            if let Some(message) = received.messages().first() {
+            if let Some(message) = self.receive(&self.wake_queue, 1, 1).await.first() {
                 self.sqs
                     .delete_message()
                     .queue_url(&self.wake_queue.url)
@@ -198,6 +190,21 @@ impl Dispatcher {
             }
         }
         panic!("no wake within {within:?}")
+    }
+
+    /// Up to `max` messages of `queue` (received, not deleted), waiting up to `wait_secs` for
+    /// the first.
+    async fn receive(&self, queue: &Queue, max: i32, wait_secs: i32) -> Vec<Message> {
+        self.sqs
+            .receive_message()
+            .queue_url(&queue.url)
+            .max_number_of_messages(max)
+            .wait_time_seconds(wait_secs)
+            .send()
+            .await
+            .unwrap()
+            .messages
+            .unwrap_or_default()
     }
 
     /// The messages on `queue`: visible now, and delayed.
@@ -221,16 +228,8 @@ impl Dispatcher {
 
     /// The job ids of the render queue's visible messages (received, not deleted).
     async fn rendered_jobs(&self) -> Vec<String> {
-        let received = self
-            .sqs
-            .receive_message()
-            .queue_url(&self.render_queue.url)
-            .max_number_of_messages(10)
-            .send()
+        self.receive(&self.render_queue, 10, 0)
             .await
-            .unwrap();
-        received
-            .messages()
             .iter()
             .map(|message| serde_json::from_str::<Value>(message.body().unwrap()).unwrap())
             .map(|body| body["job_id"].as_str().unwrap().to_owned())
