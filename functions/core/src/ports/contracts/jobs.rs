@@ -244,40 +244,36 @@ async fn failure_cooldown<S: JobAdmission + JobReads + JobTransitions>(store: &S
         "a failed job keeps its code"
     );
     let other = fresh_caller();
-    let look = |cooldown: Duration| {
-        let other = other.clone();
-        async move {
-            store
-                .occupancy(&other, &job.replay_sha256, cooldown, None)
-                .await
-                .expect("answered")
-                .0
-                .failed_recently
-        }
+    // Another client's look at `replay`: what is left of its failure cooldown.
+    let look = async |replay: &ReplayHash, cooldown: Duration| {
+        store
+            .occupancy(&other, replay, cooldown, None)
+            .await
+            .expect("answered")
+            .0
+            .failed_recently
     };
     let hour = Duration::from_secs(3600);
     assert!(
-        look(hour)
+        look(&job.replay_sha256, hour)
             .await
             .is_some_and(|left| left <= hour && left > hour - Duration::from_secs(60)),
         "another client's look sees the failure, with what is left of the cooldown"
     );
-    assert_eq!(look(Duration::ZERO).await, None, "no cooldown, no refusal");
-    let unrelated = new_job(&other, "contract-never-failed");
-    let (occupancy, _) = store
-        .occupancy(&other, &unrelated.replay_sha256, hour, None)
-        .await
-        .expect("answered");
     assert_eq!(
-        occupancy.failed_recently, None,
+        look(&job.replay_sha256, Duration::ZERO).await,
+        None,
+        "no cooldown, no refusal"
+    );
+    let unrelated = new_job(&other, "contract-never-failed");
+    assert_eq!(
+        look(&unrelated.replay_sha256, hour).await,
+        None,
         "another replay is not refused"
     );
-    let (occupancy, _) = store
-        .occupancy(&other, &retried.replay_sha256, hour, None)
-        .await
-        .expect("answered");
     assert_eq!(
-        occupancy.failed_recently, None,
+        look(&retried.replay_sha256, hour).await,
+        None,
         "a failure that is not the replay's does not keep it out"
     );
 }
