@@ -27,6 +27,19 @@ pub async fn suite(store: &dyn IdempotencyStore) {
         let claimed = store.claim(claim, hash).await.expect("answered");
         assert_eq!(claimed, expected, "{why}");
     };
+    let complete = async |claim: &Claim, status: u16| {
+        store
+            .complete(claim, &response(status))
+            .await
+            .expect("answered");
+    };
+    let claimed = async |claim: &Claim, hash: &RequestHash| {
+        store
+            .claim(claim, hash)
+            .await
+            .expect("answered")
+            .expect("claimed");
+    };
     let client = fresh_client();
     let (first_hash, other_hash) = (RequestHash::of(&[b"first"]), RequestHash::of(&[b"other"]));
     let first = claim(&client, "contract", "key-1");
@@ -46,10 +59,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
 
     let stranger = claim(&client, "contract", "key-1");
     store.release(&stranger).await.expect("answered");
-    store
-        .complete(&stranger, &response(409))
-        .await
-        .expect("answered");
+    complete(&stranger, 409).await;
     held_is(
         &retry,
         in_progress,
@@ -57,10 +67,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     )
     .await;
 
-    store
-        .complete(&first, &response(202))
-        .await
-        .expect("answered");
+    complete(&first, 202).await;
     let completed = Some(Held::Completed {
         request_hash: first_hash,
         response: response(202),
@@ -105,11 +112,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     }
 
     let released = claim(&client, "contract", "key-2");
-    store
-        .claim(&released, &first_hash)
-        .await
-        .expect("answered")
-        .expect("claimed");
+    claimed(&released, &first_hash).await;
     store.release(&released).await.expect("answered");
     let again = claim(&client, "contract", "key-2");
     held_is(&again, None, "a released key is free").await;
@@ -117,11 +120,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
 
     let mut stale = claim(&client, "contract", "key-3");
     stale.stale_after = Duration::ZERO;
-    store
-        .claim(&stale, &first_hash)
-        .await
-        .expect("answered")
-        .expect("claimed");
+    claimed(&stale, &first_hash).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut takeover = claim(&client, "contract", "key-3");
     takeover.stale_after = Duration::ZERO;
@@ -132,10 +131,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
         "a claim in progress past its staleness is taken over",
     )
     .await;
-    store
-        .complete(&stale, &response(202))
-        .await
-        .expect("answered");
+    complete(&stale, 202).await;
     assert_eq!(
         store.held(&takeover).await.expect("answered"),
         Some(Held::InProgress {
