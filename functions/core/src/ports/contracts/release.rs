@@ -159,28 +159,21 @@ async fn an_unclaimed_release_is_failed_and_frees_its_slot<S: FairStore>(store: 
     farm.admit(&waiting).await;
     assert_eq!(farm.released, [lost.id, later.id]);
     tokio::time::sleep(Duration::from_millis(5)).await;
+    let fail_unclaimed =
+        async |older_than| store.fail_unclaimed(older_than).await.expect("answered");
     assert_eq!(
-        store
-            .fail_unclaimed(Duration::ZERO)
-            .await
-            .expect("answered"),
+        fail_unclaimed(Duration::ZERO).await,
         0,
         "no worker has started anything: the releases wait for one"
     );
     reported(store, later.id, report(JobStatus::Downloading), None).await;
     assert_eq!(
-        store
-            .fail_unclaimed(Duration::from_secs(3600))
-            .await
-            .expect("answered"),
+        fail_unclaimed(Duration::from_secs(3600)).await,
         0,
         "a young release is left alone"
     );
     assert_eq!(
-        store
-            .fail_unclaimed(Duration::ZERO)
-            .await
-            .expect("answered"),
+        fail_unclaimed(Duration::ZERO).await,
         1,
         "the release a worker passed over, not the job waiting for its release"
     );
