@@ -136,16 +136,23 @@ pub struct ArchiveSummary {
     pub uncompressed_bytes: u64,
 }
 
-const END_SIGNATURE: u32 = 0x0605_4b50;
-const END_LEN: usize = 22;
-const ZIP64_LOCATOR_SIGNATURE: u32 = 0x0706_4b50;
-const ZIP64_LOCATOR_LEN: usize = 20;
-const ZIP64_END_SIGNATURE: u32 = 0x0606_4b50;
-const ZIP64_END_LEN: usize = 56;
-const CENTRAL_SIGNATURE: u32 = 0x0201_4b50;
-const CENTRAL_LEN: usize = 46;
-const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
-const LOCAL_LEN: usize = 30;
+/// The fixed part of a kind of record: the signature it starts with, and its length.
+struct Record {
+    signature: u32,
+    len: usize,
+}
+
+impl Record {
+    const fn new(signature: u32, len: usize) -> Self {
+        Self { signature, len }
+    }
+}
+
+const END: Record = Record::new(0x0605_4b50, 22);
+const ZIP64_LOCATOR: Record = Record::new(0x0706_4b50, 20);
+const ZIP64_END: Record = Record::new(0x0606_4b50, 56);
+const CENTRAL: Record = Record::new(0x0201_4b50, 46);
+const LOCAL: Record = Record::new(0x0403_4b50, 30);
 const ZIP64_EXTRA_ID: u16 = 0x0001;
 
 const STORED: u16 = 0;
@@ -206,7 +213,7 @@ struct Directory {
 fn find_directory(source: &mut dyn ArchiveSource) -> Result<Directory, ArchiveError> {
     let len = source.size();
     let last = len
-        .checked_sub(END_LEN as u64)
+        .checked_sub(END.len as u64)
         .ok_or(ArchiveError::NotZip)?;
     // The last 64 KiB + 22 bytes, which hold the end record; positions below are within them.
     let tail_start = last.saturating_sub(u64::from(u16::MAX));
@@ -217,10 +224,10 @@ fn find_directory(source: &mut dyn ArchiveSource) -> Result<Directory, ArchiveEr
         .rev()
         .find(|&at| {
             let record = Reader::at(bytes, at);
-            record.u32(0) == Some(END_SIGNATURE)
+            record.u32(0) == Some(END.signature)
                 && record
                     .u16(20)
-                    .is_some_and(|comment| at + END_LEN + usize::from(comment) <= bytes.len())
+                    .is_some_and(|comment| at + END.len + usize::from(comment) <= bytes.len())
         })
         .ok_or(ArchiveError::NotZip)?;
     let record = Reader::at(bytes, at);
@@ -253,23 +260,23 @@ fn find_zip64_directory(
 ) -> Result<Directory, ArchiveError> {
     let corrupt = || ArchiveError::Corrupt("bad zip64 end of central directory".into());
     let locator_at = end_at
-        .checked_sub(ZIP64_LOCATOR_LEN as u64)
+        .checked_sub(ZIP64_LOCATOR.len as u64)
         .ok_or_else(corrupt)?;
     let locator = source.read_at(locator_at..end_at)?;
     let locator = Reader::at(&locator, 0);
-    if locator.u32(0) != Some(ZIP64_LOCATOR_SIGNATURE) {
+    if locator.u32(0) != Some(ZIP64_LOCATOR.signature) {
         return Err(corrupt());
     }
     if locator.u32(4) != Some(0) || locator.u32(16) != Some(1) {
         return Err(ArchiveError::MultiDisk);
     }
     let record_at = locator.u64(8).ok_or_else(corrupt)?;
-    if record_at.saturating_add(ZIP64_END_LEN as u64) > locator_at {
+    if record_at.saturating_add(ZIP64_END.len as u64) > locator_at {
         return Err(corrupt());
     }
-    let record = source.read_at(record_at..record_at + ZIP64_END_LEN as u64)?;
+    let record = source.read_at(record_at..record_at + ZIP64_END.len as u64)?;
     let record = Reader::at(&record, 0);
-    if record.u32(0) != Some(ZIP64_END_SIGNATURE) {
+    if record.u32(0) != Some(ZIP64_END.signature) {
         return Err(corrupt());
     }
     let field32 = |offset| record.u32(offset).ok_or_else(corrupt);
@@ -343,7 +350,7 @@ fn read_central_directory<'a>(
         let truncated =
             || ArchiveError::Corrupt(format!("central directory entry {index} is truncated"));
         let header = Reader::at(bytes, at as usize);
-        if at + CENTRAL_LEN as u64 > directory_end || header.u32(0) != Some(CENTRAL_SIGNATURE) {
+        if at + CENTRAL.len as u64 > directory_end || header.u32(0) != Some(CENTRAL.signature) {
             return Err(ArchiveError::Corrupt(format!(
                 "central directory entry {index} is missing"
             )));
@@ -352,7 +359,7 @@ fn read_central_directory<'a>(
         let field32 = |offset| header.u32(offset).ok_or_else(truncated);
         let (name_len, extra_len, comment_len) = (field16(28)?, field16(30)?, field16(32)?);
         let next = at
-            + CENTRAL_LEN as u64
+            + CENTRAL.len as u64
             + u64::from(name_len)
             + u64::from(extra_len)
             + u64::from(comment_len);
@@ -360,10 +367,10 @@ fn read_central_directory<'a>(
             return Err(truncated());
         }
         let name = header
-            .bytes(CENTRAL_LEN, name_len.into())
+            .bytes(CENTRAL.len, name_len.into())
             .ok_or_else(truncated)?;
         let extra = header
-            .bytes(CENTRAL_LEN + usize::from(name_len), extra_len.into())
+            .bytes(CENTRAL.len + usize::from(name_len), extra_len.into())
             .ok_or_else(truncated)?;
         let mut entry = Entry {
             name,
@@ -549,14 +556,14 @@ fn check_entry_data(
         if entry.local_offset < free_from {
             return Err(corrupt("overlaps another entry"));
         }
-        if entry.local_offset + LOCAL_LEN as u64 > directory.offset {
+        if entry.local_offset + LOCAL.len as u64 > directory.offset {
             return Err(corrupt("local header missing"));
         }
         skip(&mut stream, entry.local_offset - position).map_err(read_failed)?;
-        let mut header = [0u8; LOCAL_LEN];
+        let mut header = [0u8; LOCAL.len];
         stream.read_exact(&mut header).map_err(read_failed)?;
         let local = Reader::at(&header, 0);
-        if local.u32(0) != Some(LOCAL_SIGNATURE) {
+        if local.u32(0) != Some(LOCAL.signature) {
             return Err(corrupt("local header missing"));
         }
         let truncated = || corrupt("local header truncated");
@@ -564,9 +571,9 @@ fn check_entry_data(
         let name_len = local.u16(26).ok_or_else(truncated)?;
         let extra_len = local.u16(28).ok_or_else(truncated)?;
         let data_start =
-            entry.local_offset + LOCAL_LEN as u64 + u64::from(name_len) + u64::from(extra_len);
+            entry.local_offset + LOCAL.len as u64 + u64::from(name_len) + u64::from(extra_len);
         let past_directory = || corrupt("data runs past the central directory");
-        if entry.local_offset + LOCAL_LEN as u64 + u64::from(name_len) > directory.offset {
+        if entry.local_offset + LOCAL.len as u64 + u64::from(name_len) > directory.offset {
             return Err(past_directory());
         }
         // Streaming extractors read the local name: it must be the one checked above.
@@ -743,7 +750,7 @@ mod tests {
 
     /// Moves the end record's fields into a zip64 end record, as writers of huge archives do.
     fn with_zip64_end(mut bytes: Vec<u8>) -> Vec<u8> {
-        let end = header_at(&bytes, END_SIGNATURE, 0);
+        let end = header_at(&bytes, END.signature, 0);
         let field = |at: usize, len: usize| {
             let mut value = [0u8; 8];
             value[..len].copy_from_slice(&bytes[end + at..end + at + len]);
@@ -751,17 +758,17 @@ mod tests {
         };
         let (entries, size, offset) = (field(10, 2), field(12, 4), field(16, 4));
         bytes.truncate(end);
-        bytes.extend(ZIP64_END_SIGNATURE.to_le_bytes());
+        bytes.extend(ZIP64_END.signature.to_le_bytes());
         bytes.extend(44u64.to_le_bytes());
         bytes.extend([45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
         for value in [entries, entries, size, offset] {
             bytes.extend(value.to_le_bytes());
         }
-        bytes.extend(ZIP64_LOCATOR_SIGNATURE.to_le_bytes());
+        bytes.extend(ZIP64_LOCATOR.signature.to_le_bytes());
         bytes.extend(0u32.to_le_bytes());
         bytes.extend((end as u64).to_le_bytes());
         bytes.extend(1u32.to_le_bytes());
-        bytes.extend(END_SIGNATURE.to_le_bytes());
+        bytes.extend(END.signature.to_le_bytes());
         bytes.extend([0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
         bytes.extend([0xFF; 8]);
         bytes.extend([0, 0]);
@@ -799,7 +806,7 @@ mod tests {
     #[test]
     fn accepts_zip64_records() {
         let bytes = zip_with(&[("skin.ini", &skin_ini())], deflated().large_file(true));
-        let central = header_at(&bytes, CENTRAL_SIGNATURE, 0);
+        let central = header_at(&bytes, CENTRAL.signature, 0);
         assert_eq!(
             bytes[central + 24..central + 28],
             [0xFF; 4],
@@ -811,7 +818,7 @@ mod tests {
 
         // A 64-bit entry count is capped before a single entry is parsed.
         let mut many = bytes;
-        let record = header_at(&many, ZIP64_END_SIGNATURE, 0);
+        let record = header_at(&many, ZIP64_END.signature, 0);
         patch(&mut many, record + 24, &(1u64 << 40).to_le_bytes());
         patch(&mut many, record + 32, &(1u64 << 40).to_le_bytes());
         assert_eq!(
@@ -880,7 +887,7 @@ mod tests {
         );
         // One entry declaring 4 GiB: refused from the directory alone, nothing inflated.
         let mut bomb = zip_of(&[("a.wav", &[0; 100])]);
-        let central = header_at(&bomb, CENTRAL_SIGNATURE, 0);
+        let central = header_at(&bomb, CENTRAL.signature, 0);
         patch(&mut bomb, central + 24, &0xFFFF_FFF0u32.to_le_bytes());
         assert_eq!(
             inspect_default(&bomb),
@@ -894,9 +901,9 @@ mod tests {
     fn inflates_no_more_than_declared() {
         // 1 MiB of zeros that claims to be 10 bytes: inflating stops at 11.
         let mut liar = zip_of(&[("a.wav", &vec![0; 1 << 20])]);
-        let central = header_at(&liar, CENTRAL_SIGNATURE, 0);
+        let central = header_at(&liar, CENTRAL.signature, 0);
         patch(&mut liar, central + 24, &10u32.to_le_bytes());
-        let local = header_at(&liar, LOCAL_SIGNATURE, 0);
+        let local = header_at(&liar, LOCAL.signature, 0);
         patch(&mut liar, local + 22, &10u32.to_le_bytes());
         match inspect_default(&liar) {
             Err(ArchiveError::Corrupt(reason)) => {
@@ -909,8 +916,8 @@ mod tests {
     #[test]
     fn checks_the_data() {
         let mut bytes = zip_with(&[("skin.ini", &skin_ini())], stored());
-        let local = header_at(&bytes, LOCAL_SIGNATURE, 0);
-        bytes[local + LOCAL_LEN + "skin.ini".len() + 3] ^= 0xFF;
+        let local = header_at(&bytes, LOCAL.signature, 0);
+        bytes[local + LOCAL.len + "skin.ini".len() + 3] ^= 0xFF;
         assert_eq!(
             inspect_default(&bytes),
             Err(ArchiveError::Corrupt(
@@ -918,8 +925,8 @@ mod tests {
             ))
         );
         let mut garbage = zip_of(&[("skin.ini", &skin_ini())]);
-        let local = header_at(&garbage, LOCAL_SIGNATURE, 0);
-        let data = local + LOCAL_LEN + "skin.ini".len();
+        let local = header_at(&garbage, LOCAL.signature, 0);
+        let data = local + LOCAL.len + "skin.ini".len();
         patch(&mut garbage, data, &[0xFF; 8]);
         assert!(matches!(
             inspect_default(&garbage),
@@ -965,10 +972,10 @@ mod tests {
     fn with_unix_mode(mut bytes: Vec<u8>, host: u8, mode: u32) -> Vec<u8> {
         let entries = bytes
             .windows(4)
-            .filter(|w| *w == CENTRAL_SIGNATURE.to_le_bytes())
+            .filter(|w| *w == CENTRAL.signature.to_le_bytes())
             .count();
         for index in 0..entries {
-            let central = header_at(&bytes, CENTRAL_SIGNATURE, index);
+            let central = header_at(&bytes, CENTRAL.signature, index);
             bytes[central + 5] = host;
             patch(&mut bytes, central + 38, &(mode << 16).to_le_bytes());
         }
@@ -1027,8 +1034,8 @@ mod tests {
     #[test]
     fn refuses_a_local_name_other_than_the_central_one() {
         let mut bytes = zip_of(&[("good.png", b"x")]);
-        let local = header_at(&bytes, LOCAL_SIGNATURE, 0);
-        patch(&mut bytes, local + LOCAL_LEN, b"../d.png");
+        let local = header_at(&bytes, LOCAL.signature, 0);
+        patch(&mut bytes, local + LOCAL.len, b"../d.png");
         assert!(matches!(
             inspect_default(&bytes),
             Err(ArchiveError::Corrupt(reason)) if reason.contains("names another file")
@@ -1039,8 +1046,8 @@ mod tests {
     fn refuses_duplicates_encryption_and_other_methods() {
         let mut twice = zip_of(&[("a.png", b"1"), ("b.png", b"2")]);
         for index in 0..2 {
-            let at = header_at(&twice, CENTRAL_SIGNATURE, 1) + CENTRAL_LEN;
-            let local = header_at(&twice, LOCAL_SIGNATURE, 1) + LOCAL_LEN;
+            let at = header_at(&twice, CENTRAL.signature, 1) + CENTRAL.len;
+            let local = header_at(&twice, LOCAL.signature, 1) + LOCAL.len;
             patch(&mut twice, if index == 0 { at } else { local }, b"a");
         }
         assert_eq!(
@@ -1049,7 +1056,7 @@ mod tests {
         );
 
         let mut encrypted = zip_of(&[("a.png", b"1")]);
-        let central = header_at(&encrypted, CENTRAL_SIGNATURE, 0);
+        let central = header_at(&encrypted, CENTRAL.signature, 0);
         encrypted[central + 8] |= 1;
         assert_eq!(
             inspect_default(&encrypted),
@@ -1057,7 +1064,7 @@ mod tests {
         );
 
         let mut bzip2 = zip_of(&[("a.png", b"1")]);
-        let central = header_at(&bzip2, CENTRAL_SIGNATURE, 0);
+        let central = header_at(&bzip2, CENTRAL.signature, 0);
         patch(&mut bzip2, central + 10, &12u16.to_le_bytes());
         assert_eq!(
             inspect_default(&bzip2),
@@ -1071,7 +1078,7 @@ mod tests {
     #[test]
     fn refuses_multi_disk_archives() {
         let mut bytes = zip_of(&[("a.png", b"1")]);
-        let end = header_at(&bytes, END_SIGNATURE, 0);
+        let end = header_at(&bytes, END.signature, 0);
         patch(&mut bytes, end + 4, &1u16.to_le_bytes());
         assert_eq!(inspect_default(&bytes), Err(ArchiveError::MultiDisk));
     }
