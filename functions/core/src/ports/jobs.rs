@@ -517,6 +517,13 @@ pub trait JobHousekeeping: Send + Sync {
     async fn prune_fair_clients(&self, batch: i64) -> Result<u64, StoreError>;
 }
 
+/// The jobs table behind all five of its ports: every adapter keeps them in one store.
+pub trait JobStore:
+    JobAdmission + JobReads + JobTransitions + JobHousekeeping + JobRelease
+{
+}
+impl<S: JobAdmission + JobReads + JobTransitions + JobHousekeeping + JobRelease> JobStore for S {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,11 +27,7 @@ use std::sync::Arc;
 /// made from it (`App::from_ports`).
 pub struct Ports {
     pub limiter: Arc<dyn limiter::RateLimiter>,
-    pub admissions: Arc<dyn jobs::JobAdmission>,
-    pub job_reads: Arc<dyn jobs::JobReads>,
-    pub transitions: Arc<dyn jobs::JobTransitions>,
-    pub housekeeping: Arc<dyn jobs::JobHousekeeping>,
-    pub release: Arc<dyn jobs::JobRelease>,
+    pub jobs: Arc<dyn jobs::JobStore>,
     pub replays: Arc<dyn replays::ReplayStore>,
     pub outbox: Arc<outbox::OutboxQueue>,
     pub queue: Arc<dyn queue::EventPublisher>,

@@ -89,11 +89,11 @@ impl App {
         });
         Self {
             limiter: ports.limiter,
-            admissions: ports.admissions,
-            job_reads: ports.job_reads,
-            transitions: ports.transitions,
-            housekeeping: ports.housekeeping,
-            release: ports.release,
+            admissions: ports.jobs.clone(),
+            job_reads: ports.jobs.clone(),
+            transitions: ports.jobs.clone(),
+            housekeeping: ports.jobs.clone(),
+            release: ports.jobs,
             replays: ports.replays,
             outbox: ports.outbox,
             queue: ports.queue,

@@ -107,11 +107,7 @@ impl Memory {
     pub fn ports(&self) -> Ports {
         Ports {
             limiter: self.limiter.clone(),
-            admissions: self.database.clone(),
-            job_reads: self.database.clone(),
-            transitions: self.database.clone(),
-            housekeeping: self.database.clone(),
-            release: self.database.clone(),
+            jobs: self.database.clone(),
             replays: self.objects.clone(),
             outbox: self.database.clone(),
             queue: self.queue.clone(),
