@@ -216,43 +216,33 @@ impl JobHousekeeping for MemoryDatabase {
     async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.expire_queued");
         let before = Utc::now() - ttl;
-        let mut tables = lock(&self.tables);
-        let mut expired = 0;
-        for job in tables.jobs.iter_mut() {
-            if job.status == JobStatus::Queued && job.created_at < before {
-                job.status = JobStatus::Expired;
-                job.error = Some("no renderer took the job in time".into());
-                job.updated_at = Utc::now();
-                expired += 1;
-            }
-        }
-        Ok(expired)
+        let past_ttl = |job: &MemoryJob| job.status == JobStatus::Queued && job.created_at < before;
+        Ok(sweep(&mut lock(&self.tables).jobs, past_ttl, |job| {
+            job.status = JobStatus::Expired;
+            job.error = Some("no renderer took the job in time".into());
+            job.updated_at = Utc::now();
+        }))
     }
 
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.fail_stalled");
         let now = Utc::now();
-        let mut tables = lock(&self.tables);
-        let mut failed = 0;
-        for job in tables.jobs.iter_mut() {
+        let stalled = |job: &MemoryJob| {
             let working = matches!(job.status, JobStatus::Downloading | JobStatus::Rendering);
-            let deadline = job.deadline.unwrap_or(job.updated_at + stall_timeout);
-            if working && deadline < now {
-                job.status = JobStatus::Failed;
-                job.error = Some("timed out".into());
-                job.error_code = Some(FailureCode::TimedOut);
-                job.deadline = None;
-                job.updated_at = now;
-                failed += 1;
-            }
-        }
-        Ok(failed)
+            working && job.deadline.unwrap_or(job.updated_at + stall_timeout) < now
+        };
+        Ok(sweep(&mut lock(&self.tables).jobs, stalled, |job| {
+            job.status = JobStatus::Failed;
+            job.error = Some("timed out".into());
+            job.error_code = Some(FailureCode::TimedOut);
+            job.deadline = None;
+            job.updated_at = now;
+        }))
     }
 
     async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError> {
         self.calls.record("jobs.fail_unclaimed");
         let now = Utc::now();
-        let mut failed = 0;
         let mut tables = lock(&self.tables);
         let started: Vec<DateTime<Utc>> = tables
             .jobs
@@ -260,21 +250,19 @@ impl JobHousekeeping for MemoryDatabase {
             .filter(|j| j.started_at.is_some())
             .filter_map(|j| j.released_at)
             .collect();
-        let started_after = |job: &MemoryJob| {
-            job.released_at
-                .is_some_and(|at| started.iter().any(|later| *later > at))
-        };
-        for job in tables.jobs.iter_mut() {
+        let passed_over = |job: &MemoryJob| {
             let released = job.released_at.is_some_and(|at| at < now - older_than);
-            if job.status == JobStatus::Queued && released && started_after(job) {
-                job.status = JobStatus::Failed;
-                job.error = Some("no render worker took the job in time".into());
-                job.error_code = Some(FailureCode::TimedOut);
-                job.updated_at = now;
-                failed += 1;
-            }
-        }
-        Ok(failed)
+            let started_after = job
+                .released_at
+                .is_some_and(|at| started.iter().any(|later| *later > at));
+            job.status == JobStatus::Queued && released && started_after
+        };
+        Ok(sweep(&mut tables.jobs, passed_over, |job| {
+            job.status = JobStatus::Failed;
+            job.error = Some("no render worker took the job in time".into());
+            job.error_code = Some(FailureCode::TimedOut);
+            job.updated_at = now;
+        }))
     }
 
     async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
@@ -334,4 +322,18 @@ impl JobHousekeeping for MemoryDatabase {
             |fenced_at| (*fenced_at < day_ago).then_some(*fenced_at),
         ))
     }
+}
+
+/// One janitor sweep of `jobs`: `end` applied to each job `due` picks. How many it ended.
+fn sweep(
+    jobs: &mut [MemoryJob],
+    due: impl Fn(&MemoryJob) -> bool,
+    end: impl Fn(&mut MemoryJob),
+) -> u64 {
+    let mut ended = 0;
+    for job in jobs.iter_mut().filter(|job| due(job)) {
+        end(job);
+        ended += 1;
+    }
+    ended
 }
