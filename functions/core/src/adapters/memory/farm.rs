@@ -181,8 +181,11 @@ pub(super) fn active_work(tables: &Tables, of: impl Fn(&MemoryJob) -> bool) -> A
 #[async_trait]
 impl JobRelease for MemoryDatabase {
     async fn release(&self, room: FarmRoom) -> Result<Vec<OutboxEvent>, StoreError> {
-        self.calls.record("jobs.release");
-        Ok(release(&mut lock(&self.tables), room, self.event_lease))
+        Ok(release(
+            &mut self.statement("jobs.release"),
+            room,
+            self.event_lease,
+        ))
     }
 }
 

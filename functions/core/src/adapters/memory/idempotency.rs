@@ -9,8 +9,7 @@ impl IdempotencyStore for MemoryDatabase {
         claim: &Claim,
         request_hash: &RequestHash,
     ) -> Result<Result<(), Option<Held>>, StoreError> {
-        self.calls.record("idempotency.claim");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("idempotency.claim");
         if try_claim(&mut tables, claim, request_hash) {
             return Ok(Ok(()));
         }
@@ -18,13 +17,15 @@ impl IdempotencyStore for MemoryDatabase {
     }
 
     async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError> {
-        self.calls.record("idempotency.held");
-        Ok(held(&lock(&self.tables), claim))
+        Ok(held(&self.statement("idempotency.held"), claim))
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError> {
-        self.calls.record("idempotency.complete");
-        if let Some(row) = lock(&self.tables).keys.get_mut(&key_of(claim)) {
+        if let Some(row) = self
+            .statement("idempotency.complete")
+            .keys
+            .get_mut(&key_of(claim))
+        {
             if row.token == claim.token {
                 row.response = Some(response.clone());
             }
@@ -33,8 +34,7 @@ impl IdempotencyStore for MemoryDatabase {
     }
 
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.calls.record("idempotency.release");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("idempotency.release");
         let key = key_of(claim);
         let ours = tables
             .keys
@@ -47,11 +47,12 @@ impl IdempotencyStore for MemoryDatabase {
     }
 
     async fn prune(&self, batch: i64) -> Result<u64, StoreError> {
-        self.calls.record("idempotency.prune");
         let now = Utc::now();
-        Ok(prune_oldest(&mut lock(&self.tables).keys, batch, |row| {
-            expired(row, now).then_some(row.claimed_at)
-        }))
+        Ok(prune_oldest(
+            &mut self.statement("idempotency.prune").keys,
+            batch,
+            |row| expired(row, now).then_some(row.claimed_at),
+        ))
     }
 }
 

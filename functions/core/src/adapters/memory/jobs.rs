@@ -11,8 +11,7 @@ impl JobAdmission for MemoryDatabase {
         failure_cooldown: Duration,
         claim: Option<(&Claim, &RequestHash)>,
     ) -> Result<(Occupancy, Option<bool>), StoreError> {
-        self.calls.record("jobs.occupancy");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("jobs.occupancy");
         let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
         let occupancy = Occupancy {
             failed_recently: failed_recently(&tables, replay, failure_cooldown),
@@ -36,8 +35,7 @@ impl JobAdmission for MemoryDatabase {
     }
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
-        self.calls.record("jobs.load");
-        let tables = lock(&self.tables);
+        let tables = self.statement("jobs.load");
         let network = |j: &MemoryJob| caller.network.is_some() && j.network == caller.network;
         Ok(Load {
             farm: farm::state(&tables),
@@ -47,8 +45,7 @@ impl JobAdmission for MemoryDatabase {
     }
 
     async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
-        self.calls.record("jobs.next_wait");
-        let tables = lock(&self.tables);
+        let tables = self.statement("jobs.next_wait");
         let fair_client = caller.network.as_ref().unwrap_or(&caller.client);
         let last = tables.fair_clients.get(fair_client.as_str()).copied();
         let start = last.map_or(tables.fair_clock, |last| last.max(tables.fair_clock));
@@ -59,9 +56,8 @@ impl JobAdmission for MemoryDatabase {
     }
 
     async fn admit(&self, job: &NewJob, limits: &CapacityLimits) -> Result<Admission, StoreError> {
-        self.calls.record("jobs.admit");
         let fault = lock(&self.admit_fault).take();
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("jobs.admit");
         match fault {
             None => Ok(match self.admit_now(&mut tables, job, limits) {
                 // The release pipelined behind it (a sandbox job holds no room).
@@ -105,8 +101,7 @@ impl JobAdmission for MemoryDatabase {
 #[async_trait]
 impl JobReads for MemoryDatabase {
     async fn find(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
-        self.calls.record("jobs.find");
-        let tables = lock(&self.tables);
+        let tables = self.statement("jobs.find");
         Ok(tables
             .jobs
             .iter()
@@ -115,8 +110,7 @@ impl JobReads for MemoryDatabase {
     }
 
     async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
-        self.calls.record("jobs.list");
-        let tables = lock(&self.tables);
+        let tables = self.statement("jobs.list");
         let position = |j: &MemoryJob| (j.created_at, j.id.as_uuid());
         let mut matching: Vec<&MemoryJob> = tables
             .jobs
@@ -158,8 +152,7 @@ impl JobTransitions for MemoryDatabase {
         transition: &Transition,
         nonce: &Nonce,
     ) -> Result<TransitionOutcome, StoreError> {
-        self.calls.record("jobs.transition");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("jobs.transition");
         if tables.nonces.contains_key(&nonce.value) {
             return Ok(TransitionOutcome::NonceReused);
         }
@@ -214,10 +207,10 @@ impl JobTransitions for MemoryDatabase {
 #[async_trait]
 impl JobHousekeeping for MemoryDatabase {
     async fn expire_queued(&self, ttl: Duration) -> Result<u64, StoreError> {
-        self.calls.record("jobs.expire_queued");
         let before = Utc::now() - ttl;
         let past_ttl = |job: &MemoryJob| job.status == JobStatus::Queued && job.created_at < before;
-        Ok(sweep(&mut lock(&self.tables).jobs, past_ttl, |job| {
+        let mut tables = self.statement("jobs.expire_queued");
+        Ok(sweep(&mut tables.jobs, past_ttl, |job| {
             job.status = JobStatus::Expired;
             job.error = Some("no renderer took the job in time".into());
             job.updated_at = Utc::now();
@@ -225,13 +218,13 @@ impl JobHousekeeping for MemoryDatabase {
     }
 
     async fn fail_stalled(&self, stall_timeout: Duration) -> Result<u64, StoreError> {
-        self.calls.record("jobs.fail_stalled");
         let now = Utc::now();
         let stalled = |job: &MemoryJob| {
             let working = matches!(job.status, JobStatus::Downloading | JobStatus::Rendering);
             working && job.deadline.unwrap_or(job.updated_at + stall_timeout) < now
         };
-        Ok(sweep(&mut lock(&self.tables).jobs, stalled, |job| {
+        let mut tables = self.statement("jobs.fail_stalled");
+        Ok(sweep(&mut tables.jobs, stalled, |job| {
             job.status = JobStatus::Failed;
             job.error = Some("timed out".into());
             job.error_code = Some(FailureCode::TimedOut);
@@ -241,9 +234,8 @@ impl JobHousekeeping for MemoryDatabase {
     }
 
     async fn fail_unclaimed(&self, older_than: Duration) -> Result<u64, StoreError> {
-        self.calls.record("jobs.fail_unclaimed");
         let now = Utc::now();
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("jobs.fail_unclaimed");
         let started: Vec<DateTime<Utc>> = tables
             .jobs
             .iter()
@@ -266,9 +258,8 @@ impl JobHousekeeping for MemoryDatabase {
     }
 
     async fn delete_ended(&self, retention: Duration, batch: i64) -> Result<Deleted, StoreError> {
-        self.calls.record("jobs.delete_ended");
         let before = Utc::now() - retention;
-        let tables = &mut *lock(&self.tables);
+        let tables = &mut *self.statement("jobs.delete_ended");
         let mut ended: Vec<&MemoryJob> = tables
             .jobs
             .iter()
@@ -286,18 +277,16 @@ impl JobHousekeeping for MemoryDatabase {
     }
 
     async fn prune_nonces(&self, batch: i64) -> Result<u64, StoreError> {
-        self.calls.record("jobs.prune_nonces");
         let now = Utc::now();
         Ok(prune_oldest(
-            &mut lock(&self.tables).nonces,
+            &mut self.statement("jobs.prune_nonces").nonces,
             batch,
             |expires_at| (*expires_at < now).then_some(*expires_at),
         ))
     }
 
     async fn prune_fair_clients(&self, batch: i64) -> Result<u64, StoreError> {
-        self.calls.record("jobs.prune_fair_clients");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("jobs.prune_fair_clients");
         let clock = tables.fair_clock;
         let mut passed: Vec<(f64, String)> = tables
             .fair_clients
@@ -314,10 +303,9 @@ impl JobHousekeeping for MemoryDatabase {
     }
 
     async fn prune_fences(&self, batch: i64) -> Result<u64, StoreError> {
-        self.calls.record("jobs.prune_fences");
         let day_ago = Utc::now() - Duration::from_secs(24 * 3600);
         Ok(prune_oldest(
-            &mut lock(&self.tables).fences,
+            &mut self.statement("jobs.prune_fences").fences,
             batch,
             |fenced_at| (*fenced_at < day_ago).then_some(*fenced_at),
         ))

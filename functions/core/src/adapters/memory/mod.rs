@@ -309,6 +309,13 @@ impl MemoryDatabase {
         }
     }
 
+    /// One port call as one statement: `call` recorded, then the tables locked until the guard
+    /// drops.
+    fn statement(&self, call: &'static str) -> MutexGuard<'_, Tables> {
+        self.calls.record(call);
+        lock(&self.tables)
+    }
+
     /// The next `admit` goes wrong this way.
     pub fn fail_next_admit(&self, fault: AdmitFault) {
         *lock(&self.admit_fault) = Some(fault);

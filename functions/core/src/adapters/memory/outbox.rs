@@ -8,9 +8,8 @@ impl LeasedQueue for MemoryDatabase {
     type Claim = LeaseClaim;
 
     async fn claim(&self, claim: LeaseClaim) -> Result<Vec<OutboxEvent>, StoreError> {
-        self.calls.record("outbox.claim");
         let now = Utc::now();
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("outbox.claim");
         let mut claimed = Vec::new();
         for row in tables.events.iter_mut() {
             if claimed.len() as i64 >= claim.limit {
@@ -27,8 +26,7 @@ impl LeasedQueue for MemoryDatabase {
     }
 
     async fn mark_dispatched(&self, ids: &[i64]) -> Result<(), StoreError> {
-        self.calls.record("outbox.mark_dispatched");
-        for row in lock(&self.tables).events.iter_mut() {
+        for row in self.statement("outbox.mark_dispatched").events.iter_mut() {
             if ids.contains(&row.event.id) && row.status == EventStatus::Pending {
                 row.status = EventStatus::Dispatched;
             }
@@ -37,9 +35,8 @@ impl LeasedQueue for MemoryDatabase {
     }
 
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError> {
-        self.calls.record("outbox.mark_retry");
         let mut failed = 0;
-        for row in lock(&self.tables).events.iter_mut() {
+        for row in self.statement("outbox.mark_retry").events.iter_mut() {
             let retry = retries.iter().find(|r| r.id == row.event.id);
             let Some(retry) = retry.filter(|_| row.status == EventStatus::Pending) else {
                 continue;
@@ -54,10 +51,9 @@ impl LeasedQueue for MemoryDatabase {
     }
 
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError> {
-        self.calls.record("outbox.fail_exhausted");
         let now = Utc::now();
         let mut failed = 0;
-        for row in lock(&self.tables).events.iter_mut() {
+        for row in self.statement("outbox.fail_exhausted").events.iter_mut() {
             let spent = row.event.attempts >= max_attempts && row.available_at <= now;
             if row.status == EventStatus::Pending && spent {
                 row.status = EventStatus::Failed;
@@ -68,8 +64,7 @@ impl LeasedQueue for MemoryDatabase {
     }
 
     async fn next_due(&self, max_attempts: i32) -> Result<Option<Duration>, StoreError> {
-        self.calls.record("outbox.next_due");
-        let tables = lock(&self.tables);
+        let tables = self.statement("outbox.next_due");
         let waiting = tables
             .events
             .iter()

@@ -5,8 +5,7 @@ use super::*;
 #[async_trait]
 impl SkinRegistry for MemoryDatabase {
     async fn claim(&self, name: &SkinName) -> Result<NameClaim, StoreError> {
-        self.calls.record("skin_names.claim");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("skin_names.claim");
         let folded_name = folded(name.as_str());
         let reserved = tables.skin_reservations.contains(&folded_name);
         match tables.skins.get(&folded_name) {
@@ -36,8 +35,7 @@ impl SkinRegistry for MemoryDatabase {
         claim: &skins::Claim,
         completes: Option<(&Claim, &StoredResponse)>,
     ) -> Result<(), StoreError> {
-        self.calls.record("skin_names.confirm");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("skin_names.confirm");
         match tables.skins.get_mut(&folded(claim.name.as_str())) {
             Some(skin) if skin.token == claim.token => skin.stored = true,
             _ => return Err(StoreError::new("the claim was lost")),
@@ -53,8 +51,7 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn release(&self, claim: &skins::Claim) -> Result<(), StoreError> {
-        self.calls.record("skin_names.release");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("skin_names.release");
         let key = folded(claim.name.as_str());
         if tables
             .skins
@@ -67,8 +64,7 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn state(&self, name: &SkinName) -> Result<NameState, StoreError> {
-        self.calls.record("skin_names.state");
-        let tables = lock(&self.tables);
+        let tables = self.statement("skin_names.state");
         let folded_name = folded(name.as_str());
         let skin = tables.skins.get(&folded_name);
         let stored = skin.is_some_and(|skin| skin.stored);
@@ -82,8 +78,7 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn list(&self, after: &str, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.calls.record("skin_names.list");
-        let tables = lock(&self.tables);
+        let tables = self.statement("skin_names.list");
         let mut names: Vec<String> = tables
             .skins
             .values()
@@ -100,8 +95,7 @@ impl SkinRegistry for MemoryDatabase {
         ticket: &IngestTicket,
         etag: &str,
     ) -> Result<IngestClaim, StoreError> {
-        self.calls.record("skin_names.claim_ingest");
-        let mut tables = lock(&self.tables);
+        let mut tables = self.statement("skin_names.claim_ingest");
         match tables.ingests.get_mut(&ticket.key) {
             None => {
                 let ingest = MemoryIngest {
@@ -125,8 +119,11 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn finish_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
-        self.calls.record("skin_names.finish_ingest");
-        match lock(&self.tables).ingests.get_mut(&ticket.key) {
+        match self
+            .statement("skin_names.finish_ingest")
+            .ingests
+            .get_mut(&ticket.key)
+        {
             Some(ingest) if ingest.claim == Some(ticket.token) && !ingest.finished => {
                 ingest.finished = true;
                 Ok(())
@@ -136,8 +133,11 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn release_ingest(&self, ticket: &IngestTicket) -> Result<(), StoreError> {
-        self.calls.record("skin_names.release_ingest");
-        if let Some(ingest) = lock(&self.tables).ingests.get_mut(&ticket.key) {
+        if let Some(ingest) = self
+            .statement("skin_names.release_ingest")
+            .ingests
+            .get_mut(&ticket.key)
+        {
             if ingest.claim == Some(ticket.token) && !ingest.finished {
                 ingest.claim = None;
             }
@@ -146,9 +146,8 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn prune_ingests(&self, older_than: Duration, limit: u64) -> Result<u64, StoreError> {
-        self.calls.record("skin_names.prune_ingests");
         let cutoff = Utc::now() - older_than;
-        let ingests = &mut lock(&self.tables).ingests;
+        let ingests = &mut self.statement("skin_names.prune_ingests").ingests;
         let mut old: Vec<(DateTime<Utc>, String)> = ingests
             .iter()
             .filter(|(_, ingest)| ingest.claimed_at < cutoff)
@@ -163,20 +162,21 @@ impl SkinRegistry for MemoryDatabase {
     }
 
     async fn reserve(&self, name: &SkinName) -> Result<bool, StoreError> {
-        self.calls.record("skin_names.reserve");
-        let reservations = &mut lock(&self.tables).skin_reservations;
+        let reservations = &mut self.statement("skin_names.reserve").skin_reservations;
         Ok(reservations.insert(folded(name.as_str())))
     }
 
     async fn unreserve(&self, name: &SkinName) -> Result<bool, StoreError> {
-        self.calls.record("skin_names.unreserve");
-        let reservations = &mut lock(&self.tables).skin_reservations;
+        let reservations = &mut self.statement("skin_names.unreserve").skin_reservations;
         Ok(reservations.remove(&folded(name.as_str())))
     }
 
     async fn remove(&self, name: &SkinName) -> Result<Removal, StoreError> {
-        self.calls.record("skin_names.remove");
-        match lock(&self.tables).skins.get_mut(&folded(name.as_str())) {
+        match self
+            .statement("skin_names.remove")
+            .skins
+            .get_mut(&folded(name.as_str()))
+        {
             Some(skin) if skin.removed => Ok(Removal::AlreadyRemoved),
             Some(skin) if skin.stored => {
                 skin.removed = true;
