@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::domain::callback::{is_public, CallbackUrl, SIGNATURE_HEADER};
-use crate::ports::callbacks::{CallbackAddresses, CallbackSender, SendError};
+use crate::ports::callbacks::{CallbackAddresses, CallbackSender, SendError, SignedBody};
 
 /// How long a lookup may take before the host counts as unresolved.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
@@ -91,12 +91,7 @@ impl HttpCallbacks {
 
 #[async_trait]
 impl CallbackSender for HttpCallbacks {
-    async fn send(
-        &self,
-        url: &CallbackUrl,
-        body: Vec<u8>,
-        signature: &str,
-    ) -> Result<(), SendError> {
+    async fn send(&self, url: &CallbackUrl, signed: SignedBody) -> Result<(), SendError> {
         if let Some(address) = url.literal_address() {
             check_literal(url, address, self.allow_private)?;
         }
@@ -104,8 +99,8 @@ impl CallbackSender for HttpCallbacks {
             .client()?
             .post(url.url().clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(SIGNATURE_HEADER, signature)
-            .body(body)
+            .header(SIGNATURE_HEADER, signed.signature)
+            .body(signed.body)
             .send()
             .await
             .map_err(send_error)?;
@@ -201,6 +196,14 @@ impl Resolve for CheckedResolver {
 mod tests {
     use super::*;
 
+    /// An empty body and a signature no receiver checks: these sends are refused before any.
+    fn empty() -> SignedBody {
+        SignedBody {
+            body: b"{}".to_vec(),
+            signature: "t=1,v1=00".into(),
+        }
+    }
+
     #[tokio::test]
     async fn a_host_that_resolves_to_a_private_address_is_refused_unless_allowed() {
         let localhost = CallbackUrl::parse("https://localhost/cb", false).unwrap();
@@ -213,11 +216,11 @@ mod tests {
             Err(SendError::Refused { .. })
         ));
         // The send is refused by the resolver itself, before any connection.
-        let sent = strict.send(&localhost, b"{}".to_vec(), "t=1,v1=00").await;
+        let sent = strict.send(&localhost, empty()).await;
         assert!(matches!(sent, Err(SendError::Refused { .. })), "{sent:?}");
         let metadata = CallbackUrl::parse("https://169.254.169.254/latest", false).unwrap();
         assert!(matches!(
-            strict.send(&metadata, b"{}".to_vec(), "t=1,v1=00").await,
+            strict.send(&metadata, empty()).await,
             Err(SendError::Refused { .. })
         ));
 
@@ -243,7 +246,7 @@ mod tests {
         }
         let sender = HttpCallbacks::new(Duration::from_secs(1), false);
         let localhost = CallbackUrl::parse("https://localhost/cb", false).unwrap();
-        let sent = sender.send(&localhost, b"{}".to_vec(), "t=1,v1=00").await;
+        let sent = sender.send(&localhost, empty()).await;
         for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
             std::env::remove_var(name);
         }

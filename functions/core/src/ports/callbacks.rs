@@ -83,13 +83,14 @@ pub trait CallbackAddresses: Send + Sync {
 /// other function carries an HTTP client it never uses.
 #[async_trait]
 pub trait CallbackSender: Send + Sync {
-    /// POSTs `body` (JSON) with its signature header to `url`, connecting only to addresses
-    /// `CallbackAddresses::check` would allow (resolved for this send: no rebinding) and
-    /// following no redirect.
-    async fn send(
-        &self,
-        url: &CallbackUrl,
-        body: Vec<u8>,
-        signature: &str,
-    ) -> Result<(), SendError>;
+    /// POSTs `signed` to `url`, connecting only to addresses `CallbackAddresses::check` would
+    /// allow (resolved for this send: no rebinding) and following no redirect.
+    async fn send(&self, url: &CallbackUrl, signed: SignedBody) -> Result<(), SendError>;
+}
+
+/// A callback's body as it is sent: the JSON, and its signature header's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedBody {
+    pub body: Vec<u8>,
+    pub signature: String,
 }

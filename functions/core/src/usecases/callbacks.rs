@@ -15,7 +15,9 @@ use tokio::task::JoinSet;
 
 use crate::domain::callback::{self, CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
-use crate::ports::callbacks::{Callback, CallbackClaim, CallbackSender, KeyShares, SendError};
+use crate::ports::callbacks::{
+    Callback, CallbackClaim, CallbackSender, KeyShares, SendError, SignedBody,
+};
 use crate::ports::leased::{LeaseClaim, Retry};
 use crate::ports::wake::MAX_WAKE_DELAY;
 use crate::ports::StoreError;
@@ -286,7 +288,7 @@ async fn send(app: &App, sender: &dyn CallbackSender, callback: &Callback) -> Se
     };
     let body = serde_json::to_vec(&callback.body).expect("JSON values serialize");
     let signature = callback::signature(secret.expose().as_bytes(), epoch_secs(), &body);
-    match sender.send(&url, body, &signature).await {
+    match sender.send(&url, SignedBody { body, signature }).await {
         Ok(()) => Sent::Delivered(callback.id),
         Err(error) => {
             tracing::warn!(
@@ -393,16 +395,11 @@ mod tests {
 
     #[async_trait::async_trait]
     impl CallbackSender for SlowFor {
-        async fn send(
-            &self,
-            url: &CallbackUrl,
-            body: Vec<u8>,
-            signature: &str,
-        ) -> Result<(), crate::ports::callbacks::SendError> {
+        async fn send(&self, url: &CallbackUrl, signed: SignedBody) -> Result<(), SendError> {
             if url.as_str().contains("slow") {
                 tokio::time::sleep(SLOW).await;
             }
-            self.0.send(url, body, signature).await
+            self.0.send(url, signed).await
         }
     }
 

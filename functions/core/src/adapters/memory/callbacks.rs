@@ -3,7 +3,7 @@
 use super::*;
 use crate::domain::callback::{is_public, CallbackUrl};
 use crate::ports::callbacks::{
-    Callback, CallbackAddresses, CallbackClaim, CallbackSender, SendError,
+    Callback, CallbackAddresses, CallbackClaim, CallbackSender, SendError, SignedBody,
 };
 
 /// Jobs' callbacks and their sender. The memory database queues none itself (V10's trigger is
@@ -232,17 +232,12 @@ impl CallbackAddresses for MemoryCallbacks {
 
 #[async_trait]
 impl CallbackSender for MemoryCallbacks {
-    async fn send(
-        &self,
-        url: &CallbackUrl,
-        body: Vec<u8>,
-        signature: &str,
-    ) -> Result<(), SendError> {
+    async fn send(&self, url: &CallbackUrl, signed: SignedBody) -> Result<(), SendError> {
         self.check(url).await?;
         if self.down.is_down() {
             return Err(SendError::Status(503));
         }
-        lock(&self.sent).push((url.as_str().to_owned(), body, signature.to_owned()));
+        lock(&self.sent).push((url.as_str().to_owned(), signed.body, signed.signature));
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! and that a `CallbackSender` never connects where the check would refuse.
 
 use crate::domain::callback::CallbackUrl;
-use crate::ports::callbacks::{CallbackAddresses, CallbackSender, SendError};
+use crate::ports::callbacks::{CallbackAddresses, CallbackSender, SendError, SignedBody};
 
 /// Literal addresses only: a host name's answer depends on the resolver, not on the port.
 const REFUSED: [&str; 4] = [
@@ -36,7 +36,11 @@ pub async fn addresses(check: &dyn CallbackAddresses) {
 
 pub async fn sender(sender: &dyn CallbackSender) {
     for refused in REFUSED {
-        let sent = sender.send(&url(refused), b"{}".to_vec(), "sig").await;
+        let signed = SignedBody {
+            body: b"{}".to_vec(),
+            signature: "sig".into(),
+        };
+        let sent = sender.send(&url(refused), signed).await;
         assert!(
             matches!(sent, Err(SendError::Refused { .. })),
             "{refused}: nothing is sent to an address the check refuses, got {sent:?}"
