@@ -14,7 +14,7 @@ use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::outbox::PgOutboxStore;
 use osurender_core::adapters::postgres::policy::PgPolicyStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
-use osurender_core::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
+use osurender_core::adapters::s3::{S3Bucket, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
 use osurender_core::adapters::sqs::{SqsRenderQueue, SqsWake};
 use osurender_core::domain::callback::CallbackUrl;
@@ -169,7 +169,7 @@ async fn the_s3_object_stores_keep_the_ports_contract() {
         let head = s3.head_object().bucket(&config.replay_bucket).key(key);
         head.send().await.is_ok()
     };
-    let replays = S3ReplayStore::new(s3.clone(), &config.replay_bucket);
+    let replays = S3Bucket::new(s3.clone(), &config.replay_bucket);
     contracts::objects::replays(&replays, exists).await;
     let place = async |key: &str, body: Bytes| {
         let put = s3.put_object().bucket(&config.skin_bucket).key(key);
@@ -177,7 +177,7 @@ async fn the_s3_object_stores_keep_the_ports_contract() {
     };
     let skins = S3SkinStore::new(s3.clone(), clients.sdk.clone(), &config.skin_bucket);
     contracts::objects::skins(&skins, place).await;
-    let links = S3ArtifactLinks::new(s3.clone(), &config.artifact_bucket);
+    let links = S3Bucket::new(s3.clone(), &config.artifact_bucket);
     contracts::artifacts::suite(&links).await;
 }
 

@@ -30,39 +30,14 @@ use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use std::ops::Range;
 use std::time::{Duration, SystemTime};
-pub struct S3ReplayStore {
+/// A bucket of plain objects: the replays are stored in one, and the artifacts' links are
+/// presigned GETs of another.
+pub struct S3Bucket {
     client: aws_sdk_s3::Client,
     bucket: String,
 }
 
-impl S3ReplayStore {
-    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
-        Self {
-            client,
-            bucket: bucket.into(),
-        }
-    }
-}
-
-/// `/health`: the replay bucket answers.
-#[async_trait]
-impl Dependency for S3ReplayStore {
-    fn name(&self) -> &'static str {
-        "s3"
-    }
-
-    async fn check(&self) -> Result<(), String> {
-        super::probe(self.client.head_bucket().bucket(&self.bucket).send()).await
-    }
-}
-
-/// Presigned GETs of the artifact bucket.
-pub struct S3ArtifactLinks {
-    client: aws_sdk_s3::Client,
-    bucket: String,
-}
-
-impl S3ArtifactLinks {
+impl S3Bucket {
     pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
         Self {
             client,
@@ -72,7 +47,7 @@ impl S3ArtifactLinks {
 }
 
 #[async_trait]
-impl ArtifactLinks for S3ArtifactLinks {
+impl ArtifactLinks for S3Bucket {
     async fn link(&self, key: &str, ttl: Duration) -> Result<String, StorageError> {
         let config = PresigningConfig::expires_in(ttl).map_err(storage_error)?;
         self.client
@@ -120,7 +95,7 @@ fn sdk_storage_error<E: std::error::Error + 'static>(
 }
 
 #[async_trait]
-impl ReplayStore for S3ReplayStore {
+impl ReplayStore for S3Bucket {
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError> {
         let put = self
             .client
@@ -138,6 +113,18 @@ impl ReplayStore for S3ReplayStore {
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         delete_object(&self.client, &self.bucket, key).await
+    }
+}
+
+/// `/health`: the bucket answers.
+#[async_trait]
+impl Dependency for S3Bucket {
+    fn name(&self) -> &'static str {
+        "s3"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        super::probe(self.client.head_bucket().bucket(&self.bucket).send()).await
     }
 }
 

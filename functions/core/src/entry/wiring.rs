@@ -16,7 +16,7 @@ use crate::adapters::postgres::outbox::PgOutboxStore;
 use crate::adapters::postgres::policy::PgPolicyStore;
 use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db, PostgresCheck};
-use crate::adapters::s3::{S3ArtifactLinks, S3ReplayStore, S3SkinStore};
+use crate::adapters::s3::{S3Bucket, S3SkinStore};
 use crate::adapters::secrets::{DatabaseSecret, SecretsManagerStore};
 use crate::adapters::sqs::{SqsRenderQueue, SqsWake};
 use crate::ports::callbacks::CallbackSender;
@@ -94,7 +94,7 @@ impl Clients {
             self.dynamodb.clone(),
             &config.rate_limit_table,
         ));
-        let replays = Arc::new(S3ReplayStore::new(self.s3.clone(), &config.replay_bucket));
+        let replays = Arc::new(S3Bucket::new(self.s3.clone(), &config.replay_bucket));
         let queue = Arc::new(SqsRenderQueue::new(
             self.sqs.clone(),
             config.render_queue_url.clone(),
@@ -108,10 +108,7 @@ impl Clients {
         ));
         Ports {
             dependencies: vec![postgres, limiter.clone(), replays.clone(), queue.clone()],
-            artifacts: Arc::new(S3ArtifactLinks::new(
-                self.s3.clone(),
-                &config.artifact_bucket,
-            )),
+            artifacts: Arc::new(S3Bucket::new(self.s3.clone(), &config.artifact_bucket)),
             limiter,
             jobs,
             replays,
