@@ -130,7 +130,9 @@ impl ClientKey {
     }
 
     /// The network an anonymous client's address belongs to (`IPV4_NETWORK_PREFIX`,
-    /// `IPV6_NETWORK_PREFIX`): what one actor with many cheap addresses is also counted by.
+    /// `IPV6_NETWORK_PREFIX`): what one actor with many cheap addresses is also counted by; with
+    /// the wide prefixes (`IPV4_WIDE_NETWORK_PREFIX`, `IPV6_WIDE_NETWORK_PREFIX`), what one
+    /// actor with many cheap networks of one allocation is.
     pub fn network(ip: IpAddr, prefixes: NetworkPrefixes) -> Self {
         match canonical(ip) {
             IpAddr::V4(v4) => Self(
@@ -182,7 +184,8 @@ impl ClientKey {
 }
 
 /// The prefix lengths of an anonymous client's network (0..=32, and 0..=the client's IPv6
-/// prefix, so a network holds whole clients).
+/// prefix, so a network holds whole clients), or of its wide network (at most the network's,
+/// so a wide network holds whole networks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetworkPrefixes {
     pub ipv4: u8,
@@ -344,6 +347,25 @@ mod tests {
         assert_eq!(
             ClientKey::network(ip("198.51.100.4"), exact).as_str(),
             "198.51.100.4/32"
+        );
+    }
+
+    #[test]
+    fn wide_networks_group_the_networks_of_one_allocation() {
+        let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
+        let block = |s| ClientKey::network(ip(s), wide);
+        // Every /48 a tunnel broker gives away from its /32 is one wide network.
+        assert_eq!(block("2001:db8:48:1::1").as_str(), "2001:db8::/32");
+        assert_eq!(block("2001:db8:ffff:ffff::1"), block("2001:db8::1"));
+        assert_ne!(block("2001:db9::1"), block("2001:db8::1"));
+        // Every /24 of an IPv4 /16, and every IPv6 form of its addresses.
+        assert_eq!(block("203.0.113.9").as_str(), "203.0.0.0/16");
+        assert_eq!(block("203.0.255.1"), block("203.0.0.1"));
+        assert_ne!(block("203.1.0.1"), block("203.0.0.1"));
+        assert_eq!(block("2002:cb00:7107::1"), block("203.0.1.1"));
+        assert_eq!(
+            block("2001:0:4136:e378:8000:63bf:3fff:fdd2").as_str(),
+            "192.0.0.0/16"
         );
     }
 

@@ -245,8 +245,13 @@ mod tests {
 
     fn anonymous(ip: &str) -> Caller {
         let ip: IpAddr = ip.parse().unwrap();
-        let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
-        Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, prefixes))
+        let network = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+        let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
+        Caller::anonymous(
+            ClientKey::new(ip, 64),
+            ClientKey::network(ip, network),
+            ClientKey::network(ip, wide),
+        )
     }
 
     fn ban(target: BanTarget, until: Option<DateTime<Utc>>) -> Ban {

@@ -20,6 +20,7 @@ impl JobAdmission for MemoryDatabase {
                 &tables,
                 &caller.client,
                 caller.network.as_ref(),
+                caller.wide_network.as_ref(),
                 replay,
                 caller.is_sandbox(),
             )
@@ -39,10 +40,13 @@ impl JobAdmission for MemoryDatabase {
         self.calls.record("jobs.load");
         let tables = lock(&self.tables);
         let network = |j: &MemoryJob| caller.network.is_some() && j.network == caller.network;
+        let wide_network =
+            |j: &MemoryJob| caller.wide_network.is_some() && j.wide_network == caller.wide_network;
         Ok(Load {
             farm: farm::state(&tables),
             client: farm::active_work(&tables, |j| j.client == caller.client),
             network: farm::active_work(&tables, network),
+            wide_network: farm::active_work(&tables, wide_network),
         })
     }
 

@@ -173,6 +173,7 @@ struct MemoryJob {
     id: JobId,
     client: ClientKey,
     network: Option<ClientKey>,
+    wide_network: Option<ClientKey>,
     status: JobStatus,
     progress: f32,
     replay_sha256: ReplayHash,
@@ -328,6 +329,7 @@ impl MemoryDatabase {
                 id: JobId::new(),
                 client,
                 network: None,
+                wide_network: None,
                 status,
                 progress: 0.0,
                 replay_sha256: ReplayHash::of(&n.to_be_bytes()),
@@ -370,6 +372,7 @@ impl MemoryDatabase {
             tables,
             &job.client,
             job.network.as_ref(),
+            job.wide_network.as_ref(),
             &job.replay_sha256,
             job.sandbox.is_some(),
         );
@@ -402,6 +405,7 @@ impl MemoryDatabase {
             id: job.id,
             client: job.client.clone(),
             network: job.network.clone(),
+            wide_network: job.wide_network.clone(),
             status,
             progress,
             replay_sha256: job.replay_sha256,
@@ -446,6 +450,7 @@ fn occupancy_of(
     tables: &Tables,
     client: &ClientKey,
     network: Option<&ClientKey>,
+    wide_network: Option<&ClientKey>,
     sha256: &ReplayHash,
     sandbox: bool,
 ) -> Occupancy {
@@ -460,6 +465,7 @@ fn occupancy_of(
             capacity: Capacity::default(),
             active_for_client: recent.len() as i64,
             active_for_network: 0,
+            active_for_wide_network: 0,
             duplicate: recent
                 .iter()
                 .find(|j| &j.replay_sha256 == sha256)
@@ -478,6 +484,10 @@ fn occupancy_of(
         active_for_network: active
             .iter()
             .filter(|j| network.is_some() && j.network.as_ref() == network)
+            .count() as i64,
+        active_for_wide_network: active
+            .iter()
+            .filter(|j| wide_network.is_some() && j.wide_network.as_ref() == wide_network)
             .count() as i64,
         duplicate: active
             .iter()
