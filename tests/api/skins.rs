@@ -375,6 +375,77 @@ async fn v1_and_legacy_uploads_count_separately() {
 }
 
 #[tokio::test]
+async fn one_ipv6_allocation_uploads_at_most_its_networks_limits() {
+    // An hour's windows, so the storm cannot straddle one.
+    let app = TestApp::spawn(&[
+        ("RATE_LIMIT_SKINS_UPLOAD_NETWORK", "10/hour"),
+        ("RATE_LIMIT_SKINS_UPLOAD_WIDE_NETWORK", "30/hour"),
+    ])
+    .await;
+    start_of_window(3600).await;
+    // 120 skins at once from 120 /64s of one /48: each /64 within its own limit.
+    let statuses = join_all((0..120).map(|i| {
+        let form = upload_form(skin("flood"), "s.osk", Some(&format!("flood {i}")));
+        let app = &app;
+        async move {
+            let response = app
+                .upload_skin(V1, &format!("2001:db8:48:{i:x}::1"), form)
+                .await;
+            let status = response.status();
+            let body: Value = response.json().await.unwrap_or_default();
+            (
+                status,
+                body["scope"].as_str().unwrap_or_default().to_owned(),
+            )
+        }
+    }))
+    .await;
+    let count = |status, scope: &str| {
+        statuses
+            .iter()
+            .filter(|(s, sc)| *s == status && sc == scope)
+            .count()
+    };
+    assert_eq!(count(StatusCode::CREATED, ""), 10, "{statuses:?}");
+    assert_eq!(count(StatusCode::TOO_MANY_REQUESTS, "network"), 110);
+    // The legacy route and the presigned path count in the same network window.
+    let form = upload_form(skin("legacy"), "s.osk", Some("legacy"));
+    let legacy = app.upload_skin(LEGACY, "2001:db8:48:ffff::1", form).await;
+    let refused = problem(legacy, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert_eq!(refused["scope"], "network");
+    let presign = app
+        .request_upload(
+            "2001:db8:48:fffe::1",
+            json!({ "name": "big", "size": 10_000 }),
+        )
+        .await;
+    problem(presign, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+
+    // Two more /48s of its /32 take the rest of the wide network's 30; a fourth is refused.
+    for net in [0x49, 0x4a] {
+        for i in 0..10 {
+            let form = upload_form(skin("wide"), "s.osk", Some(&format!("wide {net} {i}")));
+            let ip = format!("2001:db8:{net:x}:{i:x}::1");
+            let response = app.upload_skin(V1, &ip, form).await;
+            assert_eq!(response.status(), StatusCode::CREATED, "{ip}");
+        }
+    }
+    let form = upload_form(skin("wide"), "s.osk", Some("fourth"));
+    let fourth = app.upload_skin(V1, "2001:db8:4b::1", form).await;
+    let refused = problem(fourth, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert_eq!(refused["scope"], "network");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("wide network"),
+        "{refused}"
+    );
+    // Another allocation is not held to it.
+    let form = upload_form(skin("other"), "s.osk", Some("other"));
+    let other = app.upload_skin(V1, "2001:db9::1", form).await;
+    assert_eq!(other.status(), StatusCode::CREATED);
+    assert_eq!(app.count("SELECT count(*) FROM skins").await, 10 + 20 + 1);
+}
+
+#[tokio::test]
 async fn presigned_upload_end_to_end() {
     let app = TestApp::spawn(&[]).await;
     let ip = "198.51.100.25";

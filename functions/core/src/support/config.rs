@@ -182,6 +182,10 @@ pub struct RateLimits {
     pub render_wide_network: RateLimit,
     pub skins_upload: RateLimit,
     pub legacy_skins_upload: RateLimit,
+    /// Skin uploads (either route) of all anonymous clients of one network together.
+    pub skins_upload_network: RateLimit,
+    /// The same of one wide network.
+    pub skins_upload_wide_network: RateLimit,
     /// The read endpoints (`GET /v1/jobs…`, `GET /v1/skins`): generous, per client.
     pub read: RateLimit,
     /// Key lookups that reach the database (a key not in the instance's cache), per address:
@@ -422,6 +426,10 @@ impl Config {
                 skins_upload: env.parse("RATE_LIMIT_SKINS_UPLOAD", limit("2/minute"))?,
                 legacy_skins_upload: env
                     .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
+                skins_upload_network: env
+                    .parse("RATE_LIMIT_SKINS_UPLOAD_NETWORK", limit("10/minute"))?,
+                skins_upload_wide_network: env
+                    .parse("RATE_LIMIT_SKINS_UPLOAD_WIDE_NETWORK", limit("30/minute"))?,
                 read: env.parse("RATE_LIMIT_READ", limit("120/minute"))?,
                 key_lookup: env.parse("RATE_LIMIT_KEY_LOOKUP", limit("30/minute"))?,
                 key_lookup_network: env
@@ -819,6 +827,11 @@ mod tests {
         );
         assert_eq!(c.max_active_per_wide_network, 24);
         assert_eq!(c.rate_limits.render_wide_network.to_string(), "60/minute");
+        assert_eq!(c.rate_limits.skins_upload_network.to_string(), "10/minute");
+        assert_eq!(
+            c.rate_limits.skins_upload_wide_network.to_string(),
+            "30/minute"
+        );
         assert_eq!(c.anonymous_queue_share, 1.0);
         assert_eq!(c.max_anonymous_queued(), c.max_queued);
         let c = config(&[("ANONYMOUS_QUEUE_SHARE", "0.5"), ("MAX_QUEUED", "41")]).unwrap();
