@@ -1177,6 +1177,93 @@ async fn a_removed_skin_is_unlisted_unrenderable_and_its_object_kept() {
     app.assert_uploads_refused(ip, "Squatted").await;
 }
 
+/// `skins free`: a removed name is freed once no job that has not ended names it (its worker may
+/// still read the object) and the removal has settled; then its object is deleted and the name
+/// can be uploaded again. No render admitted after the removal can name it (422 `unknown_skin`),
+/// so only the jobs from before keep it in use.
+#[tokio::test]
+async fn a_removed_name_is_freed_once_no_job_can_read_its_object() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    let ip = "198.51.100.91";
+    let form = upload_form(skin("squat"), "Squatted.osk", None);
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    let queued = accepted_job(app.render_with_skin(ip, "squatted").await).await;
+    let rendering = accepted_job(app.render_with_skin(ip, "Squatted").await).await;
+    app.report_ok(&rendering, json!({ "status": "rendering", "progress": 10 }))
+        .await;
+    app.admin(&["skins", "remove", "Squatted"]).await;
+    let late = app.render_with_skin(ip, "Squatted").await;
+    problem(late, StatusCode::UNPROCESSABLE_ENTITY, "unknown_skin").await;
+
+    let free = || app.try_admin(&["skins", "free", "SQUATTED"]);
+    let in_use = free().await.unwrap_err();
+    assert_eq!(in_use.exit_code(), 1);
+    assert!(
+        in_use.to_string().starts_with("2 job(s) not ended"),
+        "{in_use}"
+    );
+    app.report_ok(
+        &queued,
+        json!({ "status": "failed", "error": "GPU on fire" }),
+    )
+    .await;
+    assert!(free()
+        .await
+        .unwrap_err()
+        .to_string()
+        .starts_with("1 job(s)"));
+    app.report_ok(
+        &rendering,
+        json!({ "status": "failed", "error": "GPU on fire" }),
+    )
+    .await;
+    let recent = free().await.unwrap_err();
+    assert!(
+        recent
+            .to_string()
+            .contains("removed less than 15 minutes ago"),
+        "{recent}"
+    );
+    assert_eq!(app.object("skins/Squatted.osk").await, skin("squat"));
+
+    app.db
+        .execute(
+            "UPDATE skins SET removed_at = removed_at - interval '15 minutes'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let freed = free().await.unwrap();
+    assert_eq!(
+        freed,
+        json!({ "skin": "SQUATTED", "freed": ["Squatted"], "deleted": ["skins/Squatted.osk"],
+                "reserved": false })
+    );
+    let gone = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key("skins/Squatted.osk")
+        .send()
+        .await;
+    assert!(gone.is_err(), "the object is deleted");
+    let again = free().await.unwrap_err();
+    assert!(again.to_string().starts_with("no removed skin"), "{again}");
+
+    // The name is free: uploaded again (another content, another spelling), listed, renderable.
+    let form = upload_form(skin("honest"), "squatted.osk", None);
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(app.object("skins/squatted.osk").await, skin("honest"));
+    assert!(app.skin_names().await.contains(&"squatted".to_owned()));
+    accepted_job(app.render_with_skin(ip, "squatted").await).await;
+}
+
 /// `skins reserve`: every upload path refuses the name (in any case) with 409
 /// `skin_name_reserved`, the presigned ingest too when the reservation came after the policy;
 /// a skin stored before its name was reserved stays listed and renderable; `skins unreserve`

@@ -64,8 +64,8 @@ use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
 use crate::ports::secrets::{SecretStore, SecretVersions};
 use crate::ports::skins::{
-    self, ByteChunks, Copied, IngestClaim, IngestTicket, NameClaim, NameState, ObjectVersion,
-    PresignedPost, Removal, SkinRegistry, SkinStore,
+    self, ByteChunks, Copied, Freeing, IngestClaim, IngestTicket, NameClaim, NameState,
+    ObjectVersion, PresignedPost, Removal, SkinRegistry, SkinStore,
 };
 use crate::ports::wake::{delay_secs, DispatcherWake};
 use crate::ports::{Ports, StoreError};
@@ -252,7 +252,8 @@ struct MemorySkin {
     name: String,
     token: uuid::Uuid,
     stored: bool,
-    removed: bool,
+    /// When the operator removed it (skins.removed_at).
+    removed_at: Option<DateTime<Utc>>,
 }
 
 struct MemoryIngest {
@@ -361,6 +362,13 @@ impl MemoryDatabase {
             job.deadline = job.deadline.map(|deadline| deadline - age);
             job.released_at = job.released_at.map(|at| at - age);
             job.started_at = job.started_at.map(|at| at - age);
+        }
+    }
+
+    /// Moves every skin removal back by `age`.
+    pub fn age_skin_removals(&self, age: Duration) {
+        for skin in lock(&self.tables).skins.values_mut() {
+            skin.removed_at = skin.removed_at.map(|at| at - age);
         }
     }
 
