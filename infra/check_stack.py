@@ -8,7 +8,8 @@
    of the output's kind passes the parameter's constraints (pattern, allowed values).
 2. The connection budget of every samconfig.toml environment: its functions' reserved
    concurrency x DbPoolSize within its base environment's proxy (DbMaxConnections x
-   ProxyMaxConnectionsPercent), and at every parameter's maximum within PostgreSQL's 5000.
+   ProxyMaxConnectionsPercent), and at every parameter's maximum within PostgreSQL's 5000;
+   and each keeps part of the queue for API keys (AnonymousQueueShare below 1).
 3. API Gateway's own answers (GatewayResponses): problem+json bodies valid against
    openapi.yaml's Problem schema; a code the service answers too matches its row of
    functions/core/src/support/problem.rs (status, title, Retry-After); the gateway's own codes
@@ -148,20 +149,22 @@ def app_environments(samconfig):
             if isinstance(section, dict) and "deploy" in section and not env.endswith("-base")]
 
 
+# What infra/deploy computes from the base stack: any value the parameter accepts.
+BASE_OUTPUTS = {"VpcSubnetIds": "subnet-1,subnet-2", "VpcSecurityGroupIds": "sg-1", "CallbackSubnetIds": "subnet-3,subnet-4",
+                "CallbackSecurityGroupIds": "sg-2", "CallbackEgress": "true", "CallbackEgressIps": "",
+                "DbProxyEndpoint": "proxy", "DbSecretArn": SAMPLES["AWS::SecretsManager::Secret"],
+                "DbMigrateSecretArn": SAMPLES["AWS::SecretsManager::Secret"],
+                "OriginSecretArn": SAMPLES["AWS::SecretsManager::Secret"], "WebhookSecretArn": SAMPLES["AWS::SecretsManager::Secret"],
+                "AlarmTopicArn": SAMPLES["AWS::SNS::Topic"]}
+
+
 def check_budget(root, base, app):
     samconfig = os.path.join(root, "samconfig.toml")
-    # What infra/deploy computes from the base stack: any value the parameter accepts.
-    fill = {"VpcSubnetIds": "subnet-1,subnet-2", "VpcSecurityGroupIds": "sg-1", "CallbackSubnetIds": "subnet-3,subnet-4",
-            "CallbackSecurityGroupIds": "sg-2", "CallbackEgress": "true", "CallbackEgressIps": "",
-            "DbProxyEndpoint": "proxy", "DbSecretArn": SAMPLES["AWS::SecretsManager::Secret"],
-            "DbMigrateSecretArn": SAMPLES["AWS::SecretsManager::Secret"],
-            "OriginSecretArn": SAMPLES["AWS::SecretsManager::Secret"], "WebhookSecretArn": SAMPLES["AWS::SecretsManager::Secret"],
-            "AlarmTopicArn": SAMPLES["AWS::SNS::Topic"]}
     envs = app_environments(samconfig)
     check({"default", "dev", "prod"} <= set(envs), f"samconfig.toml environments {envs}")
     for env in envs:
         try:
-            app_values = env_values(app, samconfig, env, fill)
+            app_values = env_values(app, samconfig, env, BASE_OUTPUTS)
             base_env = f"{app_values['Stage']}-base"
             base_values = env_values(base, samconfig, base_env,
                                      {"AvailabilityZoneId1": "use1-az1", "AvailabilityZoneId2": "use1-az2",
@@ -186,6 +189,19 @@ def check_budget(root, base, app):
     check(at_max <= POSTGRES_MAX_CONNECTIONS,
           f"every concurrency parameter and DbPoolSize at its MaxValue: {at_max} connections, above {POSTGRES_MAX_CONNECTIONS}")
     print(f"  every parameter at its maximum: {at_max} connections (PostgreSQL's ceiling {POSTGRES_MAX_CONNECTIONS})")
+
+
+def check_key_reserve(root, app):
+    """Every deployed stage keeps part of the queue for API keys: anonymous clients together
+    hold less than all of it (ANONYMOUS_QUEUE_SHARE below 1; docs/DEPLOY.md, the
+    `AnonymousQueueShare` row), so a flood from many networks still leaves keys room."""
+    samconfig = os.path.join(root, "samconfig.toml")
+    for env in app_environments(samconfig):
+        try:
+            share = env_values(app, samconfig, env, BASE_OUTPUTS)["AnonymousQueueShare"]
+        except dp.DeployError:
+            continue  # check_budget reports it
+        check(0 < float(share) < 1, f"samconfig [{env}]: AnonymousQueueShare {share} keeps no reserve for keys (below 1)")
 
 
 # ---------------------------------------------------------------- 3. the gateway's own answers
@@ -435,6 +451,7 @@ def main(root):
     app = yaml_parse(open(os.path.join(root, "template.yaml")).read())
     check_contract(base, app)
     check_budget(root, base, app)
+    check_key_reserve(root, app)
     check_gateway_responses(root, app)
     check_deploy_params(app)
     check_proxy_azs(root, base)

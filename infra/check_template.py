@@ -134,6 +134,17 @@ def main(template_path, samconfig_path):
         == "DbSecretArn",
         "AdminFunction: DB_SECRET_ARN from DbSecretArn",
     )
+    # `skins free` deletes a removed skin's object (usecases/skins/admin.rs), and nothing else.
+    admin_s3 = [
+        (st.get("Action"), st.get("Resource"))
+        for policy in admin_props.get("Policies", []) if isinstance(policy, dict)
+        for st in policy.get("Statement", []) if str(st.get("Action", "")).startswith("s3:")
+    ]
+    check(
+        len(admin_s3) == 1 and admin_s3[0][0] == "s3:DeleteObject"
+        and str(admin_s3[0][1].get("Fn::Sub", "")).endswith("/skins/*"),
+        f"AdminFunction: s3:DeleteObject on skins/* only (skins free), found {admin_s3}",
+    )
 
     # The bucket cannot be stranded by a failed first create.
     bucket = resources["Bucket"]

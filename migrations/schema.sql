@@ -27,6 +27,7 @@ DECLARE
     v_id uuid := (p ->> 'id')::uuid;
     v_client text := p ->> 'client_ip';
     v_network text := p ->> 'client_network';
+    v_wide_network text := p ->> 'client_wide_network';
     v_hash bytea := decode(p ->> 'replay_sha256', 'hex');
     v_idem_token uuid := (p ->> 'idem_token')::uuid;
     v_sandbox boolean := coalesce((p ->> 'sandbox')::boolean, false);
@@ -50,7 +51,8 @@ DECLARE
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
-        'replay', 'sandbox_failure', 'render_cost', 'fair_weight'];
+        'replay', 'sandbox_failure', 'render_cost', 'fair_weight', 'client_wide_network',
+        'max_active_per_wide_network'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -145,6 +147,14 @@ BEGIN
         verdict := 'too_many_network_jobs';
         RETURN;
     END IF;
+    IF NOT v_sandbox AND v_wide_network IS NOT NULL AND (
+        SELECT count(*) FROM jobs
+         WHERE client_wide_network = v_wide_network AND client_wide_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')
+    ) >= (p ->> 'max_active_per_wide_network')::bigint THEN
+        verdict := 'too_many_wide_network_jobs';
+        RETURN;
+    END IF;
 
     IF v_fair THEN
         IF v_cost <= 0 OR v_weight <= 0 THEN
@@ -171,13 +181,15 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
-                      replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
+    INSERT INTO jobs (id, client_ip, client_addr, client_network, client_wide_network, skin,
+                      config, replay_key, replay_sha256, replay, sandbox, status, progress,
+                      video_key, thumb_key,
                       error, error_code, error_retryable,
                       callback_url, callback_seq, callback_at,
                       render_cost, fair_start, fair_finish, released_at)
-    VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
-            p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
+    VALUES (v_id, v_client, p ->> 'client_addr', v_network, v_wide_network, p ->> 'skin',
+            p -> 'config', p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb),
+            v_sandbox,
             CASE WHEN NOT v_sandbox THEN 'queued'
                  WHEN v_failure IS NOT NULL THEN 'failed'
                  ELSE 'completed' END::job_status,
@@ -797,6 +809,7 @@ CREATE TABLE public.jobs (
     fair_finish double precision,
     released_at timestamp with time zone,
     started_at timestamp with time zone,
+    client_wide_network text,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -1098,6 +1111,12 @@ CREATE INDEX jobs_active_by_network ON public.jobs USING btree (client_network) 
 --
 
 CREATE INDEX jobs_active_by_status ON public.jobs USING btree (status) WHERE (status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status]));
+
+--
+-- Name: jobs_active_by_wide_network; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_active_by_wide_network ON public.jobs USING btree (client_wide_network) WHERE ((status = ANY (ARRAY['queued'::public.job_status, 'downloading'::public.job_status, 'rendering'::public.job_status])) AND (client_wide_network IS NOT NULL));
 
 --
 -- Name: jobs_active_replay; Type: INDEX; Schema: public; Owner: -

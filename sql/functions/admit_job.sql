@@ -30,6 +30,7 @@
 -- - 'queue_full', 'anonymous_queue_full', 'render_capacity': the global caps, from job_counts
 --   (V11; kept by count_job_changes), not for a sandbox job;
 -- - 'too_many_active_jobs': the client's cap; 'too_many_network_jobs': its network's (V11);
+--   'too_many_wide_network_jobs': its wide network's (V19);
 -- - 'claim_lost': the request's idempotency claim is no longer its own (released, or taken over
 --   as stale; V5);
 -- - 'admitted'.
@@ -63,6 +64,10 @@
 -- - sandbox_failure (V14): {error, error_code, retryable}: a sandbox job with
 --   `sandbox_outcome=failed`, stored failed with this failure (and its failed callback carries
 --   it) rather than completed with the sample artifacts.
+-- - client_wide_network (V19): the wider block around the anonymous client's network, stored
+--   with the job;
+-- - max_active_per_wide_network (V19): the wide network's cap on active jobs (checked after the
+--   network's), none for a key's job;
 -- - render_cost, fair_weight (V18): the job's expected render-seconds and its client's weight.
 --   With them the job waits in the queue of record (released_at NULL) with its fair tags:
 --   start = max(fair_clock, its fair client's last finish tag in fair_clients), finish = start +
@@ -82,6 +87,7 @@ DECLARE
     v_id uuid := (p ->> 'id')::uuid;
     v_client text := p ->> 'client_ip';
     v_network text := p ->> 'client_network';
+    v_wide_network text := p ->> 'client_wide_network';
     v_hash bytea := decode(p ->> 'replay_sha256', 'hex');
     v_idem_token uuid := (p ->> 'idem_token')::uuid;
     v_sandbox boolean := coalesce((p ->> 'sandbox')::boolean, false);
@@ -105,7 +111,8 @@ DECLARE
         'idem_endpoint', 'idem_key', 'idem_token', 'idem_response', 'client_addr', 'sandbox',
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
-        'replay', 'sandbox_failure', 'render_cost', 'fair_weight'];
+        'replay', 'sandbox_failure', 'render_cost', 'fair_weight', 'client_wide_network',
+        'max_active_per_wide_network'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -200,6 +207,14 @@ BEGIN
         verdict := 'too_many_network_jobs';
         RETURN;
     END IF;
+    IF NOT v_sandbox AND v_wide_network IS NOT NULL AND (
+        SELECT count(*) FROM jobs
+         WHERE client_wide_network = v_wide_network AND client_wide_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')
+    ) >= (p ->> 'max_active_per_wide_network')::bigint THEN
+        verdict := 'too_many_wide_network_jobs';
+        RETURN;
+    END IF;
 
     IF v_fair THEN
         IF v_cost <= 0 OR v_weight <= 0 THEN
@@ -226,13 +241,15 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO jobs (id, client_ip, client_addr, client_network, skin, config, replay_key,
-                      replay_sha256, replay, sandbox, status, progress, video_key, thumb_key,
+    INSERT INTO jobs (id, client_ip, client_addr, client_network, client_wide_network, skin,
+                      config, replay_key, replay_sha256, replay, sandbox, status, progress,
+                      video_key, thumb_key,
                       error, error_code, error_retryable,
                       callback_url, callback_seq, callback_at,
                       render_cost, fair_start, fair_finish, released_at)
-    VALUES (v_id, v_client, p ->> 'client_addr', v_network, p ->> 'skin', p -> 'config',
-            p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb), v_sandbox,
+    VALUES (v_id, v_client, p ->> 'client_addr', v_network, v_wide_network, p ->> 'skin',
+            p -> 'config', p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb),
+            v_sandbox,
             CASE WHEN NOT v_sandbox THEN 'queued'
                  WHEN v_failure IS NOT NULL THEN 'failed'
                  ELSE 'completed' END::job_status,

@@ -1,7 +1,8 @@
-//! Issue 19: fair share when identities are cheap. An anonymous client is limited as itself
-//! and as its network (IPv4 /24, IPv6 /48 by default), anonymous clients together hold at most
-//! `ANONYMOUS_QUEUE_SHARE` of the queue, a key is its own client, and the capacity counts that
-//! every admission reads are kept exact in one row (checked against `count(*)`).
+//! Fair share when identities are cheap. An anonymous client is limited as itself, as its
+//! network (IPv4 /24, IPv6 /48 by default) and as its wide network (IPv4 /16, IPv6 /32),
+//! anonymous clients together hold at most `ANONYMOUS_QUEUE_SHARE` of the queue, a key is its
+//! own client, and the capacity counts that every admission reads are kept exact in one row
+//! (checked against `count(*)`).
 
 use futures_util::future::join_all;
 use osurender_core::usecases::janitor;
@@ -94,6 +95,63 @@ async fn one_ipv6_allocation_is_one_network_and_honest_clients_still_get_in() {
             .await,
         8
     );
+    app.assert_counts_exact().await;
+    app.assert_consistent().await;
+}
+
+#[tokio::test]
+async fn thirteen_48s_of_one_32_are_held_to_its_wide_caps_and_keys_and_others_still_get_in() {
+    // Every network limit at its default, and the queue share every deployed stage has.
+    let app = TestApp::spawn(&[
+        ("MAX_ACTIVE_PER_NETWORK", UNSET),
+        ("RATE_LIMIT_RENDER_NETWORK", UNSET),
+        ("MAX_ACTIVE_PER_WIDE_NETWORK", UNSET),
+        ("RATE_LIMIT_RENDER_WIDE_NETWORK", UNSET),
+        ("ANONYMOUS_QUEUE_SHARE", "0.7"),
+    ])
+    .await;
+    // A tunnel broker's free /48s, 13 of its /32, each from 8 of its /64s: 104 renders at once,
+    // within every /64's and every /48's own limits, and more than the 100 places of the queue.
+    let flood: Vec<String> = (0..13)
+        .flat_map(|net| (0..8).map(move |host| format!("2001:db8:{net:x}:{host:x}::1")))
+        .collect();
+    let answers = app.storm_from(&flood).await;
+    // The /32's 24 active jobs, and no more: its 60 renders a minute pass the window, the rest
+    // are counted against it; every refusal names the network scope.
+    assert_eq!(tally(&answers, 202, "", ""), 24, "{answers:?}");
+    assert_eq!(tally(&answers, 429, "rate_limited", "network"), 104 - 60);
+    assert_eq!(
+        tally(&answers, 429, "too_many_active_jobs", "network"),
+        60 - 24
+    );
+    let refused = problem(
+        app.render("2001:db8:d::1", valid_form()).await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+    )
+    .await;
+    assert_eq!(refused["scope"], "network");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("wide network"),
+        "{refused}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM jobs WHERE client_wide_network = '2001:db8::/32'")
+            .await,
+        24
+    );
+
+    // The anonymous share is not taken: a client of another /32, and one of an IPv4 /16, get in;
+    // and a key does.
+    for ip in ["2001:db9:1::7", "198.51.100.7"] {
+        let response = app.render(ip, valid_form()).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "{ip}");
+    }
+    let key = app.create_key("1000/hour", 100).await;
+    let response = app
+        .render_with("2001:db8:e::1", &key.bearer, valid_form())
+        .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
     app.assert_counts_exact().await;
     app.assert_consistent().await;
 }

@@ -375,6 +375,77 @@ async fn v1_and_legacy_uploads_count_separately() {
 }
 
 #[tokio::test]
+async fn one_ipv6_allocation_uploads_at_most_its_networks_limits() {
+    // An hour's windows, so the storm cannot straddle one.
+    let app = TestApp::spawn(&[
+        ("RATE_LIMIT_SKINS_UPLOAD_NETWORK", "10/hour"),
+        ("RATE_LIMIT_SKINS_UPLOAD_WIDE_NETWORK", "30/hour"),
+    ])
+    .await;
+    start_of_window(3600).await;
+    // 120 skins at once from 120 /64s of one /48: each /64 within its own limit.
+    let statuses = join_all((0..120).map(|i| {
+        let form = upload_form(skin("flood"), "s.osk", Some(&format!("flood {i}")));
+        let app = &app;
+        async move {
+            let response = app
+                .upload_skin(V1, &format!("2001:db8:48:{i:x}::1"), form)
+                .await;
+            let status = response.status();
+            let body: Value = response.json().await.unwrap_or_default();
+            (
+                status,
+                body["scope"].as_str().unwrap_or_default().to_owned(),
+            )
+        }
+    }))
+    .await;
+    let count = |status, scope: &str| {
+        statuses
+            .iter()
+            .filter(|(s, sc)| *s == status && sc == scope)
+            .count()
+    };
+    assert_eq!(count(StatusCode::CREATED, ""), 10, "{statuses:?}");
+    assert_eq!(count(StatusCode::TOO_MANY_REQUESTS, "network"), 110);
+    // The legacy route and the presigned path count in the same network window.
+    let form = upload_form(skin("legacy"), "s.osk", Some("legacy"));
+    let legacy = app.upload_skin(LEGACY, "2001:db8:48:ffff::1", form).await;
+    let refused = problem(legacy, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert_eq!(refused["scope"], "network");
+    let presign = app
+        .request_upload(
+            "2001:db8:48:fffe::1",
+            json!({ "name": "big", "size": 10_000 }),
+        )
+        .await;
+    problem(presign, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+
+    // Two more /48s of its /32 take the rest of the wide network's 30; a fourth is refused.
+    for net in [0x49, 0x4a] {
+        for i in 0..10 {
+            let form = upload_form(skin("wide"), "s.osk", Some(&format!("wide {net} {i}")));
+            let ip = format!("2001:db8:{net:x}:{i:x}::1");
+            let response = app.upload_skin(V1, &ip, form).await;
+            assert_eq!(response.status(), StatusCode::CREATED, "{ip}");
+        }
+    }
+    let form = upload_form(skin("wide"), "s.osk", Some("fourth"));
+    let fourth = app.upload_skin(V1, "2001:db8:4b::1", form).await;
+    let refused = problem(fourth, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert_eq!(refused["scope"], "network");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("wide network"),
+        "{refused}"
+    );
+    // Another allocation is not held to it.
+    let form = upload_form(skin("other"), "s.osk", Some("other"));
+    let other = app.upload_skin(V1, "2001:db9::1", form).await;
+    assert_eq!(other.status(), StatusCode::CREATED);
+    assert_eq!(app.count("SELECT count(*) FROM skins").await, 10 + 20 + 1);
+}
+
+#[tokio::test]
 async fn presigned_upload_end_to_end() {
     let app = TestApp::spawn(&[]).await;
     let ip = "198.51.100.25";
@@ -1104,6 +1175,93 @@ async fn a_removed_skin_is_unlisted_unrenderable_and_its_object_kept() {
     assert_eq!(unreserved["was_reserved"], false);
     assert_eq!(unreserved["removed"], true);
     app.assert_uploads_refused(ip, "Squatted").await;
+}
+
+/// `skins free`: a removed name is freed once no job that has not ended names it (its worker may
+/// still read the object) and the removal has settled; then its object is deleted and the name
+/// can be uploaded again. No render admitted after the removal can name it (422 `unknown_skin`),
+/// so only the jobs from before keep it in use.
+#[tokio::test]
+async fn a_removed_name_is_freed_once_no_job_can_read_its_object() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    let ip = "198.51.100.91";
+    let form = upload_form(skin("squat"), "Squatted.osk", None);
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    let queued = accepted_job(app.render_with_skin(ip, "squatted").await).await;
+    let rendering = accepted_job(app.render_with_skin(ip, "Squatted").await).await;
+    app.report_ok(&rendering, json!({ "status": "rendering", "progress": 10 }))
+        .await;
+    app.admin(&["skins", "remove", "Squatted"]).await;
+    let late = app.render_with_skin(ip, "Squatted").await;
+    problem(late, StatusCode::UNPROCESSABLE_ENTITY, "unknown_skin").await;
+
+    let free = || app.try_admin(&["skins", "free", "SQUATTED"]);
+    let in_use = free().await.unwrap_err();
+    assert_eq!(in_use.exit_code(), 1);
+    assert!(
+        in_use.to_string().starts_with("2 job(s) not ended"),
+        "{in_use}"
+    );
+    app.report_ok(
+        &queued,
+        json!({ "status": "failed", "error": "GPU on fire" }),
+    )
+    .await;
+    assert!(free()
+        .await
+        .unwrap_err()
+        .to_string()
+        .starts_with("1 job(s)"));
+    app.report_ok(
+        &rendering,
+        json!({ "status": "failed", "error": "GPU on fire" }),
+    )
+    .await;
+    let recent = free().await.unwrap_err();
+    assert!(
+        recent
+            .to_string()
+            .contains("removed less than 15 minutes ago"),
+        "{recent}"
+    );
+    assert_eq!(app.object("skins/Squatted.osk").await, skin("squat"));
+
+    app.db
+        .execute(
+            "UPDATE skins SET removed_at = removed_at - interval '15 minutes'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let freed = free().await.unwrap();
+    assert_eq!(
+        freed,
+        json!({ "skin": "SQUATTED", "freed": ["Squatted"], "deleted": ["skins/Squatted.osk"],
+                "reserved": false })
+    );
+    let gone = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key("skins/Squatted.osk")
+        .send()
+        .await;
+    assert!(gone.is_err(), "the object is deleted");
+    let again = free().await.unwrap_err();
+    assert!(again.to_string().starts_with("no removed skin"), "{again}");
+
+    // The name is free: uploaded again (another content, another spelling), listed, renderable.
+    let form = upload_form(skin("honest"), "squatted.osk", None);
+    assert_eq!(
+        app.upload_skin(V1, ip, form).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(app.object("skins/squatted.osk").await, skin("honest"));
+    assert!(app.skin_names().await.contains(&"squatted".to_owned()));
+    accepted_job(app.render_with_skin(ip, "squatted").await).await;
 }
 
 /// `skins reserve`: every upload path refuses the name (in any case) with 409

@@ -191,6 +191,8 @@ async fn a_server_killed_mid_storm_loses_no_admission() {
         ("MAX_ACTIVE_JOBS_PER_IP", "100"),
         ("MAX_ACTIVE_PER_NETWORK", "1000"),
         ("RATE_LIMIT_RENDER_NETWORK", "1000/hour"),
+        ("MAX_ACTIVE_PER_WIDE_NETWORK", "1000"),
+        ("RATE_LIMIT_RENDER_WIDE_NETWORK", "1000/hour"),
         ("MAX_QUEUED", "1000"),
     ];
     let app = TestApp::spawn(env).await;

@@ -578,8 +578,8 @@ async fn the_lambda_form_runs_the_same_commands() {
     }
 }
 
-/// `skins reserve|unreserve|remove` on the command line and as events: the same JSON answers,
-/// an unknown skin's removal a failure (exit 1, the invocation's error).
+/// `skins reserve|unreserve|remove|free` on the command line and as events: the same JSON
+/// answers, an unknown skin's removal or freeing a failure (exit 1, the invocation's error).
 #[tokio::test]
 async fn the_skin_commands_run_on_the_command_line_and_as_events() {
     let (_database, url) = test_database("skins", true).await;
@@ -592,6 +592,18 @@ async fn the_skin_commands_run_on_the_command_line_and_as_events() {
     let unknown = admin(&url, &["skins", "remove", "Nobody"]);
     assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
     assert!(stderr(&unknown).contains("no skin is named `Nobody`"));
+    let not_removed = admin(&url, &["skins", "free", "Official Skin"]);
+    assert_eq!(
+        not_removed.status.code(),
+        Some(1),
+        "{}",
+        stderr(&not_removed)
+    );
+    assert!(
+        stderr(&not_removed).contains("no removed skin is named `Official Skin`"),
+        "{}",
+        stderr(&not_removed)
+    );
 
     let function = Function::of(env!("CARGO_BIN_EXE_osurender-admin"), "admin")
         .vars(&[("DATABASE_URL", &url), ("DB_SSLMODE", "disable")])
@@ -617,6 +629,13 @@ async fn the_skin_commands_run_on_the_command_line_and_as_events() {
     assert!(error["errorMessage"]
         .as_str()
         .is_some_and(|m| m.contains("no skin is named")));
+    let freeing = invoke("free", &["skins", "free", "Nobody"]).await;
+    let Answer::Error(error) = &freeing else {
+        panic!("{freeing:?}")
+    };
+    assert!(error["errorMessage"]
+        .as_str()
+        .is_some_and(|m| m.contains("no removed skin is named `Nobody`")));
 }
 
 #[tokio::test]

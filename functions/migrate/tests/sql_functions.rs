@@ -249,6 +249,7 @@ fn admit_args(client: &str) -> Value {
         "client_ip": client,
         "client_addr": null,
         "client_network": null,
+        "client_wide_network": null,
         "client_lock": 1,
         "global_lock": 2,
         "skin": "Default",
@@ -260,6 +261,7 @@ fn admit_args(client: &str) -> Value {
         "max_rendering": 10,
         "max_active_per_client": 5,
         "max_active_per_network": null,
+        "max_active_per_wide_network": null,
         "lock_timeout_ms": 1000,
         "event_payload": {"job_id": id},
         "event_lease_ms": 30000,
@@ -321,7 +323,11 @@ async fn admit_job_refuses_a_missing_or_misspelled_key() {
         args.insert("max_renderings".into(), value);
     });
     refusals.push(("max_renderings".into(), misspelled, "max_rendering".into()));
-    for (unknown, value) in [("max_anonymous_queue", 10), ("maxActivePerNetwork", 3)] {
+    for (unknown, value) in [
+        ("max_anonymous_queue", 10),
+        ("maxActivePerNetwork", 3),
+        ("max_active_per_wide_networks", 9),
+    ] {
         let args = edited(|args| {
             args.insert(unknown.into(), json!(value));
         });
@@ -341,6 +347,8 @@ async fn admit_job_refuses_a_missing_or_misspelled_key() {
     anonymous["client_network"] = json!("203.0.113.0/24");
     anonymous["max_anonymous_queued"] = json!(50);
     anonymous["max_active_per_network"] = json!(3);
+    anonymous["client_wide_network"] = json!("203.0.0.0/16");
+    anonymous["max_active_per_wide_network"] = json!(9);
     admissions.push(("an anonymous client's", anonymous));
     // ... and what V5's code sent: none of the optional keys added since.
     let mut earlier = admit_args("203.0.113.4");
@@ -350,6 +358,8 @@ async fn admit_job_refuses_a_missing_or_misspelled_key() {
         "client_network",
         "max_anonymous_queued",
         "max_active_per_network",
+        "client_wide_network",
+        "max_active_per_wide_network",
         "sandbox",
         "sandbox_active_ms",
         "sandbox_video_key",

@@ -164,10 +164,14 @@ impl TestApp {
             ("JANITOR_INTERVAL", "0"),
             ("SKIN_INGEST_INTERVAL", "0"),
             // The network limits are tested with their defaults in fairness.rs (which unsets
-            // these); elsewhere many clients share a documentation /24 while a test is about
-            // another cap.
+            // these) and skins.rs; elsewhere many clients share a documentation /24 (or /16)
+            // while a test is about another cap.
             ("MAX_ACTIVE_PER_NETWORK", "1000000"),
             ("RATE_LIMIT_RENDER_NETWORK", "1000000/hour"),
+            ("MAX_ACTIVE_PER_WIDE_NETWORK", "1000000"),
+            ("RATE_LIMIT_RENDER_WIDE_NETWORK", "1000000/hour"),
+            ("RATE_LIMIT_SKINS_UPLOAD_NETWORK", "1000000/hour"),
+            ("RATE_LIMIT_SKINS_UPLOAD_WIDE_NETWORK", "1000000/hour"),
             ("RATE_LIMIT_KEY_LOOKUP_NETWORK", "1000000/hour"),
         ]
         .into_iter()

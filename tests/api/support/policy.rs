@@ -7,7 +7,9 @@ use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::policy::PgPolicyStore;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
 use osurender_core::adapters::postgres::{parse_url, pool, Tls};
+use osurender_core::adapters::s3::S3SkinStore;
 use osurender_core::ports::skins::CLAIM_STALE_AFTER;
+use osurender_core::support::aws;
 use osurender_core::support::config::DbSslMode;
 use osurender_core::usecases::keys::admin::{parse, run, AdminError, AdminStores};
 use serde_json::Value;
@@ -30,10 +32,17 @@ impl TestApp {
             PgPolicyStore::new(pool.clone()),
         );
         let skins = PgSkinRegistry::new(pool, CLAIM_STALE_AFTER);
+        let sdk = aws::sdk_config(
+            self.config.aws_timeout,
+            self.config.aws_endpoint_url.as_deref(),
+        )
+        .await;
+        let skin_objects = S3SkinStore::new(aws::s3(&sdk), sdk, &self.config.skin_bucket);
         let stores = AdminStores {
             keys: &keys,
             policy: &policy,
             skins: &skins,
+            skin_objects: &skin_objects,
         };
         let args: Vec<String> = line.iter().map(|word| (*word).to_owned()).collect();
         run(stores, &parse(&args).unwrap()).await

@@ -16,17 +16,22 @@ pub struct Caller {
     /// The network an anonymous client is also limited by; `None` for a key (its own client
     /// wherever it connects from).
     pub network: Option<ClientKey>,
+    /// The wider block around that network an anonymous client is limited by as well (DESIGN.md
+    /// §3); `None` for a key.
+    pub wide_network: Option<ClientKey>,
     /// The key's kind and limits, for a key client; `None` for an anonymous one.
     pub key: Option<(KeyKind, KeyLimits)>,
 }
 
 impl Caller {
-    /// A client without a key: counted by its address, under the configured limits.
-    pub fn anonymous(address: ClientKey, network: ClientKey) -> Self {
+    /// A client without a key: counted by its address, under the configured limits, and by
+    /// its network and wide network.
+    pub fn anonymous(address: ClientKey, network: ClientKey, wide_network: ClientKey) -> Self {
         Self {
             client: address.clone(),
             address,
             network: Some(network),
+            wide_network: Some(wide_network),
             key: None,
         }
     }
@@ -37,6 +42,7 @@ impl Caller {
             client: id.client(),
             address,
             network: None,
+            wide_network: None,
             key: Some((kind, limits)),
         }
     }
@@ -115,6 +121,7 @@ mod tests {
         let anonymous = Caller::anonymous(
             ClientKey::new(ip("203.0.113.1"), 64),
             ClientKey::new(ip("203.0.113.0"), 64),
+            ClientKey::new(ip("203.0.0.0"), 64),
         );
         assert_eq!(anonymous.client, a.address);
         assert_eq!(anonymous.render_limit(five), five);
@@ -127,7 +134,11 @@ mod tests {
         use crate::domain::render::Resolution;
 
         let address = ClientKey::new(ip("203.0.113.1"), 64);
-        let anonymous = Caller::anonymous(address.clone(), ClientKey::new(ip("203.0.113.0"), 64));
+        let anonymous = Caller::anonymous(
+            address.clone(),
+            ClientKey::new(ip("203.0.113.0"), 64),
+            ClientKey::new(ip("203.0.0.0"), 64),
+        );
         let configured = Entitlements {
             max_resolution: Some(Resolution::Hd720),
             denied: DeniedOptions::parse("video").unwrap(),
@@ -160,7 +171,11 @@ mod tests {
     #[test]
     fn the_fair_weight_is_the_keys_or_the_anonymous_one() {
         let address = ClientKey::new(ip("203.0.113.1"), 64);
-        let anonymous = Caller::anonymous(address.clone(), ClientKey::new(ip("203.0.113.0"), 64));
+        let anonymous = Caller::anonymous(
+            address.clone(),
+            ClientKey::new(ip("203.0.113.0"), 64),
+            ClientKey::new(ip("203.0.0.0"), 64),
+        );
         let three = Weight::new(3).unwrap();
         assert_eq!(anonymous.fair_weight(three), three);
 

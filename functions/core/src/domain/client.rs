@@ -1,6 +1,6 @@
 //! Who is asking: the client address behind Cloudflare, and the key that limits are counted by.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
@@ -50,24 +50,46 @@ impl TrustedProxies {
     }
 }
 
-/// IPv4-mapped IPv6 (`::ffff:1.2.3.4`) is the IPv4 client it carries, and so is a 6to4 address
-/// (`2002:0102:0304::/48`, RFC 3056): every IPv4 address owns a whole /48 of 6to4 space, so
-/// counted as IPv6 one IPv4 /24 would be 256 networks.
+/// An IPv6 address that carries an IPv4 address is the IPv4 client it carries: otherwise each
+/// such form would be a client (and a network) of its own, with its own budgets, and around a
+/// ban on the IPv4 address.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
-        IpAddr::V6(v6) => {
-            let segments = v6.segments();
-            let six_to_four = (segments[0] == 0x2002).then(|| {
-                let [a, b] = segments[1].to_be_bytes();
-                let [c, d] = segments[2].to_be_bytes();
-                Ipv4Addr::new(a, b, c, d)
-            });
-            v6.to_ipv4_mapped()
-                .or(six_to_four)
-                .map(IpAddr::V4)
-                .unwrap_or(IpAddr::V6(v6))
-        }
+        IpAddr::V6(v6) => carried_ipv4(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
+    }
+}
+
+/// The IPv4 address an IPv6 address carries, in the forms that carry one:
+/// - IPv4-mapped, `::ffff:a.b.c.d` (RFC 4291);
+/// - IPv4-compatible, `::a.b.c.d` (RFC 4291, deprecated), but for `::` and `::1`, which are
+///   the unspecified and the loopback address;
+/// - NAT64's well-known prefix, `64:ff9b::a.b.c.d` (RFC 6052);
+/// - 6to4, `2002:AABB:CCDD::/48` (RFC 3056): every IPv4 address owns a whole /48 of it, so
+///   counted as IPv6 one IPv4 /24 would be 256 networks;
+/// - Teredo, `2001:0::/32` (RFC 4380): the client's public IPv4 address, inverted, is the last
+///   32 bits.
+fn carried_ipv4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let low = u128::from(v6) as u32;
+    match v6.segments() {
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low.into()),
+        [0, 0, 0, 0, 0, 0, _, _] if !v6.is_unspecified() && !v6.is_loopback() => Some(low.into()),
+        [0x2002, high, middle, ..] => Some(((u32::from(high) << 16) | u32::from(middle)).into()),
+        [0x2001, 0, ..] => Some((!low).into()),
+        _ => None,
+    }
+}
+
+/// Whether every address of `range` is counted as an IPv4 address it carries: an IPv6 form of
+/// IPv4 addresses, which no client is ever counted as. The forms are prefixes (the compatible
+/// one less its two lowest addresses), so a CIDR range lies inside one exactly when both its
+/// ends carry an IPv4 address.
+pub fn carries_ipv4(range: IpNet) -> bool {
+    match range {
+        IpNet::V6(net) => {
+            carried_ipv4(net.network()).is_some() && carried_ipv4(net.broadcast()).is_some()
+        }
+        IpNet::V4(_) => false,
     }
 }
 
@@ -108,7 +130,9 @@ impl ClientKey {
     }
 
     /// The network an anonymous client's address belongs to (`IPV4_NETWORK_PREFIX`,
-    /// `IPV6_NETWORK_PREFIX`): what one actor with many cheap addresses is also counted by.
+    /// `IPV6_NETWORK_PREFIX`): what one actor with many cheap addresses is also counted by; with
+    /// the wide prefixes (`IPV4_WIDE_NETWORK_PREFIX`, `IPV6_WIDE_NETWORK_PREFIX`), what one
+    /// actor with many cheap networks of one allocation is.
     pub fn network(ip: IpAddr, prefixes: NetworkPrefixes) -> Self {
         match canonical(ip) {
             IpAddr::V4(v4) => Self(
@@ -160,7 +184,8 @@ impl ClientKey {
 }
 
 /// The prefix lengths of an anonymous client's network (0..=32, and 0..=the client's IPv6
-/// prefix, so a network holds whole clients).
+/// prefix, so a network holds whole clients), or of its wide network (at most the network's,
+/// so a wide network holds whole networks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetworkPrefixes {
     pub ipv4: u8,
@@ -228,6 +253,61 @@ mod tests {
     }
 
     #[test]
+    fn every_ipv6_form_of_an_ipv4_address_is_that_address() {
+        // (the IPv6 form, the IPv4 address it carries)
+        let forms = [
+            ("::ffff:203.0.113.7", "203.0.113.7"),
+            ("::203.0.113.7", "203.0.113.7"),
+            ("::2", "0.0.0.2"),
+            ("64:ff9b::203.0.113.7", "203.0.113.7"),
+            ("64:ff9b::cb00:7107", "203.0.113.7"),
+            ("2002:cb00:7107::1", "203.0.113.7"),
+            ("2002:cb00:7107:ffff:1:2:3:4", "203.0.113.7"),
+            // Teredo (RFC 4380's example: server 65.54.227.120, client 192.0.2.45 port 40000).
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "192.0.2.45"),
+            ("2001::ffff:ffff", "0.0.0.0"),
+        ];
+        let trusted = TrustedProxies::parse("").unwrap();
+        for (v6, v4) in forms {
+            assert_eq!(resolve_client_ip(ip(v6), None, &trusted), ip(v4), "{v6}");
+            assert_eq!(ClientKey::new(ip(v6), 64).as_str(), v4, "{v6}");
+            let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+            assert_eq!(
+                ClientKey::network(ip(v6), prefixes),
+                ClientKey::network(ip(v4), prefixes),
+                "{v6}"
+            );
+        }
+        // Not a form of IPv4: the unspecified and loopback addresses, a NAT64 local-use prefix,
+        // other 2001::/16 space, and IPv6 that merely ends like an IPv4 address.
+        for v6 in [
+            "::",
+            "::1",
+            "64:ff9b:1::cb00:7107",
+            "2001:1::cb00:7107",
+            "2001:db8::cb00:7107",
+            "::1:cb00:7107",
+        ] {
+            assert!(resolve_client_ip(ip(v6), None, &trusted).is_ipv6(), "{v6}");
+        }
+        for (range, carries) in [
+            ("::ffff:0:0/96", true),
+            ("::203.0.113.0/120", true),
+            ("64:ff9b::/96", true),
+            ("2002::/16", true),
+            ("2001::/32", true),
+            ("203.0.113.0/24", false),
+            ("::/96", false),
+            ("::/127", false),
+            ("64:ff9b::/95", false),
+            ("2001::/31", false),
+            ("2001:db8::/32", false),
+        ] {
+            assert_eq!(carries_ipv4(range.parse().unwrap()), carries, "{range}");
+        }
+    }
+
+    #[test]
     fn ipv6_clients_are_keyed_by_their_prefix() {
         let a = ClientKey::new(ip("2001:db8:1:2:aaaa::1"), 64);
         let b = ClientKey::new(ip("2001:db8:1:2:ffff::9"), 64);
@@ -267,6 +347,25 @@ mod tests {
         assert_eq!(
             ClientKey::network(ip("198.51.100.4"), exact).as_str(),
             "198.51.100.4/32"
+        );
+    }
+
+    #[test]
+    fn wide_networks_group_the_networks_of_one_allocation() {
+        let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
+        let block = |s| ClientKey::network(ip(s), wide);
+        // Every /48 a tunnel broker gives away from its /32 is one wide network.
+        assert_eq!(block("2001:db8:48:1::1").as_str(), "2001:db8::/32");
+        assert_eq!(block("2001:db8:ffff:ffff::1"), block("2001:db8::1"));
+        assert_ne!(block("2001:db9::1"), block("2001:db8::1"));
+        // Every /24 of an IPv4 /16, and every IPv6 form of its addresses.
+        assert_eq!(block("203.0.113.9").as_str(), "203.0.0.0/16");
+        assert_eq!(block("203.0.255.1"), block("203.0.0.1"));
+        assert_ne!(block("203.1.0.1"), block("203.0.0.1"));
+        assert_eq!(block("2002:cb00:7107::1"), block("203.0.1.1"));
+        assert_eq!(
+            block("2001:0:4136:e378:8000:63bf:3fff:fdd2").as_str(),
+            "192.0.0.0/16"
         );
     }
 

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use ipnet::IpNet;
 
 use super::caller::Caller;
+use super::client::carries_ipv4;
 use super::key::KeyId;
 
 /// The longest reason an operator may give (it is shown to clients in a problem's `detail`).
@@ -79,14 +80,10 @@ impl FromStr for AddressRange {
             .map_err(|_| format!("`{text}` is not an IP address or a CIDR range"))?;
         // Clients in these are counted as the IPv4 address they carry (domain/client.rs): a
         // ban on the IPv6 form would never match.
-        let carries_ipv4 = ["::ffff:0:0/96", "2002::/16"]
-            .iter()
-            .filter_map(|range| IpNet::from_str(range).ok())
-            .any(|range| range.contains(&net));
-        if carries_ipv4 {
+        if carries_ipv4(net) {
             return Err(format!(
-                "`{text}` is an IPv6 form of IPv4 addresses (mapped or 6to4): ban the IPv4 \
-                 address or range it carries"
+                "`{text}` is an IPv6 form of IPv4 addresses (mapped, compatible, NAT64, 6to4 or \
+                 Teredo): ban the IPv4 address or range it carries"
             ));
         }
         Ok(Self(net))
@@ -224,8 +221,17 @@ mod tests {
             "::ffff:203.0.113.7",
             "::ffff:203.0.113.0/120",
             "2002:cb00:7100::/40",
+            "::203.0.113.7",
+            "64:ff9b::203.0.113.0/120",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001::/32",
         ] {
             assert!(text.parse::<AddressRange>().is_err(), "{text}");
+        }
+        // The loopback and unspecified addresses are no IPv4 address's, nor is a range wider
+        // than the forms.
+        for text in ["::1", "::/128", "::/64", "2001::/31"] {
+            assert!(text.parse::<AddressRange>().is_ok(), "{text}");
         }
         assert!("2001:db8::/48".parse::<AddressRange>().is_ok());
         assert!(
@@ -239,8 +245,13 @@ mod tests {
 
     fn anonymous(ip: &str) -> Caller {
         let ip: IpAddr = ip.parse().unwrap();
-        let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
-        Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, prefixes))
+        let network = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+        let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
+        Caller::anonymous(
+            ClientKey::new(ip, 64),
+            ClientKey::network(ip, network),
+            ClientKey::network(ip, wide),
+        )
     }
 
     fn ban(target: BanTarget, until: Option<DateTime<Utc>>) -> Ban {
@@ -273,8 +284,14 @@ mod tests {
             // Narrower than the /64 an IPv6 client is: its whole /64.
             ("2001:db8:1:2::5/128", "2001:db8:1:2::9", true),
             ("2001:db8:1:2::5/128", "2001:db8:1:3::5", false),
-            // IPv4-mapped IPv6 is the IPv4 client.
+            // Every IPv6 form of an IPv4 address is the IPv4 client.
             ("203.0.113.0/24", "::ffff:203.0.113.9", true),
+            ("203.0.113.9", "::203.0.113.9", true),
+            ("203.0.113.9", "64:ff9b::203.0.113.9", true),
+            ("203.0.113.9", "2002:cb00:7109:5::1", true),
+            // Teredo: its last 32 bits are 203.0.113.9 inverted.
+            ("203.0.113.9", "2001:0:4136:e378:8000:63bf:34ff:8ef6", true),
+            ("203.0.113.9", "2001:0:4136:e378:8000:63bf:34ff:8ef7", false),
         ] {
             let policy = banning(range);
             assert_eq!(

@@ -77,12 +77,16 @@ impl RateLimit {
 }
 
 /// Whose limit a 429 hit: the client's own (an address, or an IPv6 /64), its network's (an
-/// anonymous client's IPv4 /24 or IPv6 /48), or its API key's.
+/// anonymous client's IPv4 /24 or IPv6 /48, or the wide network around it, an IPv4 /16 or IPv6
+/// /32), or its API key's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LimitScope {
     Client,
     Network,
+    /// A network's limit too, as a problem's `scope` names it; its detail says which.
+    #[serde(rename = "network")]
+    WideNetwork,
     Key,
 }
 
@@ -92,6 +96,7 @@ impl LimitScope {
         match self {
             Self::Client => "client",
             Self::Network => "network",
+            Self::WideNetwork => "wide network",
             Self::Key => "API key",
         }
     }

@@ -33,6 +33,8 @@ pub struct CapacityLimits {
     pub max_active_per_client: i64,
     /// The active jobs an anonymous client's network may hold; `None` for a key's job.
     pub max_active_per_network: Option<i64>,
+    /// The active jobs an anonymous client's wide network may hold; `None` for a key's job.
+    pub max_active_per_wide_network: Option<i64>,
     /// What the farm is given: the admission releases into it (a sandbox job holds none).
     pub farm: FarmRoom,
 }
@@ -57,6 +59,8 @@ pub enum NoRoom {
     TooManyActiveJobs,
     /// The client's network has its `MAX_ACTIVE_PER_NETWORK` active jobs.
     TooManyNetworkJobs,
+    /// The client's wide network has its `MAX_ACTIVE_PER_WIDE_NETWORK` active jobs.
+    TooManyWideNetworkJobs,
 }
 
 /// How an admission came out.
@@ -92,14 +96,16 @@ pub struct Capacity {
     pub anonymous_queued: i64,
 }
 
-/// Active job counts, globally, of one client and of its network, and the client's active job
-/// of one replay.
+/// Active job counts, globally, of one client, of its network and of its wide network, and the
+/// client's active job of one replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Occupancy {
     pub capacity: Capacity,
     pub active_for_client: i64,
     /// 0 for a key's client (no network limit applies to it).
     pub active_for_network: i64,
+    /// 0 for a key's client, as the network's.
+    pub active_for_wide_network: i64,
     pub duplicate: Option<JobId>,
     /// What is left of the failure cooldown of this replay (whoever submitted it): a render
     /// of it failed less than the cooldown ago. `None` when none did.
@@ -108,7 +114,8 @@ pub struct Occupancy {
 
 impl Occupancy {
     /// The capacity checks (steps 5, 6 and 8), in admission order (admit_job's too); the
-    /// duplicate is checked before the rate limit.
+    /// duplicate is checked before the rate limit. A network's cap before its wide network's:
+    /// a refusal names the narrowest limit that is reached.
     pub fn check(&self, limits: &CapacityLimits) -> Result<(), NoRoom> {
         let over = |count: i64, cap: Option<i64>| cap.is_some_and(|cap| count >= cap);
         if self.capacity.queued >= limits.max_queued {
@@ -121,6 +128,11 @@ impl Occupancy {
             Err(NoRoom::TooManyActiveJobs)
         } else if over(self.active_for_network, limits.max_active_per_network) {
             Err(NoRoom::TooManyNetworkJobs)
+        } else if over(
+            self.active_for_wide_network,
+            limits.max_active_per_wide_network,
+        ) {
+            Err(NoRoom::TooManyWideNetworkJobs)
         } else {
             Ok(())
         }
@@ -138,6 +150,9 @@ pub struct NewJob {
     /// An anonymous client's network (jobs.client_network), its cap counted by; `None` for a
     /// key client.
     pub network: Option<ClientKey>,
+    /// An anonymous client's wide network (jobs.client_wide_network), its cap counted by;
+    /// `None` for a key client.
+    pub wide_network: Option<ClientKey>,
     pub options: RenderOptions,
     pub replay_key: String,
     pub replay_sha256: ReplayHash,
@@ -269,6 +284,8 @@ pub struct Load {
     pub client: ActiveWork,
     /// An anonymous client's network's; empty for a key.
     pub network: ActiveWork,
+    /// An anonymous client's wide network's; empty for a key.
+    pub wide_network: ActiveWork,
 }
 
 /// What `GET /v1/status` reads: the counts, the farm, and the place a new client's job would
@@ -437,7 +454,7 @@ pub trait JobAdmission: Send + Sync {
     /// (`GET /v1/status`).
     async fn overview(&self) -> Result<Overview, StoreError>;
 
-    /// The farm, and the caller's (and its network's) active work.
+    /// The farm, and the caller's (and its network's and wide network's) active work.
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError>;
 
     /// Where the caller's next job would wait: after its own active jobs in fair order
@@ -608,42 +625,47 @@ mod tests {
             max_rendering: 1,
             max_active_per_client: 1,
             max_active_per_network: Some(2),
+            max_active_per_wide_network: Some(3),
             farm: FarmRoom {
                 render_slots: 1,
                 release_ahead: 0,
             },
         };
-        let at = |queued, anonymous_queued, rendering, active_for_client, active_for_network| {
-            Occupancy {
-                capacity: Capacity {
-                    queued,
-                    rendering,
-                    anonymous_queued,
-                },
-                active_for_client,
-                active_for_network,
-                duplicate: None,
-                failed_recently: None,
-            }
+        // (queued, anonymous queued, rendering, active for the client, for its network, for its
+        // wide network)
+        let at = |(queued, anonymous_queued, rendering, client, network, wide_network)| Occupancy {
+            capacity: Capacity {
+                queued,
+                rendering,
+                anonymous_queued,
+            },
+            active_for_client: client,
+            active_for_network: network,
+            active_for_wide_network: wide_network,
+            duplicate: None,
+            failed_recently: None,
         };
         // Each count at its cap refuses, the earlier checks first.
         let cases = [
-            (at(2, 1, 0, 0, 1), Ok(())),
-            (at(3, 2, 1, 1, 2), Err(NoRoom::QueueFull)),
-            (at(2, 2, 1, 1, 2), Err(NoRoom::AnonymousQueueFull)),
-            (at(2, 1, 1, 1, 2), Err(NoRoom::RenderCapacity)),
-            (at(2, 1, 0, 1, 2), Err(NoRoom::TooManyActiveJobs)),
-            (at(2, 1, 0, 0, 2), Err(NoRoom::TooManyNetworkJobs)),
+            ((2, 1, 0, 0, 1, 2), Ok(())),
+            ((3, 2, 1, 1, 2, 3), Err(NoRoom::QueueFull)),
+            ((2, 2, 1, 1, 2, 3), Err(NoRoom::AnonymousQueueFull)),
+            ((2, 1, 1, 1, 2, 3), Err(NoRoom::RenderCapacity)),
+            ((2, 1, 0, 1, 2, 3), Err(NoRoom::TooManyActiveJobs)),
+            ((2, 1, 0, 0, 2, 3), Err(NoRoom::TooManyNetworkJobs)),
+            ((2, 1, 0, 0, 1, 3), Err(NoRoom::TooManyWideNetworkJobs)),
         ];
-        for (occupancy, expected) in cases {
+        for (counts, expected) in cases {
+            let occupancy = at(counts);
             assert_eq!(occupancy.check(&limits), expected, "{occupancy:?}");
         }
-        // A key's job: no share, no network cap.
+        // A key's job: no share, no network caps.
         let keyed = CapacityLimits {
             max_anonymous_queued: None,
             max_active_per_network: None,
+            max_active_per_wide_network: None,
             ..limits
         };
-        assert_eq!(at(2, 2, 0, 0, 9).check(&keyed), Ok(()));
+        assert_eq!(at((2, 2, 0, 0, 9, 9)).check(&keyed), Ok(()));
     }
 }

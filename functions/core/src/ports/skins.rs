@@ -25,7 +25,13 @@ const SKIN_SUFFIX: &str = ".osk";
 pub const INCOMING_PREFIX: &str = "incoming/";
 
 pub fn skin_key(name: &SkinName) -> String {
-    format!("{SKIN_PREFIX}{}{SKIN_SUFFIX}", name.as_str())
+    registered_skin_key(name.as_str())
+}
+
+/// The object of a skin under its name as registered (one from before names were trimmed may
+/// have surrounding spaces, and its object has them too).
+pub fn registered_skin_key(registered: &str) -> String {
+    format!("{SKIN_PREFIX}{registered}{SKIN_SUFFIX}")
 }
 
 /// A fresh `incoming/{upload id}/{name}.osk`: unique per presigned upload, with the name in
@@ -170,6 +176,36 @@ pub enum Removal {
     NotStored,
 }
 
+/// Where a name stands for the operator's `skins free`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freeing {
+    /// Its removed skins, as registered (each `skins/{name}.osk`): removed long enough ago, and
+    /// named by no job that is not ended.
+    Ready(Vec<String>),
+    /// No skin of that name is removed: stored and listed, only reserved, never stored, or
+    /// freed already.
+    NotRemoved,
+    /// This many jobs not ended (queued, downloading, rendering) name it: their workers may
+    /// still read its object.
+    InUse(i64),
+    /// Removed less than the settling time ago; this much of it is left.
+    RemovedRecently(Duration),
+}
+
+impl Freeing {
+    /// From what a store found: the removed skins (as registered), what is left of their
+    /// settling time (`None`: nothing), and how many jobs not ended name them. Being named by
+    /// a job says more than the time: it is told first.
+    pub fn of(removed: Vec<String>, settling: Option<Duration>, jobs: i64) -> Self {
+        match (removed.is_empty(), jobs, settling) {
+            (true, _, _) => Self::NotRemoved,
+            (false, 1.., _) => Self::InUse(jobs),
+            (false, _, Some(left)) => Self::RemovedRecently(left),
+            (false, _, None) => Self::Ready(removed),
+        }
+    }
+}
+
 /// One run's claim on a presigned upload's ingest (`incoming/{upload id}/…`), made before it
 /// is sent, so a claim whose answer was lost can still be released.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,6 +294,13 @@ pub trait SkinRegistry: Send + Sync {
     /// The operator's `skins remove`: the stored skins of `name` (folded) are no longer listed,
     /// renderable or claimable. Their objects are not touched.
     async fn remove(&self, name: &SkinName) -> Result<Removal, StoreError>;
+    /// The operator's `skins free`, its first step: whether the removed skins of `name`
+    /// (folded) may be forgotten (`Freeing`), `settle` after their removal at the earliest.
+    async fn freeable(&self, name: &SkinName, settle: Duration) -> Result<Freeing, StoreError>;
+    /// `skins free`, its last step, once the removed skins' objects are deleted: forgets the
+    /// removed skins of `name` (folded), so an upload may claim it again (unless it is
+    /// reserved). How many were forgotten.
+    async fn forget_removed(&self, name: &SkinName) -> Result<u64, StoreError>;
 }
 
 /// Longer than any function runs (Lambda's maximum is 15 minutes), so a live claim is never

@@ -91,7 +91,9 @@ impl App {
         let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
         let address = ClientKey::new(ip, self.config.ipv6_prefix_len);
         let network = ClientKey::network(ip, self.config.network_prefixes);
-        identify(self, address, network, headers.get(header::AUTHORIZATION)).await
+        let wide_network = ClientKey::network(ip, self.config.wide_network_prefixes);
+        let authorization = headers.get(header::AUTHORIZATION);
+        identify(self, address, (network, wide_network), authorization).await
     }
 }
 

@@ -88,19 +88,18 @@ async fn upload_v1(
     if let Err(banned) = check_caller_ban(&app, &caller).await {
         return refused_banned(&caller.client, UploadRoute::V1, banned, started);
     }
-    let client = caller.client;
     if !is_json(&headers) {
-        return direct_upload(&app, &client, UploadRoute::V1, &headers, body).await;
+        return direct_upload(&app, &caller, UploadRoute::V1, &headers, body).await;
     }
     let submission = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
-        Ok(request) => upload::request_upload(&app, &client, &request).await,
+        Ok(request) => upload::request_upload(&app, &caller, &request).await,
         Err(_) => Submission::refused(Rejection::InvalidBody(format!(
             "a presigned-upload request is a JSON object of at most {MAX_REQUEST_BYTES} bytes"
         ))),
     };
     log_decision(
         "skin upload requested",
-        &client,
+        &caller.client,
         &submission.outcome.as_ref().map(|u| &u.skin),
     );
     metrics::admission(
@@ -120,7 +119,7 @@ async fn upload_legacy(
     if let Err(banned) = check_caller_ban(&app, &caller).await {
         return refused_banned(&caller.client, UploadRoute::Legacy, banned, Instant::now());
     }
-    direct_upload(&app, &caller.client, UploadRoute::Legacy, &headers, body).await
+    direct_upload(&app, &caller, UploadRoute::Legacy, &headers, body).await
 }
 
 /// An upload from a banned address or key: refused before the body is read or any quota
@@ -139,7 +138,7 @@ fn refused_banned(
 
 async fn direct_upload(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     route: UploadRoute,
     headers: &HeaderMap,
     body: Body,
@@ -147,7 +146,8 @@ async fn direct_upload(
     let started = Instant::now();
     let key = headers.get(KEY_HEADER);
     let upload = form_upload(headers, body);
-    let submission = upload::upload_skin(app, client, route, key, upload).await;
+    let submission = upload::upload_skin(app, caller, route, key, upload).await;
+    let client = &caller.client;
     match &submission.outcome {
         Ok(Reply::Fresh(name)) => log_decision("skin upload", client, &Ok(name)),
         Ok(Reply::Replayed(_)) => tracing::info!(decision = "replayed", "skin upload replayed"),

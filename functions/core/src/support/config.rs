@@ -72,6 +72,9 @@ pub struct Config {
     /// An anonymous network's cap on active jobs (`MAX_ACTIVE_PER_NETWORK`): many addresses of
     /// one allocation are one actor.
     pub max_active_per_network: i64,
+    /// An anonymous wide network's cap on active jobs (`MAX_ACTIVE_PER_WIDE_NETWORK`): the
+    /// networks of one allocation (the /48s of a tunnel broker's /32) are one actor too.
+    pub max_active_per_wide_network: i64,
     /// The share of `MAX_QUEUED` anonymous clients together may hold (`ANONYMOUS_QUEUE_SHARE`,
     /// 0 < s <= 1; 1 is no reserve): the rest is kept for API keys.
     pub anonymous_queue_share: f64,
@@ -98,6 +101,9 @@ pub struct Config {
     pub ipv6_prefix_len: u8,
     /// An anonymous client's network (`IPV4_NETWORK_PREFIX`, `IPV6_NETWORK_PREFIX`).
     pub network_prefixes: NetworkPrefixes,
+    /// The wider block around it (`IPV4_WIDE_NETWORK_PREFIX`, `IPV6_WIDE_NETWORK_PREFIX`):
+    /// whole networks.
+    pub wide_network_prefixes: NetworkPrefixes,
     /// The SQS render queue: its URL, or its name to look the URL up by.
     pub render_queue_url: Option<String>,
     pub render_queue_name: String,
@@ -172,8 +178,14 @@ pub struct RateLimits {
     pub render: RateLimit,
     /// Renders of all anonymous clients of one network together.
     pub render_network: RateLimit,
+    /// Renders of all anonymous clients of one wide network together.
+    pub render_wide_network: RateLimit,
     pub skins_upload: RateLimit,
     pub legacy_skins_upload: RateLimit,
+    /// Skin uploads (either route) of all anonymous clients of one network together.
+    pub skins_upload_network: RateLimit,
+    /// The same of one wide network.
+    pub skins_upload_wide_network: RateLimit,
     /// The read endpoints (`GET /v1/jobs…`, `GET /v1/skins`): generous, per client.
     pub read: RateLimit,
     /// Key lookups that reach the database (a key not in the instance's cache), per address:
@@ -241,6 +253,24 @@ impl Config {
             return Err(ConfigError {
                 name: "IPV6_NETWORK_PREFIX",
                 reason: "must be 0..=IPV6_CLIENT_PREFIX: a network holds whole clients".into(),
+            });
+        }
+        let wide_network_prefixes = NetworkPrefixes {
+            ipv4: env.parse("IPV4_WIDE_NETWORK_PREFIX", 16u8)?,
+            ipv6: env.parse("IPV6_WIDE_NETWORK_PREFIX", 32u8)?,
+        };
+        if wide_network_prefixes.ipv4 > network_prefixes.ipv4 {
+            return Err(ConfigError {
+                name: "IPV4_WIDE_NETWORK_PREFIX",
+                reason: "must be 0..=IPV4_NETWORK_PREFIX: a wide network holds whole networks"
+                    .into(),
+            });
+        }
+        if wide_network_prefixes.ipv6 > network_prefixes.ipv6 {
+            return Err(ConfigError {
+                name: "IPV6_WIDE_NETWORK_PREFIX",
+                reason: "must be 0..=IPV6_NETWORK_PREFIX: a wide network holds whole networks"
+                    .into(),
             });
         }
         let anonymous_queue_share = env.parse("ANONYMOUS_QUEUE_SHARE", 1.0f64)?;
@@ -391,9 +421,15 @@ impl Config {
             rate_limits: RateLimits {
                 render: env.parse("RATE_LIMIT_RENDER", limit("5/minute"))?,
                 render_network: env.parse("RATE_LIMIT_RENDER_NETWORK", limit("20/minute"))?,
+                render_wide_network: env
+                    .parse("RATE_LIMIT_RENDER_WIDE_NETWORK", limit("60/minute"))?,
                 skins_upload: env.parse("RATE_LIMIT_SKINS_UPLOAD", limit("2/minute"))?,
                 legacy_skins_upload: env
                     .parse("RATE_LIMIT_LEGACY_SKINS_UPLOAD", limit("5/minute"))?,
+                skins_upload_network: env
+                    .parse("RATE_LIMIT_SKINS_UPLOAD_NETWORK", limit("10/minute"))?,
+                skins_upload_wide_network: env
+                    .parse("RATE_LIMIT_SKINS_UPLOAD_WIDE_NETWORK", limit("30/minute"))?,
                 read: env.parse("RATE_LIMIT_READ", limit("120/minute"))?,
                 key_lookup: env.parse("RATE_LIMIT_KEY_LOOKUP", limit("30/minute"))?,
                 key_lookup_network: env
@@ -411,6 +447,7 @@ impl Config {
             max_queue_wait,
             max_active_jobs_per_ip: env.parse("MAX_ACTIVE_JOBS_PER_IP", 2)?,
             max_active_per_network: env.parse("MAX_ACTIVE_PER_NETWORK", 8)?,
+            max_active_per_wide_network: env.parse("MAX_ACTIVE_PER_WIDE_NETWORK", 24)?,
             anonymous_queue_share,
             anonymous_entitlements: Entitlements {
                 max_resolution: env
@@ -431,6 +468,7 @@ impl Config {
             trusted_proxies,
             ipv6_prefix_len,
             network_prefixes,
+            wide_network_prefixes,
             render_queue_url: lookup("RENDER_QUEUE_URL").filter(|url| !url.is_empty()),
             render_queue_name: env.string("RENDER_QUEUE_NAME", "osurender-render-jobs"),
             callback_wake_queue_url: lookup("CALLBACK_WAKE_QUEUE_URL")
@@ -783,6 +821,17 @@ mod tests {
         assert_eq!(c.network_prefixes, NetworkPrefixes { ipv4: 24, ipv6: 48 });
         assert_eq!(c.max_active_per_network, 8);
         assert_eq!(c.rate_limits.render_network.to_string(), "20/minute");
+        assert_eq!(
+            c.wide_network_prefixes,
+            NetworkPrefixes { ipv4: 16, ipv6: 32 }
+        );
+        assert_eq!(c.max_active_per_wide_network, 24);
+        assert_eq!(c.rate_limits.render_wide_network.to_string(), "60/minute");
+        assert_eq!(c.rate_limits.skins_upload_network.to_string(), "10/minute");
+        assert_eq!(
+            c.rate_limits.skins_upload_wide_network.to_string(),
+            "30/minute"
+        );
         assert_eq!(c.anonymous_queue_share, 1.0);
         assert_eq!(c.max_anonymous_queued(), c.max_queued);
         let c = config(&[("ANONYMOUS_QUEUE_SHARE", "0.5"), ("MAX_QUEUED", "41")]).unwrap();
@@ -798,11 +847,31 @@ mod tests {
             ("ANONYMOUS_QUEUE_SHARE", "NaN"),
             ("IPV4_NETWORK_PREFIX", "33"),
             ("IPV6_NETWORK_PREFIX", "65"),
+            // A wide network holds whole networks.
+            ("IPV4_WIDE_NETWORK_PREFIX", "25"),
+            ("IPV6_WIDE_NETWORK_PREFIX", "49"),
         ] {
             assert!(config(&[(name, value)]).is_err(), "{name}={value}");
         }
         let c = config(&[("IPV6_CLIENT_PREFIX", "56"), ("IPV6_NETWORK_PREFIX", "40")]).unwrap();
         assert_eq!(c.network_prefixes.ipv6, 40);
+        let narrower = [
+            ("IPV4_NETWORK_PREFIX", "20"),
+            ("IPV4_WIDE_NETWORK_PREFIX", "24"),
+        ];
+        assert!(
+            config(&narrower).is_err(),
+            "the wide prefix follows the network's"
+        );
+        let c = config(&[
+            ("IPV4_WIDE_NETWORK_PREFIX", "24"),
+            ("IPV6_WIDE_NETWORK_PREFIX", "48"),
+        ]);
+        assert_eq!(
+            c.unwrap().wide_network_prefixes,
+            NetworkPrefixes { ipv4: 24, ipv6: 48 },
+            "a wide network may be the network itself"
+        );
     }
 
     #[test]

@@ -11,10 +11,11 @@
 //!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
 //!   both under its locks.
 //!
-//! An anonymous client is limited twice (DESIGN.md §3, "Fair share"): as itself (an address, an
-//! IPv6 /64) and as its network (an IPv4 /24, an IPv6 /48), in the rate limit (step 4) and the
-//! active-job cap (step 8); anonymous clients together hold at most `ANONYMOUS_QUEUE_SHARE` of
-//! the queue (step 5). A key is its own client, under none of these.
+//! An anonymous client is limited three times (DESIGN.md §3, "Fair share"): as itself (an
+//! address, an IPv6 /64), as its network (an IPv4 /24, an IPv6 /48) and as its wide network (an
+//! IPv4 /16, an IPv6 /32), in the rate limit (step 4) and the active-job cap (step 8); anonymous
+//! clients together hold at most `ANONYMOUS_QUEUE_SHARE` of the queue (step 5). A key is its own
+//! client, under none of these.
 //!
 //! A sandbox key's request (`osr_test_…`) runs every step, but its job holds no capacity: the
 //! global caps do not apply to it, its active jobs are its recent sandbox jobs, its replay is
@@ -45,13 +46,17 @@ use crate::usecases::callbacks::{self, check_callback_host, parse_callback};
 use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
 use crate::usecases::policy::{check_caller_ban, check_intake_open, check_player_ban};
-use crate::usecases::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
+use crate::usecases::request::{
+    check_file, check_rate_windows, read_form, Counted, FormUpload, Submission, Window,
+};
 use crate::usecases::skins;
 
 /// The rate-limited endpoint name: the limiter counts each endpoint separately.
 pub const RENDER_ENDPOINT: &str = "render";
 /// The renders of one anonymous network, counted together.
 pub const RENDER_NETWORK_ENDPOINT: &str = "render_network";
+/// The renders of one anonymous wide network, counted together.
+pub const RENDER_WIDE_NETWORK_ENDPOINT: &str = "render_wide_network";
 
 /// A replay that passed steps 1, 2 and 2a: an `.osr` of allowed size that osrparse would read,
 /// and the render policy renders.
@@ -421,25 +426,28 @@ fn duplicate(caller: &Caller, existing: JobId) -> Rejection {
     Rejection::DuplicateReplay(caller.key.map(|_| existing))
 }
 
-/// Step 4: the client's window, then an anonymous client's network's. The network's is counted
-/// only for a request its client's window allowed: one address over its own limit must not
-/// spend its neighbours' renders. The answer reports the client's window; a refusal, the
-/// window that refused.
+/// Step 4: the client's window, then an anonymous client's network's and its wide network's,
+/// each only for a request the ones before allowed (`check_rate_windows`).
 async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDecision>, Rejection> {
-    let limit = caller.render_limit(app.config.rate_limits.render);
-    let rate = check_rate_limit(app, RENDER_ENDPOINT, limit, &caller.client).await?;
-    if let Some(network) = &caller.network {
-        let limits = &app.config.rate_limits;
-        check_rate_limit(app, RENDER_NETWORK_ENDPOINT, limits.render_network, network)
-            .await
-            .map_err(|rejection| match rejection {
-                Rejection::RateLimited(rate, _) => {
-                    Rejection::RateLimited(rate, LimitScope::Network)
-                }
-                other => other,
-            })?;
-    }
-    Ok(rate)
+    let limits = &app.config.rate_limits;
+    let windows = [
+        Window {
+            endpoint: RENDER_ENDPOINT,
+            limit: caller.render_limit(limits.render),
+            counted: Counted::Client,
+        },
+        Window {
+            endpoint: RENDER_NETWORK_ENDPOINT,
+            limit: limits.render_network,
+            counted: Counted::Network,
+        },
+        Window {
+            endpoint: RENDER_WIDE_NETWORK_ENDPOINT,
+            limit: limits.render_wide_network,
+            counted: Counted::WideNetwork,
+        },
+    ];
+    check_rate_windows(app, caller, &windows).await
 }
 
 /// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
@@ -479,6 +487,7 @@ async fn enqueue(
         client: client.clone(),
         address: caller.key.map(|_| caller.address.clone()),
         network: caller.network.clone(),
+        wide_network: caller.wide_network.clone(),
         options,
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,
@@ -520,7 +529,7 @@ async fn enqueue(
 }
 
 /// The global caps are everyone's but a sandbox key's, whose jobs hold no capacity; the
-/// per-client one is the key's `max_active`, if any; the anonymous share and the network cap
+/// per-client one is the key's `max_active`, if any; the anonymous share and the network caps
 /// are an anonymous client's alone.
 fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
     let config = &app.config;
@@ -532,6 +541,7 @@ fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
         max_rendering: global(config.max_rendering),
         max_active_per_client: caller.max_active(config.max_active_jobs_per_ip),
         max_active_per_network: anonymous(config.max_active_per_network),
+        max_active_per_wide_network: anonymous(config.max_active_per_wide_network),
         farm: outbox::farm_room(app),
     }
 }
@@ -604,6 +614,11 @@ async fn no_room_rejection(
             limit: limits.max_active_per_network.unwrap_or_default(),
             retry_after: estimate::active_jobs_retry(&model, farm, &load.network),
             scope: LimitScope::Network,
+        },
+        NoRoom::TooManyWideNetworkJobs => Rejection::TooManyActiveJobs {
+            limit: limits.max_active_per_wide_network.unwrap_or_default(),
+            retry_after: estimate::active_jobs_retry(&model, farm, &load.wide_network),
+            scope: LimitScope::WideNetwork,
         },
     }
 }

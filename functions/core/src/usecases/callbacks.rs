@@ -340,7 +340,7 @@ mod tests {
     #[tokio::test]
     async fn only_a_keyed_client_with_a_public_url_sets_a_callback() {
         let (app, _) = app();
-        let anonymous = Caller::anonymous(address(), address());
+        let anonymous = Caller::anonymous(address(), address(), address());
         let keyed = Caller::keyed(KeyId::new(), KeyKind::Live, KeyLimits::default(), address());
         assert_eq!(parse_callback(&app, &keyed, None), Ok(None));
         let refused = parse_callback(&app, &anonymous, Some("https://bot.example/"));

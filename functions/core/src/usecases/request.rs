@@ -4,10 +4,11 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::form::{self, BodyStream, Form, FormError, FormSpec, UploadedFile};
 use crate::domain::job::JobId;
-use crate::domain::rate::{RateDecision, RateLimit};
+use crate::domain::rate::{LimitScope, RateDecision, RateLimit};
 use crate::ports::idempotency::{Reply, StoredResponse};
 use crate::ports::limiter::Hit;
 use crate::support::problem::Rejection;
@@ -104,18 +105,30 @@ pub async fn check_rate_limit(
     limit: RateLimit,
     client: &ClientKey,
 ) -> Result<Option<RateDecision>, Rejection> {
+    check_rate_limit_as(app, endpoint, limit, client, client.scope()).await
+}
+
+/// As `check_rate_limit`, for requests counted together under `counter` (a network's address
+/// range, which is no client's scope): a refusal names `scope`.
+pub async fn check_rate_limit_as(
+    app: &App,
+    endpoint: &'static str,
+    limit: RateLimit,
+    counter: &ClientKey,
+    scope: LimitScope,
+) -> Result<Option<RateDecision>, Rejection> {
     match app
         .limiter
         .hit(Hit {
             endpoint,
-            client,
+            client: counter,
             limit,
             now: epoch_secs(),
         })
         .await
     {
         Ok(rate) if rate.allowed => Ok(Some(rate)),
-        Ok(rate) => Err(Rejection::RateLimited(rate, client.scope())),
+        Ok(rate) => Err(Rejection::RateLimited(rate, scope)),
         Err(error) if app.config.rate_limit_fail_open => {
             tracing::warn!(%error, "rate limiter unavailable; failing open");
             Ok(None)
@@ -125,6 +138,54 @@ pub async fn check_rate_limit(
             Err(Rejection::LimiterUnavailable)
         }
     }
+}
+
+/// Whose requests a rate-limit window counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// The client's own: its address (an IPv6 /64), or its key.
+    Client,
+    /// An anonymous client's network's: all its clients together.
+    Network,
+    /// An anonymous client's wide network's: all its networks together.
+    WideNetwork,
+}
+
+/// One window of an action limited at several scales: the limiter's endpoint name, its limit,
+/// and whose requests it counts.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub endpoint: &'static str,
+    pub limit: RateLimit,
+    pub counted: Counted,
+}
+
+/// Step 4 of an action limited at several scales (DESIGN.md §3): its windows in order, the
+/// client's first, each counted only for a request every window before it allowed, so one
+/// address over its own limit does not spend its neighbours' quota, nor one network its wide
+/// network's. A window of a scale the caller has none of (a key has no network) is skipped.
+/// The answer reports the client's window; a refusal, the window that refused.
+pub async fn check_rate_windows(
+    app: &App,
+    caller: &Caller,
+    windows: &[Window],
+) -> Result<Option<RateDecision>, Rejection> {
+    let mut client_rate = None;
+    for window in windows {
+        let (counter, scope) = match window.counted {
+            Counted::Client => (Some(&caller.client), caller.client.scope()),
+            Counted::Network => (caller.network.as_ref(), LimitScope::Network),
+            Counted::WideNetwork => (caller.wide_network.as_ref(), LimitScope::WideNetwork),
+        };
+        let Some(counter) = counter else {
+            continue;
+        };
+        let rate = check_rate_limit_as(app, window.endpoint, window.limit, counter, scope).await?;
+        if window.counted == Counted::Client {
+            client_rate = rate;
+        }
+    }
+    Ok(client_rate)
 }
 
 pub fn epoch_secs() -> u64 {

@@ -19,6 +19,7 @@ impl JobAdmission for MemoryDatabase {
                 &tables,
                 &caller.client,
                 caller.network.as_ref(),
+                caller.wide_network.as_ref(),
                 replay,
                 caller.is_sandbox(),
             )
@@ -37,10 +38,13 @@ impl JobAdmission for MemoryDatabase {
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
         let tables = self.statement("jobs.load");
         let network = |j: &MemoryJob| caller.network.is_some() && j.network == caller.network;
+        let wide_network =
+            |j: &MemoryJob| caller.wide_network.is_some() && j.wide_network == caller.wide_network;
         Ok(Load {
             farm: farm::state(&tables),
             client: farm::active_work(&tables, |j| j.client == caller.client),
             network: farm::active_work(&tables, network),
+            wide_network: farm::active_work(&tables, wide_network),
         })
     }
 

@@ -64,8 +64,8 @@ use crate::ports::queue::{EventPublisher, Published};
 use crate::ports::replays::{ReplayStore, StorageError};
 use crate::ports::secrets::{SecretStore, SecretVersions};
 use crate::ports::skins::{
-    self, ByteChunks, Copied, IngestClaim, IngestTicket, NameClaim, NameState, ObjectVersion,
-    PresignedPost, Removal, SkinRegistry, SkinStore,
+    self, ByteChunks, Copied, Freeing, IngestClaim, IngestTicket, NameClaim, NameState,
+    ObjectVersion, PresignedPost, Removal, SkinRegistry, SkinStore,
 };
 use crate::ports::wake::{delay_secs, DispatcherWake};
 use crate::ports::{Ports, StoreError};
@@ -191,6 +191,7 @@ struct MemoryJob {
     id: JobId,
     client: ClientKey,
     network: Option<ClientKey>,
+    wide_network: Option<ClientKey>,
     status: JobStatus,
     progress: f32,
     replay_sha256: ReplayHash,
@@ -269,7 +270,8 @@ struct MemorySkin {
     name: String,
     token: uuid::Uuid,
     stored: bool,
-    removed: bool,
+    /// When the operator removed it (skins.removed_at).
+    removed_at: Option<DateTime<Utc>>,
 }
 
 struct MemoryIngest {
@@ -353,6 +355,7 @@ impl MemoryDatabase {
                 id: JobId::new(),
                 client,
                 network: None,
+                wide_network: None,
                 status,
                 progress: 0.0,
                 replay_sha256: ReplayHash::of(&n.to_be_bytes()),
@@ -387,6 +390,13 @@ impl MemoryDatabase {
         }
     }
 
+    /// Moves every skin removal back by `age`.
+    pub fn age_skin_removals(&self, age: Duration) {
+        for skin in lock(&self.tables).skins.values_mut() {
+            skin.removed_at = skin.removed_at.map(|at| at - age);
+        }
+    }
+
     fn admit_now(&self, tables: &mut Tables, job: &NewJob, limits: &CapacityLimits) -> Admission {
         if tables.fences.contains_key(&job.id) {
             return Admission::Abandoned;
@@ -395,6 +405,7 @@ impl MemoryDatabase {
             tables,
             &job.client,
             job.network.as_ref(),
+            job.wide_network.as_ref(),
             &job.replay_sha256,
             job.sandbox.is_some(),
         );
@@ -427,6 +438,7 @@ impl MemoryDatabase {
             id: job.id,
             client: job.client.clone(),
             network: job.network.clone(),
+            wide_network: job.wide_network.clone(),
             status,
             progress,
             replay_sha256: job.replay_sha256,
@@ -471,6 +483,7 @@ fn occupancy_of(
     tables: &Tables,
     client: &ClientKey,
     network: Option<&ClientKey>,
+    wide_network: Option<&ClientKey>,
     sha256: &ReplayHash,
     sandbox: bool,
 ) -> Occupancy {
@@ -485,6 +498,7 @@ fn occupancy_of(
             capacity: Capacity::default(),
             active_for_client: recent.len() as i64,
             active_for_network: 0,
+            active_for_wide_network: 0,
             duplicate: recent
                 .iter()
                 .find(|j| &j.replay_sha256 == sha256)
@@ -503,6 +517,10 @@ fn occupancy_of(
         active_for_network: active
             .iter()
             .filter(|j| network.is_some() && j.network.as_ref() == network)
+            .count() as i64,
+        active_for_wide_network: active
+            .iter()
+            .filter(|j| wide_network.is_some() && j.wide_network.as_ref() == wide_network)
             .count() as i64,
         duplicate: active
             .iter()

@@ -9,7 +9,7 @@ impl SkinRegistry for MemoryDatabase {
         let folded_name = folded(name.as_str());
         let reserved = tables.skin_reservations.contains(&folded_name);
         match tables.skins.get(&folded_name) {
-            Some(skin) if skin.removed => Ok(NameClaim::Kept),
+            Some(skin) if skin.removed_at.is_some() => Ok(NameClaim::Kept),
             _ if reserved => Ok(NameClaim::Kept),
             Some(skin) if skin.stored => Ok(NameClaim::Stored),
             Some(_) => Ok(NameClaim::Held),
@@ -19,7 +19,7 @@ impl SkinRegistry for MemoryDatabase {
                     name: name.as_str().to_owned(),
                     token,
                     stored: false,
-                    removed: false,
+                    removed_at: None,
                 };
                 tables.skins.insert(folded_name, skin);
                 Ok(NameClaim::Claimed(skins::Claim {
@@ -69,7 +69,7 @@ impl SkinRegistry for MemoryDatabase {
         let skin = tables.skins.get(&folded_name);
         let stored = skin.is_some_and(|skin| skin.stored);
         Ok(match skin {
-            Some(skin) if skin.removed => NameState::Removed,
+            Some(skin) if skin.removed_at.is_some() => NameState::Removed,
             _ if tables.skin_reservations.contains(&folded_name) => NameState::Reserved { stored },
             Some(skin) if skin.stored => NameState::Stored,
             Some(_) => NameState::Held,
@@ -82,7 +82,7 @@ impl SkinRegistry for MemoryDatabase {
         let mut names: Vec<String> = tables
             .skins
             .values()
-            .filter(|skin| skin.stored && !skin.removed && skin.name.as_str() > after)
+            .filter(|skin| skin.stored && skin.removed_at.is_none() && skin.name.as_str() > after)
             .map(|skin| skin.name.clone())
             .collect();
         names.sort_unstable();
@@ -177,12 +177,48 @@ impl SkinRegistry for MemoryDatabase {
             .skins
             .get_mut(&folded(name.as_str()))
         {
-            Some(skin) if skin.removed => Ok(Removal::AlreadyRemoved),
+            Some(skin) if skin.removed_at.is_some() => Ok(Removal::AlreadyRemoved),
             Some(skin) if skin.stored => {
-                skin.removed = true;
+                skin.removed_at = Some(Utc::now());
                 Ok(Removal::Removed(vec![skin.name.clone()]))
             }
             _ => Ok(Removal::NotStored),
+        }
+    }
+
+    async fn freeable(&self, name: &SkinName, settle: Duration) -> Result<Freeing, StoreError> {
+        let tables = self.statement("skin_names.freeable");
+        let folded_name = folded(name.as_str());
+        let Some((skin, removed_at)) = tables
+            .skins
+            .get(&folded_name)
+            .and_then(|skin| skin.removed_at.map(|at| (skin, at)))
+        else {
+            return Ok(Freeing::NotRemoved);
+        };
+        let jobs = tables
+            .jobs
+            .iter()
+            .filter(|job| ACTIVE.contains(&job.status))
+            .filter(|job| {
+                job.config["skin"]
+                    .as_str()
+                    .is_some_and(|skin| folded(skin.trim_matches(' ')) == folded_name)
+            })
+            .count() as i64;
+        let settling = (removed_at + settle - Utc::now()).to_std().ok();
+        Ok(Freeing::of(vec![skin.name.clone()], settling, jobs))
+    }
+
+    async fn forget_removed(&self, name: &SkinName) -> Result<u64, StoreError> {
+        let skins = &mut self.statement("skin_names.forget_removed").skins;
+        let folded_name = folded(name.as_str());
+        match skins.get(&folded_name) {
+            Some(skin) if skin.removed_at.is_some() => {
+                skins.remove(&folded_name);
+                Ok(1)
+            }
+            _ => Ok(0),
         }
     }
 }

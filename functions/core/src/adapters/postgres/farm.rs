@@ -110,7 +110,7 @@ pub(super) fn from_json<T: DeserializeOwned>(
         .map_err(|e| StoreError::unknown(format!("an estimate's input did not read: {e}")))
 }
 
-/// The farm; the client's (`$1`) and its network's (`$2`) active work:
+/// The farm; the client's (`$1`), its network's (`$2`) and its wide network's (`$3`) active work:
 /// the renders a worker has and the place of the first still queued, from the active jobs'
 /// indexes (at most their caps' rows).
 pub(super) const LOAD_SQL: &str = concat!(
@@ -127,6 +127,12 @@ SELECT farm_state(),
     ",
        ",
     first_queued_sql!("q.client_network = $2"),
+    ",
+       ",
+    in_flight_sql!("f.client_wide_network = $3"),
+    ",
+       ",
+    first_queued_sql!("q.client_wide_network = $3"),
 );
 
 /// The global counts, the farm and the place of a job a new client submits now (its start tag

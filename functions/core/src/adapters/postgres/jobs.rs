@@ -73,8 +73,9 @@ macro_rules! failed_recently_sql {
     };
 }
 
-/// The global counts (one row), then the client's and its network's (`$3`, NULL for a key's
-/// client) active jobs: each at most its cap of rows, by an index on the active jobs.
+/// The global counts (one row), then the client's, its network's (`$3`) and its wide network's
+/// (`$5`; both NULL for a key's client) active jobs: each at most its cap of rows, by an index
+/// on the active jobs.
 const OCCUPANCY_SQL: &str = concat!(
     "\
 SELECT c.queued, c.rendering, c.anonymous_queued,
@@ -87,6 +88,9 @@ SELECT c.queued, c.rendering, c.anonymous_queued,
        (SELECT count(*) FROM jobs
          WHERE client_network = $3 AND client_network IS NOT NULL
            AND status IN ('queued', 'downloading', 'rendering')),
+       (SELECT count(*) FROM jobs
+         WHERE client_wide_network = $5 AND client_wide_network IS NOT NULL
+           AND status IN ('queued', 'downloading', 'rendering')),
        ",
     failed_recently_sql!(),
     "
@@ -98,7 +102,7 @@ SELECT c.queued, c.rendering, c.anonymous_queued,
 const SANDBOX_OCCUPANCY_SQL: &str = concat!(
     "\
 SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
-       (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1], 0::bigint,
+       (array_agg(id) FILTER (WHERE replay_sha256 = $2))[1], 0::bigint, 0::bigint,
        ",
     failed_recently_sql!(),
     "
@@ -115,6 +119,7 @@ struct AdmitArgs<'a> {
     client_ip: &'a str,
     client_addr: Option<&'a str>,
     client_network: Option<&'a str>,
+    client_wide_network: Option<&'a str>,
     client_lock: i64,
     global_lock: i64,
     skin: &'a str,
@@ -127,6 +132,7 @@ struct AdmitArgs<'a> {
     max_rendering: i64,
     max_active_per_client: i64,
     max_active_per_network: Option<i64>,
+    max_active_per_wide_network: Option<i64>,
     lock_timeout_ms: i64,
     event_payload: serde_json::Value,
     replay: &'a ReplayInfo,
@@ -180,6 +186,7 @@ impl<'a> AdmitArgs<'a> {
             client_ip: job.client.as_str(),
             client_addr: job.address.as_ref().map(ClientKey::as_str),
             client_network: job.network.as_ref().map(ClientKey::as_str),
+            client_wide_network: job.wide_network.as_ref().map(ClientKey::as_str),
             client_lock: job.client.lock_id(),
             global_lock: global_capacity_lock(),
             skin: job.options.skin.as_str(),
@@ -191,6 +198,7 @@ impl<'a> AdmitArgs<'a> {
             max_rendering: limits.max_rendering,
             max_active_per_client: limits.max_active_per_client,
             max_active_per_network: limits.max_active_per_network,
+            max_active_per_wide_network: limits.max_active_per_wide_network,
             lock_timeout_ms,
             event_payload: job.event_payload(),
             replay: &job.replay,
@@ -235,6 +243,7 @@ enum AdmitVerdict {
     RenderCapacity,
     TooManyActiveJobs,
     TooManyNetworkJobs,
+    TooManyWideNetworkJobs,
     ClaimLost,
     Abandoned,
 }
@@ -337,16 +346,19 @@ impl JobAdmission for PgJobStore {
         let cooldown_ms = millis(failure_cooldown);
         let client = caller.client.as_str();
         let network = caller.network.as_ref().map(ClientKey::as_str);
+        let wide_network = caller.wide_network.as_ref().map(ClientKey::as_str);
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
             vec![(&client, Type::TEXT), (&hash, Type::BYTEA)];
         let sql = if caller.is_sandbox() {
             params.push((&active_ms, Type::INT8));
+            params.push((&cooldown_ms, Type::INT8));
             SANDBOX_OCCUPANCY_SQL
         } else {
             params.push((&network, Type::TEXT));
+            params.push((&cooldown_ms, Type::INT8));
+            params.push((&wide_network, Type::TEXT));
             OCCUPANCY_SQL
         };
-        params.push((&cooldown_ms, Type::INT8));
         let conn = db::checkout(&self.pool).await?;
         let read = conn.query_typed(sql, &params);
         // Neither needs the other's answer: sent together, one round trip.
@@ -367,8 +379,9 @@ impl JobAdmission for PgJobStore {
             active_for_client: row.get(3),
             duplicate: row.get::<_, Option<uuid::Uuid>>(4).map(JobId::from),
             active_for_network: row.get(5),
+            active_for_wide_network: row.get(6),
             failed_recently: row
-                .get::<_, Option<f64>>(6)
+                .get::<_, Option<f64>>(7)
                 .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
         };
         Ok((occupancy, claimed))
@@ -392,9 +405,11 @@ impl JobAdmission for PgJobStore {
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
         let network = caller.network.as_ref().map(ClientKey::as_str);
-        let params: [(&(dyn ToSql + Sync), Type); 2] = [
+        let wide_network = caller.wide_network.as_ref().map(ClientKey::as_str);
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
             (&caller.client.as_str(), Type::TEXT),
             (&network, Type::TEXT),
+            (&wide_network, Type::TEXT),
         ];
         let conn = db::checkout(&self.pool).await?;
         let row = conn.query_row(LOAD_SQL, &params, "load").await?;
@@ -408,6 +423,7 @@ impl JobAdmission for PgJobStore {
             farm: from_json(&row, 0)?.unwrap_or_default(),
             client: work(1, 2)?,
             network: work(3, 4)?,
+            wide_network: work(5, 6)?,
         })
     }
 
@@ -461,6 +477,9 @@ impl JobAdmission for PgJobStore {
             AdmitVerdict::RenderCapacity => Admission::NoRoom(NoRoom::RenderCapacity),
             AdmitVerdict::TooManyActiveJobs => Admission::NoRoom(NoRoom::TooManyActiveJobs),
             AdmitVerdict::TooManyNetworkJobs => Admission::NoRoom(NoRoom::TooManyNetworkJobs),
+            AdmitVerdict::TooManyWideNetworkJobs => {
+                Admission::NoRoom(NoRoom::TooManyWideNetworkJobs)
+            }
             AdmitVerdict::ClaimLost => Admission::ClaimLost,
             AdmitVerdict::Abandoned => Admission::Abandoned,
         })

@@ -8,7 +8,7 @@ use crate::ports::idempotency::StoredResponse;
 use crate::ports::skins::Claim;
 use crate::ports::skins::NameClaim;
 use crate::ports::skins::SkinRegistry;
-use crate::ports::skins::{IngestClaim, IngestTicket, NameState, Removal};
+use crate::ports::skins::{Freeing, IngestClaim, IngestTicket, NameState, Removal};
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -156,6 +156,21 @@ WITH removed AS (
 )
 SELECT ARRAY(SELECT name FROM removed ORDER BY name COLLATE \"C\"),
        EXISTS (SELECT FROM skins WHERE folded = lower($1) AND removed_at IS NOT NULL)";
+
+/// By `skins_by_folded` and `jobs_active_by_status` (at most the queue's and the farm's rows):
+/// the removed skins of a name, how much of `$2` seconds after the latest removal is left, and
+/// the jobs not ended that name it in any spelling (a render's `skin` is compared as names are).
+const FREEABLE_SQL: &str = "\
+SELECT ARRAY(SELECT name FROM skins WHERE folded = lower($1) AND removed_at IS NOT NULL
+              ORDER BY name COLLATE \"C\"),
+       (SELECT extract(epoch FROM max(removed_at) + make_interval(secs => $2) - now())::float8
+          FROM skins WHERE folded = lower($1) AND removed_at IS NOT NULL),
+       (SELECT count(*) FROM jobs
+         WHERE status IN ('queued', 'downloading', 'rendering')
+           AND lower(btrim(skin, ' ')) = lower($1))";
+
+const FORGET_REMOVED_SQL: &str =
+    "DELETE FROM skins WHERE folded = lower($1) AND removed_at IS NOT NULL";
 
 #[async_trait]
 impl SkinRegistry for PgSkinRegistry {
@@ -332,5 +347,25 @@ impl SkinRegistry for PgSkinRegistry {
             (true, true) => Removal::AlreadyRemoved,
             (true, false) => Removal::NotStored,
         })
+    }
+
+    async fn freeable(&self, name: &SkinName, settle: Duration) -> Result<Freeing, StoreError> {
+        let params: [(&(dyn ToSql + Sync), Type); 2] = [
+            (&name.as_str(), Type::TEXT),
+            (&settle.as_secs_f64(), Type::FLOAT8),
+        ];
+        let conn = db::checkout(&self.pool).await?;
+        let row = conn
+            .query_row(FREEABLE_SQL, &params, "the freeing check")
+            .await?;
+        let left = row
+            .get::<_, Option<f64>>(1)
+            .filter(|secs| *secs > 0.0)
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok());
+        Ok(Freeing::of(row.get(0), left, row.get(2)))
+    }
+
+    async fn forget_removed(&self, name: &SkinName) -> Result<u64, StoreError> {
+        self.execute_on_name(FORGET_REMOVED_SQL, name).await
     }
 }

@@ -16,7 +16,9 @@ use crate::adapters::postgres::keys::PgKeyStore;
 use crate::adapters::postgres::policy::PgPolicyStore;
 use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db};
+use crate::adapters::s3::S3SkinStore;
 use crate::ports::skins::CLAIM_STALE_AFTER;
+use crate::support::aws;
 use crate::support::config::Config;
 use crate::support::telemetry;
 use crate::usecases::keys::admin::{self, AdminError, AdminStores, Command, USAGE};
@@ -77,25 +79,36 @@ pub async fn run_command(args: &[String]) -> Result<Value, AdminError> {
     if command == Command::Help {
         return Ok(admin::help());
     }
-    let (keys, policy, skins) = connect().await.map_err(AdminError::Failed)?;
-    let stores = AdminStores {
-        keys: &keys,
-        policy: &policy,
-        skins: &skins,
+    let stores = connect().await.map_err(AdminError::Failed)?;
+    let admin_stores = AdminStores {
+        keys: &stores.keys,
+        policy: &stores.policy,
+        skins: &stores.skins,
+        skin_objects: &stores.skin_objects,
     };
-    admin::run(stores, &command).await
+    admin::run(admin_stores, &command).await
 }
 
-/// The stores on a pool of one connection to the functions' database.
-async fn connect() -> Result<(PgKeyStore, PgPolicyStore, PgSkinRegistry), String> {
+/// What the commands run against.
+struct Stores {
+    keys: PgKeyStore,
+    policy: PgPolicyStore,
+    skins: PgSkinRegistry,
+    /// The skin bucket (`SKIN_BUCKET`): only `skins free` calls it.
+    skin_objects: S3SkinStore,
+}
+
+/// The stores on a pool of one connection to the functions' database, and the skin bucket.
+async fn connect() -> Result<Stores, String> {
     // Boxed: inlined, this future nests too deep for the compiler's layout of `main`.
     let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
     let own = Box::pin(own_connection(&config)).await?;
     let pool =
         db::pool(own.postgres, &own.tls, 1, own.timeout).map_err(|e| e.message().to_owned())?;
-    Ok((
-        PgKeyStore::new(pool.clone()),
-        PgPolicyStore::new(pool.clone()),
-        PgSkinRegistry::new(pool, CLAIM_STALE_AFTER),
-    ))
+    Ok(Stores {
+        keys: PgKeyStore::new(pool.clone()),
+        policy: PgPolicyStore::new(pool.clone()),
+        skins: PgSkinRegistry::new(pool, CLAIM_STALE_AFTER),
+        skin_objects: S3SkinStore::new(aws::s3(&own.sdk), own.sdk, &config.skin_bucket),
+    })
 }

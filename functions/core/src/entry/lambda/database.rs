@@ -45,11 +45,13 @@ impl DbEndpoint {
     }
 }
 
-/// What a function that connects on its own (migrate, admin) connects with.
+/// What a function that connects on its own (migrate, admin) connects with, and the AWS
+/// settings it read the secret with.
 pub struct OwnConnection {
     pub postgres: tokio_postgres::Config,
     pub tls: Tls,
     pub timeout: std::time::Duration,
+    pub sdk: SdkConfig,
 }
 
 /// The database settings of `config` (the secret when there is no `DATABASE_URL`); an error
@@ -64,6 +66,7 @@ pub async fn own_connection(config: &Config) -> Result<OwnConnection, String> {
         postgres,
         tls,
         timeout: config.db_timeout,
+        sdk,
     })
 }
 

@@ -27,6 +27,7 @@ pub const ROOMY: CapacityLimits = CapacityLimits {
     max_rendering: 1_000_000,
     max_active_per_client: 2,
     max_active_per_network: None,
+    max_active_per_wide_network: None,
     farm: FarmRoom {
         render_slots: 1_000_000,
         release_ahead: 0,
@@ -62,6 +63,7 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
         client: caller.client.clone(),
         address: None,
         network: caller.network.clone(),
+        wide_network: caller.wide_network.clone(),
         options: RenderOptions::default(),
         replay_key: id.replay_key(),
         replay_sha256: ReplayHash::of(replay.as_bytes()),
@@ -135,6 +137,7 @@ where
     S: JobAdmission + JobReads + JobTransitions + JobHousekeeping,
 {
     admission(store).await;
+    wide_network_cap(store).await;
     reads(store).await;
     replay_filters(store).await;
     failure_cooldown(store).await;
@@ -362,6 +365,65 @@ async fn admission(store: &dyn JobAdmission) {
         store.admit(&never, &ROOMY).await.expect("answered"),
         Admission::Abandoned,
         "a late admission of a given-up job inserts nothing"
+    );
+}
+
+/// The wide network's cap counts the active jobs of every network inside it: under the lock,
+/// and in the look and the load; a client of another wide network is not held to it.
+async fn wide_network_cap(store: &dyn JobAdmission) {
+    // Two clients, each of its own network, in one wide network.
+    let first = fresh_caller();
+    let second = Caller {
+        wide_network: first.wide_network.clone(),
+        ..fresh_caller()
+    };
+    assert_ne!(first.network, second.network);
+    let wide_full = CapacityLimits {
+        max_active_per_network: Some(1),
+        max_active_per_wide_network: Some(1),
+        ..ROOMY
+    };
+    let job = new_job(&first, "contract-wide-1");
+    assert!(
+        matches!(
+            store.admit(&job, &wide_full).await.expect("answered"),
+            Admission::Admitted(_)
+        ),
+        "the wide network's first job is admitted"
+    );
+    let refused = new_job(&second, "contract-wide-2");
+    assert_eq!(
+        store.admit(&refused, &wide_full).await.expect("answered"),
+        Admission::NoRoom(NoRoom::TooManyWideNetworkJobs),
+        "another network of the wide network is held to its cap, under the lock"
+    );
+    let (occupancy, _) = store
+        .occupancy(&second, &refused.replay_sha256, Duration::ZERO, None)
+        .await
+        .expect("answered");
+    assert_eq!(
+        (
+            occupancy.active_for_network,
+            occupancy.active_for_wide_network
+        ),
+        (0, 1),
+        "the look counts the wide network's job, not for the other network"
+    );
+    let load = store.load(&second).await.expect("answered");
+    assert_eq!(
+        load.wide_network
+            .first_queued
+            .map(|place| place.position > 0),
+        Some(true),
+        "the load finds the wide network's queued job"
+    );
+    let elsewhere = new_job(&fresh_caller(), "contract-wide-3");
+    assert!(
+        matches!(
+            store.admit(&elsewhere, &wide_full).await.expect("answered"),
+            Admission::Admitted(_)
+        ),
+        "a client of another wide network is not held to it"
     );
 }
 

@@ -33,14 +33,15 @@ fn fresh_client() -> ClientKey {
     ClientKey::new(fresh_address(), 64)
 }
 
-/// An anonymous caller of its own, alone in its network (a /32).
+/// An anonymous caller of its own, alone in its network and its wide network (a /32).
 pub fn fresh_caller() -> Caller {
     let ip = fresh_address();
     let alone = NetworkPrefixes {
         ipv4: 32,
         ipv6: 128,
     };
-    Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, alone))
+    let network = ClientKey::network(ip, alone);
+    Caller::anonymous(ClientKey::new(ip, 64), network.clone(), network)
 }
 
 fn fresh_address() -> IpAddr {

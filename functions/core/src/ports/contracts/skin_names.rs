@@ -1,8 +1,12 @@
 //! The skin-name registry's guarantees (`SkinRegistry`): names, the operator's reservations and
 //! removals, and presigned uploads' ingests.
 
+use std::time::Duration;
+
 use crate::domain::render::SkinName;
-use crate::ports::skins::{IngestClaim, IngestTicket, NameClaim, NameState, Removal, SkinRegistry};
+use crate::ports::skins::{
+    Freeing, IngestClaim, IngestTicket, NameClaim, NameState, Removal, SkinRegistry,
+};
 
 fn fresh_name(prefix: &str) -> String {
     let n = uuid::Uuid::new_v4().simple().to_string();
@@ -17,6 +21,7 @@ pub async fn suite(registry: &dyn SkinRegistry) {
     names(registry).await;
     reservations(registry).await;
     removals(registry).await;
+    freeing(registry).await;
     ingests(registry).await;
 }
 
@@ -121,6 +126,72 @@ async fn removals(registry: &dyn SkinRegistry) {
     registry.reserve(&skin).await.expect("answered");
     registry.unreserve(&skin).await.expect("answered");
     assert_eq!(state(&skin).await, NameState::Removed, "nor unreserved");
+}
+
+/// `skins free`'s steps: only a removed name, only once it has settled, and then forgotten, so
+/// it may be claimed again (unless it is reserved too). The jobs that keep a name in use are
+/// the API tests' (tests/api/skins.rs): they need the jobs table.
+async fn freeing(registry: &dyn SkinRegistry) {
+    let hour = Duration::from_secs(3600);
+    let freeable =
+        async |skin: &SkinName, settle| registry.freeable(skin, settle).await.expect("answered");
+    let spelled = fresh_name("Freed");
+    let (skin, folded) = (name(&spelled), name(&spelled.to_uppercase()));
+    assert_eq!(
+        freeable(&skin, Duration::ZERO).await,
+        Freeing::NotRemoved,
+        "never stored"
+    );
+    stored(registry, &skin).await;
+    assert_eq!(
+        freeable(&skin, Duration::ZERO).await,
+        Freeing::NotRemoved,
+        "stored"
+    );
+    registry.remove(&skin).await.expect("answered");
+    match freeable(&folded, hour).await {
+        Freeing::RemovedRecently(left) => {
+            assert!(
+                left > hour - Duration::from_secs(60) && left <= hour,
+                "{left:?}"
+            )
+        }
+        other => panic!("a name removed just now settles for the hour first: {other:?}"),
+    }
+    assert_eq!(
+        freeable(&folded, Duration::ZERO).await,
+        Freeing::Ready(vec![spelled.clone()]),
+        "its removed skins as registered, in any case"
+    );
+    assert_eq!(registry.forget_removed(&folded).await.expect("answered"), 1);
+    assert_eq!(
+        registry.state(&skin).await.expect("answered"),
+        NameState::Free
+    );
+    assert_eq!(
+        freeable(&skin, Duration::ZERO).await,
+        Freeing::NotRemoved,
+        "freed"
+    );
+    assert_eq!(registry.forget_removed(&skin).await.expect("answered"), 0);
+    stored(registry, &folded).await;
+    assert_eq!(
+        registry.state(&skin).await.expect("answered"),
+        NameState::Stored,
+        "a freed name is uploaded again"
+    );
+
+    // A reservation outlasts the freeing: the name stays kept.
+    let reserved = name(&fresh_name("Freed reserved"));
+    stored(registry, &reserved).await;
+    registry.reserve(&reserved).await.expect("answered");
+    registry.remove(&reserved).await.expect("answered");
+    assert!(registry.forget_removed(&reserved).await.expect("answered") == 1);
+    assert_eq!(
+        registry.state(&reserved).await.expect("answered"),
+        NameState::Reserved { stored: false }
+    );
+    kept(registry, &reserved, "a reserved name freed stays reserved").await;
 }
 
 async fn names(registry: &dyn SkinRegistry) {

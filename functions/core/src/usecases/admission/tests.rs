@@ -26,11 +26,21 @@ fn config(vars: &[(&str, &str)]) -> Config {
     .expect("test config is valid")
 }
 
-/// Anonymous client `n`, alone in its network.
+/// Anonymous client `n`, alone in its network and its wide network.
 fn client(n: u8) -> Caller {
-    let ip = format!("203.0.{n}.9").parse().unwrap();
-    let prefixes = NetworkPrefixes { ipv4: 24, ipv6: 48 };
-    Caller::anonymous(ClientKey::new(ip, 64), ClientKey::network(ip, prefixes))
+    anonymous(&format!("203.{n}.113.9"))
+}
+
+/// The anonymous client of `ip`, in its /24 and /16.
+fn anonymous(ip: &str) -> Caller {
+    let ip = ip.parse().unwrap();
+    let network = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+    let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
+    Caller::anonymous(
+        ClientKey::new(ip, 64),
+        ClientKey::network(ip, network),
+        ClientKey::network(ip, wide),
+    )
 }
 
 /// A render form: the replay under `file_name`, then the text fields.
@@ -81,10 +91,11 @@ fn admitted(outcome: Result<Reply<JobId>, Rejection>) -> JobId {
 }
 
 /// What an admitted render with an idempotency key does: one look (with the key's claim), the
-/// limits (the anonymous client's, then its network's), the replay, the admission, the fast
-/// path.
-const ADMITTED: [&str; 7] = [
+/// limits (the anonymous client's, then its network's and its wide network's), the replay, the
+/// admission, the fast path.
+const ADMITTED: [&str; 8] = [
     "jobs.occupancy",
+    "limiter.hit",
     "limiter.hit",
     "limiter.hit",
     "replays.put",
@@ -275,7 +286,13 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
         assert_eq!(refused.code(), code);
         assert_eq!(
             memory.calls.take(),
-            ["jobs.occupancy", "limiter.hit", "limiter.hit", "jobs.load"]
+            [
+                "jobs.occupancy",
+                "limiter.hit",
+                "limiter.hit",
+                "limiter.hit",
+                "jobs.load"
+            ]
         );
         assert!(memory.objects.keys().is_empty(), "{code}: nothing stored");
     }
@@ -287,8 +304,89 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
     assert_eq!(refused.outcome.unwrap_err().code(), "too_many_active_jobs");
     assert_eq!(
         memory.calls.take(),
-        ["jobs.occupancy", "limiter.hit", "limiter.hit", "jobs.load"]
+        [
+            "jobs.occupancy",
+            "limiter.hit",
+            "limiter.hit",
+            "limiter.hit",
+            "jobs.load"
+        ]
     );
+}
+
+#[tokio::test]
+async fn each_network_window_is_counted_only_for_a_request_the_narrower_ones_allowed() {
+    let (app, memory) = App::in_memory(config(&[
+        ("RATE_LIMIT_RENDER_NETWORK", "1/minute"),
+        ("RATE_LIMIT_RENDER_WIDE_NETWORK", "2/minute"),
+    ]));
+    let submit = |caller: Caller| {
+        let app = &app;
+        async move { submit_render(app, &caller, None, valid()).await.outcome }
+    };
+    admitted(submit(anonymous("198.51.1.9")).await);
+    memory.calls.take();
+    // The network's window refuses: its wide network's is not spent for it.
+    let refused = submit(anonymous("198.51.1.10")).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        "rate_limited",
+        "the network's window: {refused:?}"
+    );
+    assert_eq!(
+        memory.calls.take(),
+        ["jobs.occupancy", "limiter.hit", "limiter.hit"]
+    );
+    // So the wide network still has its second render, for another of its networks ...
+    admitted(submit(anonymous("198.51.2.9")).await);
+    // ... and then refuses a third network, naming itself.
+    let refused = submit(anonymous("198.51.3.9")).await.unwrap_err();
+    assert!(
+        matches!(refused, Rejection::RateLimited(_, LimitScope::WideNetwork)),
+        "{refused:?}"
+    );
+    let problem = problem_body(refused).await;
+    assert_eq!(problem["scope"], "network", "a documented scope");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("wide network"),
+        "{problem}"
+    );
+    // Another wide network is not held to it.
+    admitted(submit(anonymous("198.52.3.9")).await);
+}
+
+/// A refusal's problem+json body, as the client reads it.
+async fn problem_body(rejection: Rejection) -> serde_json::Value {
+    use axum::response::IntoResponse;
+    let body = rejection.into_response().into_body();
+    let bytes = axum::body::to_bytes(body, 1 << 16).await.unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[tokio::test]
+async fn a_wide_network_is_held_to_its_cap_of_active_jobs() {
+    let (app, _) = App::in_memory(config(&[
+        ("MAX_ACTIVE_PER_NETWORK", "1"),
+        ("MAX_ACTIVE_PER_WIDE_NETWORK", "2"),
+    ]));
+    let submit = |ip: &'static str| {
+        let app = &app;
+        async move {
+            submit_render(app, &anonymous(ip), None, valid())
+                .await
+                .outcome
+        }
+    };
+    admitted(submit("198.51.1.9").await);
+    admitted(submit("198.51.2.9").await);
+    let refused = submit("198.51.3.9").await.unwrap_err();
+    match refused {
+        Rejection::TooManyActiveJobs { limit, scope, .. } => {
+            assert_eq!((limit, scope), (2, LimitScope::WideNetwork));
+        }
+        other => panic!("the wide network's cap, not {other:?}"),
+    }
+    admitted(submit("198.52.3.9").await);
 }
 
 #[tokio::test]
@@ -326,9 +424,10 @@ async fn a_late_answer_after_the_commit_is_resolved_to_the_job() {
     let job = admitted(render(&app, 8, Some("k-8")).await);
     let calls = memory.calls.take();
     assert_eq!(
-        &calls[..6],
+        &calls[..7],
         [
             "jobs.occupancy",
+            "limiter.hit",
             "limiter.hit",
             "limiter.hit",
             "replays.put",
@@ -480,6 +579,7 @@ async fn an_unknown_skin_is_looked_up_after_the_rate_limit() {
         memory.calls.take(),
         [
             "jobs.occupancy",
+            "limiter.hit",
             "limiter.hit",
             "limiter.hit",
             "skin_names.state"

@@ -19,7 +19,7 @@ use crate::domain::render::SkinName;
 use crate::domain::{RateLimit, Resolution};
 use crate::ports::keys::{KeyStore, KeySummary, LimitsUpdate, Revocation, MAX_LIST};
 use crate::ports::policy::{NewBan, PolicyStore};
-use crate::ports::skins::SkinRegistry;
+use crate::ports::skins::{SkinRegistry, SkinStore};
 use crate::support::config::Seconds;
 use crate::usecases::keys::{create, CreatedKey};
 use crate::usecases::policy::admin::{self as policy, PolicyCommand};
@@ -42,9 +42,12 @@ usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max
        osurender-admin skins remove NAME
        osurender-admin skins reserve NAME
        osurender-admin skins unreserve NAME
+       osurender-admin skins free NAME
 
 --weight: the key's share of the render farm's time relative to other clients (1 to 1000);
 anonymous networks each have ANONYMOUS_WEIGHT (default 1).
+skins free deletes a removed skin's object and lets the name be uploaded again: refused while a
+job that has not ended names it, or within 15 minutes of its removal.
 keys set changes a key that is not revoked in place; requests see the change within
 API_KEY_CACHE_TTL (each instance's key cache, 30 s by default).
 
@@ -73,7 +76,7 @@ pub enum Command {
     },
     /// The operator's policy: pause, resume, bans.
     Policy(PolicyCommand),
-    /// Skin names: remove, reserve, unreserve.
+    /// Skin names: remove, reserve, unreserve, free.
     Skins(SkinCommand),
     Help,
 }
@@ -145,6 +148,11 @@ enum Skins {
     },
     /// Lets uploads claim a reserved name again.
     Unreserve {
+        #[arg(value_name = "NAME", value_parser = skin_name)]
+        name: SkinName,
+    },
+    /// Deletes a removed skin's object once no job can read it, and frees its name.
+    Free {
         #[arg(value_name = "NAME", value_parser = skin_name)]
         name: SkinName,
     },
@@ -435,6 +443,7 @@ fn skins_command(command: Skins) -> SkinCommand {
         Skins::Remove { name } => SkinCommand::Remove(name),
         Skins::Reserve { name } => SkinCommand::Reserve(name),
         Skins::Unreserve { name } => SkinCommand::Unreserve(name),
+        Skins::Free { name } => SkinCommand::Free(name),
     }
 }
 
@@ -463,6 +472,8 @@ pub struct AdminStores<'a> {
     pub keys: &'a dyn KeyStore,
     pub policy: &'a dyn PolicyStore,
     pub skins: &'a dyn SkinRegistry,
+    /// The skin objects (`skins free` deletes a removed skin's).
+    pub skin_objects: &'a dyn SkinStore,
 }
 
 /// Runs `command`; its answer as one JSON object.
@@ -474,7 +485,7 @@ pub async fn run(stores: AdminStores<'_>, command: &Command) -> Result<Value, Ad
         Command::Policy(command) => policy::run(stores.policy, command)
             .await
             .map_err(AdminError::Failed),
-        Command::Skins(command) => skins::run(stores.skins, command)
+        Command::Skins(command) => skins::run(stores.skins, stores.skin_objects, command)
             .await
             .map_err(AdminError::Failed),
         Command::Create { name, kind, limits } => {
@@ -686,6 +697,8 @@ mod tests {
             "skins reserve ../etc",
             "skins reserve a b",
             "skins unreserve",
+            "skins free",
+            "skins free Default",
         ] {
             let error = parse(&args(line)).expect_err(line);
             assert_eq!(error.exit_code(), 2, "{line}: {error}");
@@ -778,7 +791,11 @@ mod tests {
         for (line, command) in [
             ("skins remove Official", SkinCommand::Remove(name.clone())),
             ("skins reserve Official", SkinCommand::Reserve(name.clone())),
-            ("skins unreserve Official", SkinCommand::Unreserve(name)),
+            (
+                "skins unreserve Official",
+                SkinCommand::Unreserve(name.clone()),
+            ),
+            ("skins free Official", SkinCommand::Free(name)),
         ] {
             assert_eq!(
                 parse(&args(line)).unwrap(),
@@ -798,11 +815,12 @@ mod tests {
     #[tokio::test]
     async fn the_policy_commands_answer_what_they_did() {
         let (keys, policy) = (MemoryKeys::default(), MemoryPolicy::default());
-        let skins = Memory::new().database;
+        let memory = Memory::new();
         let stores = AdminStores {
             keys: &keys,
             policy: &policy,
-            skins: &*skins,
+            skins: &*memory.database,
+            skin_objects: &*memory.objects,
         };
         let run_line = async |line: &str| run(stores, &parse(&args(line)).unwrap()).await;
         let paused = run_line("pause --reason upgrade").await.unwrap();
@@ -834,11 +852,12 @@ mod tests {
     async fn the_answers_show_the_key_once() {
         let store = MemoryKeys::default();
         let policy = MemoryPolicy::default();
-        let skins = Memory::new().database;
+        let memory = Memory::new();
         let stores = AdminStores {
             keys: &store,
             policy: &policy,
-            skins: &*skins,
+            skins: &*memory.database,
+            skin_objects: &*memory.objects,
         };
         let create = parse(&args("keys create --name ci --sandbox")).unwrap();
         let created = run(stores, &create).await.unwrap();

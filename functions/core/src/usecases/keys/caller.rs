@@ -19,23 +19,23 @@ use crate::domain::rate::LimitScope;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::keys::lookup::KeyRefusal;
-use crate::usecases::request::check_rate_limit;
+use crate::usecases::request::{check_rate_limit, check_rate_limit_as};
 
 /// The rate-limited endpoint name of key lookups that reach the database, per address.
 pub const KEY_LOOKUP_ENDPOINT: &str = "key_lookup";
 /// The same, per network.
 pub const KEY_LOOKUP_NETWORK_ENDPOINT: &str = "key_lookup_network";
 
-/// The caller of a request from `address` (in `network`) with this `Authorization` header, if
-/// any.
+/// The caller of a request from `address` (in `network`, and that in `wide_network`) with this
+/// `Authorization` header, if any.
 pub async fn identify(
     app: &App,
     address: ClientKey,
-    network: ClientKey,
+    (network, wide_network): (ClientKey, ClientKey),
     authorization: Option<&HeaderValue>,
 ) -> Result<Caller, Rejection> {
     let Some(authorization) = authorization else {
-        return Ok(Caller::anonymous(address, network));
+        return Ok(Caller::anonymous(address, network, wide_network));
     };
     // A header that is not visible ASCII cannot be `Bearer osr_…`: malformed, like any other.
     let authorization = authorization.to_str().unwrap_or_default();
@@ -45,18 +45,16 @@ pub async fn identify(
         let limits = &app.config.rate_limits;
         let (address, network) = tokio::join!(
             check_rate_limit(app, KEY_LOOKUP_ENDPOINT, limits.key_lookup, &address),
-            check_rate_limit(
+            check_rate_limit_as(
                 app,
                 KEY_LOOKUP_NETWORK_ENDPOINT,
                 limits.key_lookup_network,
-                &network
+                &network,
+                LimitScope::Network
             ),
         );
         address?;
-        network.map_err(|rejection| match rejection {
-            Rejection::RateLimited(rate, _) => Rejection::RateLimited(rate, LimitScope::Network),
-            other => other,
-        })?;
+        network?;
         Ok(())
     };
     match app.keys.authenticate(authorization, before_read).await {

@@ -8,7 +8,7 @@
 //! | 2 | a valid skin archive (archive.rs) | 415 |
 //! | 3 | the name: the `name` field, else the file's stem, trimmed, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
 //! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 | 400 / 409 / 422 |
-//! | 4 | the route's rate limit (v1 and legacy count separately) | 429 |
+//! | 4 | the route's rate limit (v1 and legacy count separately), then an anonymous client's network's and wide network's (both routes together) | 429 |
 //! | 5 | the name is free, ignoring case: claimed in the registry, race-free; not kept by the operator (reserved, or its skin removed) | 409 |
 //! | 6 | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
 //!
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::domain::archive::{self, ArchiveError, ArchiveLimits};
-use crate::domain::client::ClientKey;
+use crate::domain::caller::Caller;
 use crate::domain::deadline;
 use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::RequestHash;
@@ -43,7 +43,9 @@ use crate::support::metrics;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::idempotency::{self, Begin};
-use crate::usecases::request::{check_file, check_rate_limit, read_form, FormUpload, Submission};
+use crate::usecases::request::{
+    check_file, check_rate_windows, read_form, Counted, FormUpload, Submission, Window,
+};
 use crate::usecases::skins::lookup_failed;
 /// The two upload routes: one behaviour, separate rate-limit counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +71,36 @@ impl UploadRoute {
             Self::Legacy => config.rate_limits.legacy_skins_upload,
         }
     }
+
+    /// Step 4's windows: the route's own for the client, then an anonymous client's network's
+    /// and wide network's, which both routes count together (a name squatted by either path is
+    /// squatted).
+    fn windows(self, config: &Config) -> [Window; 3] {
+        let limits = &config.rate_limits;
+        [
+            Window {
+                endpoint: self.endpoint(),
+                limit: self.limit(config),
+                counted: Counted::Client,
+            },
+            Window {
+                endpoint: SKINS_UPLOAD_NETWORK_ENDPOINT,
+                limit: limits.skins_upload_network,
+                counted: Counted::Network,
+            },
+            Window {
+                endpoint: SKINS_UPLOAD_WIDE_NETWORK_ENDPOINT,
+                limit: limits.skins_upload_wide_network,
+                counted: Counted::WideNetwork,
+            },
+        ]
+    }
 }
+
+/// The uploads of one anonymous network, by either route, counted together.
+pub const SKINS_UPLOAD_NETWORK_ENDPOINT: &str = "skins-upload-network";
+/// The uploads of one anonymous wide network, by either route, counted together.
+pub const SKINS_UPLOAD_WIDE_NETWORK_ENDPOINT: &str = "skins-upload-wide-network";
 
 /// The skin every renderer has; no upload may take its name.
 pub use crate::domain::render::DEFAULT_SKIN;
@@ -89,7 +120,7 @@ const NAME_FIELD: &str = "name";
 /// `idempotency_key`: the request's `Idempotency-Key` header, if any.
 pub async fn upload_skin<S: BodyStream>(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     route: UploadRoute,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
@@ -104,12 +135,13 @@ pub async fn upload_skin<S: BodyStream>(
         Err(rejection) => return Submission::refused(rejection),
     };
     let request_hash = RequestHash::of(&[&skin.bytes, name.as_str().as_bytes()]);
+    let client = &caller.client;
     let claim = match idempotency::begin(app, client, route.endpoint(), key, &request_hash).await {
         Ok(Begin::Run(claim)) => claim,
         Ok(Begin::Replay(response)) => return Submission::replayed(response),
         Err(rejection) => return Submission::refused(rejection),
     };
-    let (submission, settled) = store_upload(app, client, route, skin, name, &claim).await;
+    let (submission, settled) = store_upload(app, caller, route, skin, name, &claim).await;
     if let Some(claim) = &claim {
         match (&submission.outcome, settled) {
             (_, Settled::KeyCompleted) => {}
@@ -145,14 +177,13 @@ enum Settled {
 /// Steps 4–6.
 async fn store_upload(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     route: UploadRoute,
     skin: UploadedFile,
     name: SkinName,
     key: &Option<KeyClaim>,
 ) -> (Submission<SkinName>, Settled) {
-    let rate = match check_rate_limit(app, route.endpoint(), route.limit(&app.config), client).await
-    {
+    let rate = match check_rate_windows(app, caller, &route.windows(&app.config)).await {
         Ok(rate) => rate,
         Err(rejection) => return (Submission::refused(rejection), Settled::KeyOpen),
     };
@@ -436,20 +467,18 @@ pub struct PresignedUpload {
 impl metrics::Accepted for PresignedUpload {}
 
 /// The presigned path's admission: the request (400), the size (413, 422), the name (422), the
-/// v1 rate limit (429), the name free now (409; `ingest` claims it for real), then a POST
+/// v1 rate limits (429), the name free now (409; `ingest` claims it for real), then a POST
 /// policy for `incoming/{upload id}/{name}.osk` of exactly `size` bytes.
 pub async fn request_upload(
     app: &App,
-    client: &ClientKey,
+    caller: &Caller,
     body: &[u8],
 ) -> Submission<PresignedUpload> {
     let (name, size) = match validate_request(app, body) {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let route = UploadRoute::V1;
-    let rate = match check_rate_limit(app, route.endpoint(), route.limit(&app.config), client).await
-    {
+    let rate = match check_rate_windows(app, caller, &UploadRoute::V1.windows(&app.config)).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
