@@ -1,5 +1,5 @@
 //! The render policy's replay rules (step 2a: mode, Autoplay, length at the mods' speed,
-//! input; 3b: a recently failed render) and what a job says it renders (`replay`), in its
+//! input, MD5s; 3b: a recently failed render) and what a job says it renders (`replay`), in its
 //! reads, its listing filters, its queue message and its callbacks.
 
 use std::time::Duration;
@@ -219,22 +219,12 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     }
 
     // A NUL (which no database column can hold) or another control character in the
-    // replay's texts is dropped, not a 503.
-    let hostile = Play {
-        beatmap_md5: "0123456789abcdef\u{0}0123456789abcdef".into(),
-        ..lasting("evil\u{0}na\u{7}me", 31)
-    };
+    // player's name is dropped, not a 503.
+    let hostile = lasting("evil\u{0}na\u{7}me", 31);
     let job = app
         .submit_with("203.0.113.60", &key.bearer, form_of(&hostile))
         .await;
-    let replay = app.job(&job).await["replay"].clone();
-    assert_eq!(
-        (&replay["player"], &replay["beatmap_md5"]),
-        (
-            &json!("evilname"),
-            &json!("0123456789abcdef0123456789abcdef")
-        )
-    );
+    assert_eq!(app.job(&job).await["replay"]["player"], "evilname");
 
     // An unsubmitted score has no online id.
     let unsubmitted = Play {
@@ -249,6 +239,74 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
         (&replay["online_id"], &replay["mods"]),
         (&Value::Null, &json!([]))
     );
+}
+
+#[tokio::test]
+async fn a_replays_hashes_are_md5s_kept_lowercase_and_found_in_any_case() {
+    let app = TestApp::spawn(&[]).await;
+    let ip = "203.0.113.65";
+    for hostile in ["../../../../etc/passwd", "x' OR '1'='1", &"g".repeat(32)] {
+        for (play, which) in [
+            (
+                Play {
+                    beatmap_md5: hostile.into(),
+                    ..lasting("p", 30)
+                },
+                "beatmap hash",
+            ),
+            (
+                Play {
+                    replay_md5: hostile.into(),
+                    ..lasting("p", 30)
+                },
+                "replay hash",
+            ),
+        ] {
+            let response = app.render(ip, form_of(&play)).await;
+            let body = problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_md5").await;
+            let detail = body["detail"].as_str().unwrap();
+            assert!(detail.contains(which), "{hostile}: {detail}");
+        }
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+    assert!(app.drain_queue().await.is_empty(), "nothing dispatched");
+
+    let key = app.create_key("60/minute", 20).await;
+    let upper = Play {
+        beatmap_md5: "0123456789ABCDEF0123456789ABCDEF".into(),
+        replay_md5: "FEDCBA9876543210FEDCBA9876543210".into(),
+        ..lasting("Mrekk", 30)
+    };
+    let job = app.submit_with(ip, &key.bearer, form_of(&upper)).await;
+    let replay = app.job(&job).await["replay"].clone();
+    assert_eq!(
+        (&replay["beatmap_md5"], &replay["replay_md5"]),
+        (
+            &json!("0123456789abcdef0123456789abcdef"),
+            &json!("fedcba9876543210fedcba9876543210")
+        )
+    );
+    let messages = app.drain_queue().await;
+    let message = messages
+        .iter()
+        .find(|m| m.body["job_id"] == job.as_str())
+        .expect("the job's render message");
+    assert_eq!(
+        message.body["payload"]["replay"], replay,
+        "dispatched as stored"
+    );
+    for filter in [&upper.beatmap_md5, "0123456789abcdef0123456789ABCDEF"] {
+        let listed = app.list_as(&key, &format!("?beatmap_md5={filter}")).await;
+        assert_eq!(item_ids(&listed), std::slice::from_ref(&job), "{filter}");
+    }
+
+    // A file without a replay hash is a replay all the same: shown with an empty one.
+    let unhashed = Play {
+        replay_md5: String::new(),
+        ..lasting("Mrekk", 31)
+    };
+    let job = app.submit_with(ip, &key.bearer, form_of(&unhashed)).await;
+    assert_eq!(app.job(&job).await["replay"]["replay_md5"], "");
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
+use crate::domain::hash::Md5;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::page;
 use crate::domain::rate::RateDecision;
@@ -193,14 +194,13 @@ impl ListParams {
                 _ => Err(format!("must be 1 to {MAX_PLAYER_FILTER_CHARS} characters")),
             });
         let player = InvalidParam::collect(&mut invalid, "player", player.transpose());
-        let beatmap_md5 = self.beatmap_md5.as_deref().map(|md5| {
-            match md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit()) {
-                true => Ok(md5.to_ascii_lowercase()),
-                false => Err("must be 32 hexadecimal digits".to_owned()),
-            }
-        });
-        let beatmap_md5 =
-            InvalidParam::collect(&mut invalid, "beatmap_md5", beatmap_md5.transpose());
+        // Stored lowercase (domain/hash.rs): any case the client sends finds it.
+        let beatmap_md5 = self.beatmap_md5.as_deref().map(Md5::parse);
+        let beatmap_md5 = InvalidParam::collect(
+            &mut invalid,
+            "beatmap_md5",
+            beatmap_md5.transpose().map_err(|e| e.to_string()),
+        );
         let after = self.cursor.as_deref().map(PageCursor::decode);
         let after = InvalidParam::collect(
             &mut invalid,
@@ -264,7 +264,7 @@ fn next_path(query: &JobQuery, cursor: &str) -> String {
         path.append_pair("player", player);
     }
     if let Some(md5) = &query.beatmap_md5 {
-        path.append_pair("beatmap_md5", md5);
+        path.append_pair("beatmap_md5", md5.as_str());
     }
     path.append_pair("cursor", cursor);
     format!("/v1/jobs?{}", path.finish())
@@ -434,8 +434,8 @@ mod tests {
         assert_eq!(query.player.as_deref(), Some("Cookiezi"));
         let query = with(None, Some(&"AB".repeat(16))).query().unwrap();
         assert_eq!(
-            query.beatmap_md5,
-            Some("ab".repeat(16)),
+            query.beatmap_md5.as_ref().map(Md5::as_str),
+            Some("ab".repeat(16).as_str()),
             "hex is lowercased"
         );
         for bad in [with(Some(""), None), with(Some(&"x".repeat(65)), None)] {
@@ -533,7 +533,7 @@ mod tests {
         assert_eq!(next_path(&query, "abc"), "/v1/jobs?limit=5&cursor=abc");
         let query = JobQuery {
             player: Some("Mr Ekko&co".into()),
-            beatmap_md5: Some("0123456789abcdef0123456789abcdef".into()),
+            beatmap_md5: Md5::parse("0123456789abcdef0123456789abcdef").ok(),
             sandbox: false,
             ..query
         };
