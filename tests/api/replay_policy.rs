@@ -164,11 +164,13 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
     let receiver = Receiver::start(0).await;
     let key = app.create_key("60/minute", 20).await;
+    // Format characters (a right-to-left override, a zero-width space, a BOM) are left out of
+    // every answer and message; markup is text like any other, in JSON.
     let play = Play {
         mods: HD | DT,
         counts: [300, 20, 5, 40, 10, 3],
         online_id: 4_000_000_001,
-        ..lasting("Mrekk", 90)
+        ..lasting("\u{202e}<b>Mr\u{200b}ekk</b>\u{feff}", 90)
     };
     let form = render_form(
         play.osr(),
@@ -177,7 +179,7 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     );
     let job = app.submit_with("203.0.113.60", &key.bearer, form).await;
     let expected = json!({
-        "player": "Mrekk",
+        "player": "<b>Mrekk</b>",
         "beatmap_md5": play.beatmap_md5,
         "replay_md5": play.replay_md5,
         "mode": "osu",
@@ -197,6 +199,12 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     assert_eq!(app.job(&job).await["replay"], expected);
     let listed = app.list_as(&key, "").await;
     assert_eq!(listed["items"][0]["replay"], expected);
+    let read = app.get(&format!("/v1/jobs/{job}")).await;
+    assert_eq!(
+        read.headers()["content-type"],
+        "application/json",
+        "never a document a browser renders as HTML"
+    );
 
     let messages = app.drain_queue().await;
     let message = messages

@@ -6,6 +6,7 @@ use serde::{Serialize, Serializer};
 
 use super::{Field, GameMode, HitCounts, ReplaySummary};
 use crate::domain::hash::Md5;
+use crate::domain::text;
 
 /// The mods bit set, as the replay stores it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -68,13 +69,14 @@ impl Mods {
     }
 }
 
-/// The longest text a job stores of a replay's strings: the header's strings are as long as
-/// the file lets them be, and a job's `replay` is read in every listing and indexed.
-const MAX_TEXT_CHARS: usize = 64;
+/// The longest player name a job stores: the header's strings are as long as the file lets
+/// them be, and a job's `replay` is read in every listing and indexed.
+const MAX_PLAYER_CHARS: usize = 64;
 
 /// The job's `replay`: what it renders, parsed once in the validation pass.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReplayInfo {
+    /// The replay's player name as shown: without control or format characters (text.rs).
     pub player: String,
     pub beatmap_md5: Md5,
     /// Empty (`""`) when the file has none: the service needs only the beatmap's to render.
@@ -115,7 +117,7 @@ impl ReplaySummary {
         };
         let counts = self.counts;
         Ok(ReplayInfo {
-            player: bounded(&self.player_name),
+            player: text::shown(&self.player_name, MAX_PLAYER_CHARS),
             beatmap_md5,
             replay_md5,
             mode: self.mode.as_str(),
@@ -142,15 +144,6 @@ pub struct NotMd5(pub Field);
 
 fn md5_or_empty<S: Serializer>(md5: &Option<Md5>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(md5.as_ref().map_or("", Md5::as_str))
-}
-
-/// The replay's own text, without control characters (NUL cannot be stored, and none belongs
-/// in a name or a hash), cut to `MAX_TEXT_CHARS`.
-fn bounded(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_TEXT_CHARS)
-        .collect()
 }
 
 /// osu!'s accuracy of each mode, in percent rounded to two decimals; 100 with no judgements.
@@ -220,7 +213,7 @@ mod tests {
             mode: GameMode::Std,
             version: 20_240_123,
             beatmap_hash: beatmap_hash.into(),
-            player_name: "Mrekk".into(),
+            player_name: "\u{202e}Mr\u{200b}ekk\0".into(),
             replay_hash: replay_hash.into(),
             counts: HitCounts::default(),
             score: 0,
@@ -232,6 +225,12 @@ mod tests {
             has_input: true,
             online_score_id: 0,
         }
+    }
+
+    #[test]
+    fn the_player_is_shown_without_control_or_format_characters() {
+        let info = hashed(&"ab".repeat(16), "").info().unwrap();
+        assert_eq!(info.player, "Mrekk");
     }
 
     #[test]
@@ -256,14 +255,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn texts_are_kept_without_control_characters_and_bounded() {
-        assert_eq!(bounded("evil\0na\u{7}me\n"), "evilname");
-        assert_eq!(bounded("Éa日本🎵"), "Éa日本🎵");
-        assert_eq!(bounded(&"x".repeat(300)).chars().count(), MAX_TEXT_CHARS);
-        assert_eq!(bounded(&"日".repeat(100)).chars().count(), MAX_TEXT_CHARS);
     }
 
     #[test]
