@@ -11,7 +11,7 @@ use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
 use crate::support::app::{accepted_job, header, problem, TestApp};
-use crate::support::replays::{fixture, valid_form};
+use crate::support::replays::{fixture, played_frames, render_form, valid_form, Play};
 use crate::support::skins::{skin, upload_form, LEGACY, V1};
 
 const TTL: &[(&str, &str)] = &[("POLICY_CACHE_TTL", "1")];
@@ -189,4 +189,30 @@ async fn key_and_player_bans_refuse_before_the_rate_limit() {
         .collect();
     assert_eq!(kinds.len(), 2, "{listed}");
     assert!(kinds.contains(&"player") && kinds.contains(&"key"));
+}
+
+#[tokio::test]
+async fn a_player_ban_holds_names_that_read_alike_and_lists_the_name_as_typed() {
+    let app = TestApp::spawn(TTL).await;
+    app.admin(&[
+        "bans", "add", "--player", "Cookiezi", "--reason", "cheating",
+    ])
+    .await;
+    let by = |player: &str| {
+        let play = Play::new(player, played_frames(100, 600));
+        render_form(play.osr(), "play.osr", &[])
+    };
+    let ip = "203.0.113.40";
+    for alike in [
+        "Cookiezi\u{200b}",
+        "\u{feff}Cookiezi",
+        "C\u{200d}o\u{200c}okiezi",
+        "\u{421}ookiezi",
+    ] {
+        let response = app.render(ip, by(alike)).await;
+        assert_eq!(banned(response).await["reason"], "cheating", "{alike:?}");
+    }
+    accepted_job(app.render(ip, by("WhiteCat")).await).await;
+    let listed = app.admin(&["bans", "list"]).await;
+    assert_eq!(listed["bans"][0]["target"], "Cookiezi", "{listed}");
 }
