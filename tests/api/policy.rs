@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use osurender_core::domain::key::KeyKind;
 use osurender_core::domain::replay::{inspect, ReplayLimits};
+use osurender_testkit::proxy::Fault;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
@@ -147,6 +148,34 @@ async fn address_bans_cover_their_ipv4_and_ipv6_ranges_and_spend_no_quota() {
     one_ttl_later().await;
     let response = app.render("2001:db8:1:ffff::1", valid_form()).await;
     assert_eq!(header(&response, "x-ratelimit-remaining"), Some(4));
+}
+
+/// A fresh server that cannot read the policy has none, which is not an empty one: it refuses
+/// with a 503 (a banned player's replay, here) until a read succeeds.
+#[tokio::test]
+async fn a_server_that_never_read_the_policy_admits_no_one() {
+    let (app, proxies) = TestApp::spawn_via_proxies(TTL).await;
+    let player = inspect(&fixture("valid_0.osr"), &ReplayLimits::default())
+        .unwrap()
+        .player_name;
+    app.admin(&["bans", "add", "--player", &player]).await;
+    // The policy's read alone fails: every other statement would admit.
+    proxies
+        .postgres
+        .set_fault(Fault::cut_before_statement("intake_pause"));
+    let response = app.render("203.0.113.50", valid_form()).await;
+    assert!(header(&response, "retry-after").is_some());
+    problem(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "database_unavailable",
+    )
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+
+    proxies.postgres.set_fault(Fault::None);
+    one_ttl_later().await;
+    banned(app.render("203.0.113.50", valid_form()).await).await;
 }
 
 #[tokio::test]
