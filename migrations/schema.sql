@@ -647,8 +647,8 @@ CREATE TABLE public.bans (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT bans_check CHECK (((kind = 'ip'::text) = (address IS NOT NULL))),
     CONSTRAINT bans_check1 CHECK (((kind = 'key'::text) = (key_id IS NOT NULL))),
-    CONSTRAINT bans_check2 CHECK ((((kind = 'player'::text) = (player IS NOT NULL)) AND (player = lower(player)) AND ((char_length(player) >= 1) AND (char_length(player) <= 64)))),
     CONSTRAINT bans_kind_check CHECK ((kind = ANY (ARRAY['ip'::text, 'key'::text, 'player'::text]))),
+    CONSTRAINT bans_player_check CHECK ((((kind = 'player'::text) = (player IS NOT NULL)) AND ((char_length(player) >= 1) AND (char_length(player) <= 64)))),
     CONSTRAINT bans_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 500)))
 );
 

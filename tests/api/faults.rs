@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use osurender_core::usecases::policy::cache::RETRY_AFTER_FAILURE;
 use osurender_testkit::proxy::Fault;
 use reqwest::{Response, StatusCode};
 
@@ -79,6 +80,9 @@ async fn postgres_refusing_connections_is_a_bounded_503_then_recovers() {
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
 
     proxies.postgres.set_fault(Fault::None);
+    // This server has never read the operator's policy: it answers 503 without a read until
+    // its next try, `RETRY_AFTER_FAILURE` after the last failure.
+    tokio::time::sleep(RETRY_AFTER_FAILURE).await;
     app.admits_again_with_nothing_lost("203.0.113.9").await;
 }
 

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use osurender_core::adapters::postgres::jobs::PageStatement;
+use osurender_core::domain::hash::Md5;
 use osurender_core::domain::JobStatus;
 use osurender_core::ports::jobs::{JobQuery, PageCursor};
 use osurender_core::usecases::janitor;
@@ -345,7 +346,7 @@ async fn listing_reads_by_index_with_a_large_table() {
         created_at: chrono::Utc::now() - chrono::Duration::minutes(10),
         id: uuid::Uuid::max().into(),
     };
-    let (player, beatmap) = (Some("PlayerOne"), Some("ab".repeat(16)));
+    let (player, beatmap) = (Some("PlayerOne"), Md5::parse(&"ab".repeat(16)).ok());
     for (n, (status, after, (player, beatmap), index)) in [
         (None, None, (None, None), "jobs_by_client_age"),
         (None, Some(cursor), (None, None), "jobs_by_client_age"),

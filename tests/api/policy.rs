@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use osurender_core::domain::key::KeyKind;
 use osurender_core::domain::replay::{inspect, ReplayLimits};
+use osurender_testkit::proxy::Fault;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
 use crate::support::app::{accepted_job, header, problem, TestApp};
-use crate::support::replays::{fixture, valid_form};
+use crate::support::replays::{fixture, played_frames, render_form, valid_form, Play};
 use crate::support::skins::{skin, upload_form, LEGACY, V1};
 
 const TTL: &[(&str, &str)] = &[("POLICY_CACHE_TTL", "1")];
@@ -149,6 +150,34 @@ async fn address_bans_cover_their_ipv4_and_ipv6_ranges_and_spend_no_quota() {
     assert_eq!(header(&response, "x-ratelimit-remaining"), Some(4));
 }
 
+/// A fresh server that cannot read the policy has none, which is not an empty one: it refuses
+/// with a 503 (a banned player's replay, here) until a read succeeds.
+#[tokio::test]
+async fn a_server_that_never_read_the_policy_admits_no_one() {
+    let (app, proxies) = TestApp::spawn_via_proxies(TTL).await;
+    let player = inspect(&fixture("valid_0.osr"), &ReplayLimits::default())
+        .unwrap()
+        .player_name;
+    app.admin(&["bans", "add", "--player", &player]).await;
+    // The policy's read alone fails: every other statement would admit.
+    proxies
+        .postgres
+        .set_fault(Fault::cut_before_statement("intake_pause"));
+    let response = app.render("203.0.113.50", valid_form()).await;
+    assert!(header(&response, "retry-after").is_some());
+    problem(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "database_unavailable",
+    )
+    .await;
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+
+    proxies.postgres.set_fault(Fault::None);
+    one_ttl_later().await;
+    banned(app.render("203.0.113.50", valid_form()).await).await;
+}
+
 #[tokio::test]
 async fn key_and_player_bans_refuse_before_the_rate_limit() {
     let app = TestApp::spawn(TTL).await;
@@ -189,4 +218,30 @@ async fn key_and_player_bans_refuse_before_the_rate_limit() {
         .collect();
     assert_eq!(kinds.len(), 2, "{listed}");
     assert!(kinds.contains(&"player") && kinds.contains(&"key"));
+}
+
+#[tokio::test]
+async fn a_player_ban_holds_names_that_read_alike_and_lists_the_name_as_typed() {
+    let app = TestApp::spawn(TTL).await;
+    app.admin(&[
+        "bans", "add", "--player", "Cookiezi", "--reason", "cheating",
+    ])
+    .await;
+    let by = |player: &str| {
+        let play = Play::new(player, played_frames(100, 600));
+        render_form(play.osr(), "play.osr", &[])
+    };
+    let ip = "203.0.113.40";
+    for alike in [
+        "Cookiezi\u{200b}",
+        "\u{feff}Cookiezi",
+        "C\u{200d}o\u{200c}okiezi",
+        "\u{421}ookiezi",
+    ] {
+        let response = app.render(ip, by(alike)).await;
+        assert_eq!(banned(response).await["reason"], "cheating", "{alike:?}");
+    }
+    accepted_job(app.render(ip, by("WhiteCat")).await).await;
+    let listed = app.admin(&["bans", "list"]).await;
+    assert_eq!(listed["bans"][0]["target"], "Cookiezi", "{listed}");
 }

@@ -1,5 +1,5 @@
 //! The render policy's replay rules (step 2a: mode, Autoplay, length at the mods' speed,
-//! input; 3b: a recently failed render) and what a job says it renders (`replay`), in its
+//! input, MD5s; 3b: a recently failed render) and what a job says it renders (`replay`), in its
 //! reads, its listing filters, its queue message and its callbacks.
 
 use std::time::Duration;
@@ -164,11 +164,13 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
     let receiver = Receiver::start(0).await;
     let key = app.create_key("60/minute", 20).await;
+    // Format characters (a right-to-left override, a zero-width space, a BOM) are left out of
+    // every answer and message; markup is text like any other, in JSON.
     let play = Play {
         mods: HD | DT,
         counts: [300, 20, 5, 40, 10, 3],
         online_id: 4_000_000_001,
-        ..lasting("Mrekk", 90)
+        ..lasting("\u{202e}<b>Mr\u{200b}ekk</b>\u{feff}", 90)
     };
     let form = render_form(
         play.osr(),
@@ -177,7 +179,7 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     );
     let job = app.submit_with("203.0.113.60", &key.bearer, form).await;
     let expected = json!({
-        "player": "Mrekk",
+        "player": "<b>Mrekk</b>",
         "beatmap_md5": play.beatmap_md5,
         "replay_md5": play.replay_md5,
         "mode": "osu",
@@ -197,6 +199,12 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     assert_eq!(app.job(&job).await["replay"], expected);
     let listed = app.list_as(&key, "").await;
     assert_eq!(listed["items"][0]["replay"], expected);
+    let read = app.get(&format!("/v1/jobs/{job}")).await;
+    assert_eq!(
+        read.headers()["content-type"],
+        "application/json",
+        "never a document a browser renders as HTML"
+    );
 
     let messages = app.drain_queue().await;
     let message = messages
@@ -219,22 +227,12 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     }
 
     // A NUL (which no database column can hold) or another control character in the
-    // replay's texts is dropped, not a 503.
-    let hostile = Play {
-        beatmap_md5: "0123456789abcdef\u{0}0123456789abcdef".into(),
-        ..lasting("evil\u{0}na\u{7}me", 31)
-    };
+    // player's name is dropped, not a 503.
+    let hostile = lasting("evil\u{0}na\u{7}me", 31);
     let job = app
         .submit_with("203.0.113.60", &key.bearer, form_of(&hostile))
         .await;
-    let replay = app.job(&job).await["replay"].clone();
-    assert_eq!(
-        (&replay["player"], &replay["beatmap_md5"]),
-        (
-            &json!("evilname"),
-            &json!("0123456789abcdef0123456789abcdef")
-        )
-    );
+    assert_eq!(app.job(&job).await["replay"]["player"], "evilname");
 
     // An unsubmitted score has no online id.
     let unsubmitted = Play {
@@ -249,6 +247,74 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
         (&replay["online_id"], &replay["mods"]),
         (&Value::Null, &json!([]))
     );
+}
+
+#[tokio::test]
+async fn a_replays_hashes_are_md5s_kept_lowercase_and_found_in_any_case() {
+    let app = TestApp::spawn(&[]).await;
+    let ip = "203.0.113.65";
+    for hostile in ["../../../../etc/passwd", "x' OR '1'='1", &"g".repeat(32)] {
+        for (play, which) in [
+            (
+                Play {
+                    beatmap_md5: hostile.into(),
+                    ..lasting("p", 30)
+                },
+                "beatmap hash",
+            ),
+            (
+                Play {
+                    replay_md5: hostile.into(),
+                    ..lasting("p", 30)
+                },
+                "replay hash",
+            ),
+        ] {
+            let response = app.render(ip, form_of(&play)).await;
+            let body = problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_md5").await;
+            let detail = body["detail"].as_str().unwrap();
+            assert!(detail.contains(which), "{hostile}: {detail}");
+        }
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+    assert!(app.drain_queue().await.is_empty(), "nothing dispatched");
+
+    let key = app.create_key("60/minute", 20).await;
+    let upper = Play {
+        beatmap_md5: "0123456789ABCDEF0123456789ABCDEF".into(),
+        replay_md5: "FEDCBA9876543210FEDCBA9876543210".into(),
+        ..lasting("Mrekk", 30)
+    };
+    let job = app.submit_with(ip, &key.bearer, form_of(&upper)).await;
+    let replay = app.job(&job).await["replay"].clone();
+    assert_eq!(
+        (&replay["beatmap_md5"], &replay["replay_md5"]),
+        (
+            &json!("0123456789abcdef0123456789abcdef"),
+            &json!("fedcba9876543210fedcba9876543210")
+        )
+    );
+    let messages = app.drain_queue().await;
+    let message = messages
+        .iter()
+        .find(|m| m.body["job_id"] == job.as_str())
+        .expect("the job's render message");
+    assert_eq!(
+        message.body["payload"]["replay"], replay,
+        "dispatched as stored"
+    );
+    for filter in [&upper.beatmap_md5, "0123456789abcdef0123456789ABCDEF"] {
+        let listed = app.list_as(&key, &format!("?beatmap_md5={filter}")).await;
+        assert_eq!(item_ids(&listed), std::slice::from_ref(&job), "{filter}");
+    }
+
+    // A file without a replay hash is a replay all the same: shown with an empty one.
+    let unhashed = Play {
+        replay_md5: String::new(),
+        ..lasting("Mrekk", 31)
+    };
+    let job = app.submit_with(ip, &key.bearer, form_of(&unhashed)).await;
+    assert_eq!(app.job(&job).await["replay"]["replay_md5"], "");
 }
 
 #[tokio::test]

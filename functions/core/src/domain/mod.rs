@@ -18,6 +18,7 @@ pub mod rate;
 pub mod render;
 pub mod replay;
 pub mod sandbox;
+pub mod text;
 
 pub use client::{resolve_client_ip, ClientKey, TrustedProxies};
 pub use job::{JobId, JobStatus};

@@ -12,6 +12,7 @@ use ipnet::IpNet;
 use super::caller::Caller;
 use super::client::carries_ipv4;
 use super::key::KeyId;
+use super::text;
 
 /// The longest reason an operator may give (it is shown to clients in a problem's `detail`).
 pub const MAX_REASON_CHARS: usize = 500;
@@ -39,10 +40,15 @@ impl Reason {
     }
 }
 
-/// A player name as bans compare it: trimmed and lowercased (osu! names are
-/// case-insensitive), 1 to `MAX_PLAYER_CHARS` characters.
+/// A banned player's name: as the operator typed it (trimmed), 1 to `MAX_PLAYER_CHARS`
+/// characters, and its skeleton (text.rs), what a replay's player is compared by, so that no
+/// case, invisible character or look-alike letter gets around the ban. Computed here, once per
+/// policy read, not per request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PlayerName(String);
+pub struct PlayerName {
+    typed: String,
+    skeleton: String,
+}
 
 impl PlayerName {
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -56,11 +62,20 @@ impl PlayerName {
         if text.chars().any(char::is_control) {
             return Err("a player name has no control characters".into());
         }
-        Ok(Self(text.to_lowercase()))
+        let skeleton = text::skeleton(text);
+        // Such a ban would hold every replay whose player shows nothing.
+        if skeleton.is_empty() {
+            return Err("a player name has a visible character".into());
+        }
+        Ok(Self {
+            typed: text.to_owned(),
+            skeleton,
+        })
     }
 
+    /// The name as the operator typed it.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.typed
     }
 }
 
@@ -127,7 +142,7 @@ impl BanTarget {
         }
     }
 
-    /// The target as text (an address range, a key id, a lowercased name).
+    /// The target as text (an address range, a key id, a name as typed).
     pub fn value(&self) -> String {
         match self {
             Self::Address(range) => range.to_string(),
@@ -187,12 +202,12 @@ impl Policy {
         })
     }
 
-    /// The ban of the replay's player in force at `now`, if any (names compare
-    /// case-insensitively).
+    /// The ban of the replay's player in force at `now`, if any: names compare by their
+    /// skeletons (text.rs), the player's computed once here.
     pub fn player_ban(&self, player: &str, now: DateTime<Utc>) -> Option<&Ban> {
-        let player = player.trim().to_lowercase();
+        let player = text::skeleton(player);
         self.in_force(now)
-            .find(|ban| matches!(&ban.target, BanTarget::Player(name) if name.as_str() == player))
+            .find(|ban| matches!(&ban.target, BanTarget::Player(name) if name.skeleton == player))
     }
 
     /// The pause that holds the caller back, if any: never a sandbox key's (its jobs hold no
@@ -327,16 +342,32 @@ mod tests {
     }
 
     #[test]
-    fn player_bans_ignore_case_and_surrounding_spaces() {
+    fn player_bans_match_names_that_read_alike_and_show_the_name_as_typed() {
         let name = PlayerName::parse("  Cookiezi ").unwrap();
+        let target = BanTarget::Player(name);
+        assert_eq!(target.value(), "Cookiezi", "as typed, trimmed");
         let policy = Policy {
             pause: None,
-            bans: vec![ban(BanTarget::Player(name), None)],
+            bans: vec![ban(target, None)],
         };
         let now = Utc::now();
-        assert!(policy.player_ban("COOKIEZI", now).is_some());
-        assert!(policy.player_ban("cookiez", now).is_none());
+        for alike in [
+            "COOKIEZI",
+            "Cookiezi\u{200b}",
+            "\u{feff}Cookiezi",
+            "C\u{200d}o\u{200c}okiezi",
+            "\u{421}ookiezi",
+        ] {
+            assert!(policy.player_ban(alike, now).is_some(), "{alike:?}");
+        }
+        for other in ["cookiez", "WhiteCat"] {
+            assert!(policy.player_ban(other, now).is_none(), "{other:?}");
+        }
         assert!(PlayerName::parse("  ").is_err());
+        assert!(
+            PlayerName::parse("\u{200b}\u{feff}").is_err(),
+            "nothing visible"
+        );
         assert!(Reason::parse("bad\u{7}bell").is_err());
     }
 

@@ -22,7 +22,7 @@ use std::fmt;
 
 use header::Cursor;
 
-pub use info::{played_at, Mods, ReplayInfo};
+pub use info::{played_at, Mods, NotMd5, ReplayInfo};
 
 /// Bounds on the work and memory one replay may cost.
 #[derive(Clone, Debug, PartialEq, Eq)]

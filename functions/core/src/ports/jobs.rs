@@ -14,7 +14,7 @@ use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
 pub use crate::domain::farm::{ActiveWork, QueueWait};
 use crate::domain::farm::{FarmState, RenderCost, Weight};
-use crate::domain::hash::{ReplayHash, RequestHash};
+use crate::domain::hash::{Md5, ReplayHash, RequestHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
@@ -311,8 +311,8 @@ pub struct JobQuery {
     pub status: Option<JobStatus>,
     /// Only the jobs of this player's replays, compared case-insensitively.
     pub player: Option<String>,
-    /// Only the jobs of replays of this beatmap (lowercase hex MD5).
-    pub beatmap_md5: Option<String>,
+    /// Only the jobs of replays of this beatmap.
+    pub beatmap_md5: Option<Md5>,
     /// The client is a sandbox key: `status` filters by the status its jobs show, which their
     /// age makes (domain/sandbox.rs), not the final one they are stored with.
     pub sandbox: bool,

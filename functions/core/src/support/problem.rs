@@ -175,6 +175,7 @@ pub enum ReplayRule {
     Autoplay,
     TooLong,
     WithoutInput,
+    InvalidMd5,
 }
 
 /// Whether a kind of refusal carries `Retry-After`, and where its value comes from.
@@ -221,6 +222,7 @@ problem_kinds! {
     AUTOPLAY_REPLAY: "autoplay_replay", UNPROCESSABLE_ENTITY, "Autoplay replay", Never;
     REPLAY_TOO_LONG: "replay_too_long", UNPROCESSABLE_ENTITY, "Replay too long", Never;
     REPLAY_WITHOUT_INPUT: "replay_without_input", UNPROCESSABLE_ENTITY, "Replay without input", Never;
+    INVALID_MD5: "invalid_md5", UNPROCESSABLE_ENTITY, "Invalid MD5", Never;
     REPLAY_FAILED_RECENTLY: "replay_failed_recently", UNPROCESSABLE_ENTITY, "Replay failed recently", Estimated;
     INVALID_SKIN: "invalid_skin", UNSUPPORTED_MEDIA_TYPE, "Invalid skin", Never;
     SKIN_EXISTS: "skin_exists", CONFLICT, "Skin exists", Never;
@@ -274,6 +276,7 @@ impl Rejection {
                 ReplayRule::Autoplay => &AUTOPLAY_REPLAY,
                 ReplayRule::TooLong => &REPLAY_TOO_LONG,
                 ReplayRule::WithoutInput => &REPLAY_WITHOUT_INPUT,
+                ReplayRule::InvalidMd5 => &INVALID_MD5,
             },
             Self::ReplayFailedRecently { .. } => &REPLAY_FAILED_RECENTLY,
             Self::InvalidSkin(_) => &INVALID_SKIN,

@@ -135,8 +135,12 @@ async fn validate_request<S: BodyStream>(
     let spec = render_form_spec(app);
     let form = read_form(spec, upload).await?;
     let file = check_file(form.file, &spec, ".osr")?;
-    let (replay, summary) = check_replay_structure(file)?;
-    check_replay_rules(app, caller, &summary)?;
+    let summary = check_replay_structure(&file)?;
+    let replay = ReplayFile {
+        info: check_replay_rules(app, caller, &summary)?,
+        sha256: ReplayHash::of(&file.bytes),
+        bytes: file.bytes,
+    };
     let options = check_render_options(&form.fields)?;
     let options = check_entitlements(app, caller, &form.fields, options)?;
     let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
@@ -164,25 +168,20 @@ fn render_form_spec(app: &App) -> FormSpec {
 }
 
 /// Step 2: a replay osrparse would read, parsed once: its summary serves step 2a and the job.
-fn check_replay_structure(file: UploadedFile) -> Result<(ReplayFile, ReplaySummary), Rejection> {
-    let summary = replay::inspect(&file.bytes, &ReplayLimits::default())
-        .map_err(|e| Rejection::InvalidReplay(format!("not a valid osu! replay: {e}")))?;
-    let replay = ReplayFile {
-        sha256: ReplayHash::of(&file.bytes),
-        bytes: file.bytes,
-        info: summary.info(),
-    };
-    Ok((replay, summary))
+fn check_replay_structure(file: &UploadedFile) -> Result<ReplaySummary, Rejection> {
+    replay::inspect(&file.bytes, &ReplayLimits::default())
+        .map_err(|e| Rejection::InvalidReplay(format!("not a valid osu! replay: {e}")))
 }
 
 /// Step 2a: the render policy's rules for a well-formed replay, each its own code: a mode the
 /// workers render, a play by a player (not Autoplay), within the length limit at its mods'
-/// speed, and with some input (a key pressed or the cursor moved).
+/// speed, with some input (a key pressed or the cursor moved), and hashes that are MD5s (a
+/// policy, not the format: osrparse reads any text there). What the job shows of the replay.
 fn check_replay_rules(
     app: &App,
     caller: &Caller,
     summary: &ReplaySummary,
-) -> Result<(), Rejection> {
+) -> Result<ReplayInfo, Rejection> {
     let config = &app.config;
     let refuse = |rule, detail: String| Err(Rejection::ReplayRefused(rule, detail));
     if !config.render_modes.renders(summary.mode) {
@@ -221,7 +220,9 @@ fn check_replay_rules(
             "the replay never presses a key or moves the cursor: there is no play to render".into(),
         );
     }
-    Ok(())
+    summary
+        .info()
+        .map_err(|e| Rejection::ReplayRefused(ReplayRule::InvalidMd5, e.to_string()))
 }
 
 /// Step 3: skin name and render options, every bad field reported (`invalid_params`): the

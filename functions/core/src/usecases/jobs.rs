@@ -19,9 +19,11 @@ use serde::{Deserialize, Serialize};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
+use crate::domain::hash::Md5;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::page;
 use crate::domain::rate::RateDecision;
+use crate::domain::text;
 /// A page of the listing, as `list_jobs` takes it (what `ListParams::query` checks).
 pub use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::{JobRecord, PageCursor};
@@ -182,25 +184,25 @@ impl ListParams {
             "status",
             status.transpose().map_err(|e| e.to_string()),
         );
-        let player = self
-            .player
-            .as_deref()
-            .map(|player| match player.chars().count() {
-                _ if player.chars().any(char::is_control) => {
-                    Err("must not hold control characters".to_owned())
-                }
-                1..=MAX_PLAYER_FILTER_CHARS => Ok(player.to_owned()),
+        let player = self.player.as_deref().map(|player| {
+            if player.chars().any(char::is_control) {
+                return Err("must not hold control characters".to_owned());
+            }
+            // Names are stored without format characters (domain/text.rs): so is the filter.
+            let player: String = player.chars().filter(|c| !text::is_hidden(*c)).collect();
+            match player.chars().count() {
+                1..=MAX_PLAYER_FILTER_CHARS => Ok(player),
                 _ => Err(format!("must be 1 to {MAX_PLAYER_FILTER_CHARS} characters")),
-            });
-        let player = InvalidParam::collect(&mut invalid, "player", player.transpose());
-        let beatmap_md5 = self.beatmap_md5.as_deref().map(|md5| {
-            match md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit()) {
-                true => Ok(md5.to_ascii_lowercase()),
-                false => Err("must be 32 hexadecimal digits".to_owned()),
             }
         });
-        let beatmap_md5 =
-            InvalidParam::collect(&mut invalid, "beatmap_md5", beatmap_md5.transpose());
+        let player = InvalidParam::collect(&mut invalid, "player", player.transpose());
+        // Stored lowercase (domain/hash.rs): any case the client sends finds it.
+        let beatmap_md5 = self.beatmap_md5.as_deref().map(Md5::parse);
+        let beatmap_md5 = InvalidParam::collect(
+            &mut invalid,
+            "beatmap_md5",
+            beatmap_md5.transpose().map_err(|e| e.to_string()),
+        );
         let after = self.cursor.as_deref().map(PageCursor::decode);
         let after = InvalidParam::collect(
             &mut invalid,
@@ -264,7 +266,7 @@ fn next_path(query: &JobQuery, cursor: &str) -> String {
         path.append_pair("player", player);
     }
     if let Some(md5) = &query.beatmap_md5 {
-        path.append_pair("beatmap_md5", md5);
+        path.append_pair("beatmap_md5", md5.as_str());
     }
     path.append_pair("cursor", cursor);
     format!("/v1/jobs?{}", path.finish())
@@ -432,13 +434,25 @@ mod tests {
         };
         let query = with(Some("Cookiezi"), None).query().unwrap();
         assert_eq!(query.player.as_deref(), Some("Cookiezi"));
+        let query = with(Some("\u{202e}Cook\u{200b}iezi"), None)
+            .query()
+            .unwrap();
+        assert_eq!(
+            query.player.as_deref(),
+            Some("Cookiezi"),
+            "as names are stored"
+        );
         let query = with(None, Some(&"AB".repeat(16))).query().unwrap();
         assert_eq!(
-            query.beatmap_md5,
-            Some("ab".repeat(16)),
+            query.beatmap_md5.as_ref().map(Md5::as_str),
+            Some("ab".repeat(16).as_str()),
             "hex is lowercased"
         );
-        for bad in [with(Some(""), None), with(Some(&"x".repeat(65)), None)] {
+        for bad in [
+            with(Some(""), None),
+            with(Some("\u{200b}"), None),
+            with(Some(&"x".repeat(65)), None),
+        ] {
             assert_eq!(bad.query().unwrap_err().code(), "invalid_field");
         }
         for md5 in ["abc", &"g".repeat(32), &"a".repeat(33)] {
@@ -533,7 +547,7 @@ mod tests {
         assert_eq!(next_path(&query, "abc"), "/v1/jobs?limit=5&cursor=abc");
         let query = JobQuery {
             player: Some("Mr Ekko&co".into()),
-            beatmap_md5: Some("0123456789abcdef0123456789abcdef".into()),
+            beatmap_md5: Md5::parse("0123456789abcdef0123456789abcdef").ok(),
             sandbox: false,
             ..query
         };

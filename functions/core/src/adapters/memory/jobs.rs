@@ -130,7 +130,10 @@ impl JobReads for MemoryDatabase {
                 };
                 let lower = |text: Option<String>| text.map(|t| t.to_lowercase());
                 (query.player.is_none() || lower(of("player")) == lower(query.player.clone()))
-                    && (query.beatmap_md5.is_none() || of("beatmap_md5") == query.beatmap_md5)
+                    && query
+                        .beatmap_md5
+                        .as_ref()
+                        .is_none_or(|md5| of("beatmap_md5").as_deref() == Some(md5.as_str()))
             })
             .filter(|j| {
                 query

@@ -2,9 +2,11 @@
 //! mods by their acronyms, the accuracy by osu!'s formula, the length at the mods' speed.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
-use super::{GameMode, HitCounts, ReplaySummary};
+use super::{Field, GameMode, HitCounts, ReplaySummary};
+use crate::domain::hash::Md5;
+use crate::domain::text;
 
 /// The mods bit set, as the replay stores it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -67,16 +69,19 @@ impl Mods {
     }
 }
 
-/// The longest text a job stores of a replay's strings: the header's strings are as long as
-/// the file lets them be, and a job's `replay` is read in every listing and indexed.
-const MAX_TEXT_CHARS: usize = 64;
+/// The longest player name a job stores: the header's strings are as long as the file lets
+/// them be, and a job's `replay` is read in every listing and indexed.
+const MAX_PLAYER_CHARS: usize = 64;
 
 /// The job's `replay`: what it renders, parsed once in the validation pass.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReplayInfo {
+    /// The replay's player name as shown: without control or format characters (text.rs).
     pub player: String,
-    pub beatmap_md5: String,
-    pub replay_md5: String,
+    pub beatmap_md5: Md5,
+    /// Empty (`""`) when the file has none: the service needs only the beatmap's to render.
+    #[serde(serialize_with = "md5_or_empty")]
+    pub replay_md5: Option<Md5>,
     pub mode: &'static str,
     pub mods: Vec<&'static str>,
     pub score: u32,
@@ -101,12 +106,20 @@ impl ReplaySummary {
         self.mods.real_time_ms(self.duration_ms)
     }
 
-    pub fn info(&self) -> ReplayInfo {
+    /// What the job shows of the replay; refused when a hash is not an MD5 (osrparse reads any
+    /// text there, osu! writes 32 hex digits): the hashes are sent on to the workers as they
+    /// are. An empty replay hash is kept empty: a file may lack it, and nothing needs it.
+    pub fn info(&self) -> Result<ReplayInfo, NotMd5> {
+        let beatmap_md5 = Md5::parse(&self.beatmap_hash).map_err(|_| NotMd5(Field::BeatmapHash))?;
+        let replay_md5 = match self.replay_hash.as_str() {
+            "" => None,
+            hash => Some(Md5::parse(hash).map_err(|_| NotMd5(Field::ReplayHash))?),
+        };
         let counts = self.counts;
-        ReplayInfo {
-            player: bounded(&self.player_name),
-            beatmap_md5: bounded(&self.beatmap_hash),
-            replay_md5: bounded(&self.replay_hash),
+        Ok(ReplayInfo {
+            player: text::shown(&self.player_name, MAX_PLAYER_CHARS),
+            beatmap_md5,
+            replay_md5,
             mode: self.mode.as_str(),
             mods: self.mods.acronyms(),
             score: self.score,
@@ -120,17 +133,17 @@ impl ReplaySummary {
                 .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
             length_ms: self.length_ms(),
             online_id: Some(self.online_score_id).filter(|id| *id != 0),
-        }
+        })
     }
 }
 
-/// The replay's own text, without control characters (NUL cannot be stored, and none belongs
-/// in a name or a hash), cut to `MAX_TEXT_CHARS`.
-fn bounded(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_TEXT_CHARS)
-        .collect()
+/// A hash of the replay's header that is not an MD5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is not an MD5 (32 hexadecimal digits, as osu! writes it)")]
+pub struct NotMd5(pub Field);
+
+fn md5_or_empty<S: Serializer>(md5: &Option<Md5>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(md5.as_ref().map_or("", Md5::as_str))
 }
 
 /// osu!'s accuracy of each mode, in percent rounded to two decimals; 100 with no judgements.
@@ -195,12 +208,53 @@ mod tests {
         assert!(!Mods(8 | 64).is_autoplay());
     }
 
+    fn hashed(beatmap_hash: &str, replay_hash: &str) -> ReplaySummary {
+        ReplaySummary {
+            mode: GameMode::Std,
+            version: 20_240_123,
+            beatmap_hash: beatmap_hash.into(),
+            player_name: "\u{202e}Mr\u{200b}ekk\0".into(),
+            replay_hash: replay_hash.into(),
+            counts: HitCounts::default(),
+            score: 0,
+            max_combo: 0,
+            mods: Mods(0),
+            timestamp_ticks: 0,
+            frame_count: 1,
+            duration_ms: 0,
+            has_input: true,
+            online_score_id: 0,
+        }
+    }
+
     #[test]
-    fn texts_are_kept_without_control_characters_and_bounded() {
-        assert_eq!(bounded("evil\0na\u{7}me\n"), "evilname");
-        assert_eq!(bounded("Éa日本🎵"), "Éa日本🎵");
-        assert_eq!(bounded(&"x".repeat(300)).chars().count(), MAX_TEXT_CHARS);
-        assert_eq!(bounded(&"日".repeat(100)).chars().count(), MAX_TEXT_CHARS);
+    fn the_player_is_shown_without_control_or_format_characters() {
+        let info = hashed(&"ab".repeat(16), "").info().unwrap();
+        assert_eq!(info.player, "Mrekk");
+    }
+
+    #[test]
+    fn hashes_are_md5s_kept_lowercase_and_a_missing_replay_hash_is_empty() {
+        let info = hashed(&"AB".repeat(16), &"Cd".repeat(16)).info().unwrap();
+        assert_eq!(info.beatmap_md5.as_str(), "ab".repeat(16));
+        let shown = serde_json::to_value(&info).unwrap();
+        assert_eq!(shown["beatmap_md5"], "ab".repeat(16));
+        assert_eq!(shown["replay_md5"], "cd".repeat(16));
+        let unhashed = hashed(&"ab".repeat(16), "").info().unwrap();
+        assert_eq!(serde_json::to_value(&unhashed).unwrap()["replay_md5"], "");
+        for hostile in ["../../../../etc/passwd", "x' OR '1'='1", ""] {
+            assert_eq!(
+                hashed(hostile, &"cd".repeat(16)).info(),
+                Err(NotMd5(Field::BeatmapHash)),
+                "{hostile:?}"
+            );
+            if !hostile.is_empty() {
+                assert_eq!(
+                    hashed(&"ab".repeat(16), hostile).info(),
+                    Err(NotMd5(Field::ReplayHash))
+                );
+            }
+        }
     }
 
     #[test]

@@ -53,6 +53,7 @@ fn fixtures_get_the_expected_verdicts() {
         assert_eq!(summary.mode, GameMode::Std);
         assert_eq!(summary.frame_count, frames, "{name}");
         assert_eq!(summary.player_name, "pyref");
+        assert!(summary.info().is_ok(), "{name}: its hashes are MD5s");
     }
     // osrparse ignores whatever follows the score id.
     assert!(check(&fixture("corrupt_trailing_garbage.osr")).is_ok());

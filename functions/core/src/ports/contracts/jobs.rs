@@ -10,7 +10,7 @@ use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
 use crate::domain::farm::{RenderCost, Weight};
-use crate::domain::hash::ReplayHash;
+use crate::domain::hash::{Md5, ReplayHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
@@ -38,8 +38,8 @@ pub const ROOMY: CapacityLimits = CapacityLimits {
 pub fn replay_info(player: &str, beatmap_md5: &str) -> ReplayInfo {
     ReplayInfo {
         player: player.into(),
-        beatmap_md5: beatmap_md5.into(),
-        replay_md5: "0123456789abcdef0123456789abcdef".into(),
+        beatmap_md5: Md5::parse(beatmap_md5).expect("an MD5"),
+        replay_md5: Md5::parse("0123456789abcdef0123456789abcdef").ok(),
         mode: "osu",
         mods: vec!["HD", "DT"],
         score: 1_000_000,
@@ -184,7 +184,7 @@ async fn replay_filters<S: JobAdmission + JobReads>(store: &S) {
         let query = JobQuery {
             status: None,
             player: player.map(str::to_owned),
-            beatmap_md5: beatmap.map(str::to_owned),
+            beatmap_md5: beatmap.map(|md5| Md5::parse(md5).expect("an MD5")),
             sandbox: false,
             limit: 10,
             after: None,

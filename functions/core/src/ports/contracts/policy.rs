@@ -74,7 +74,7 @@ pub async fn suite(store: &dyn PolicyStore) {
     assert_eq!(
         temporary.target,
         BanTarget::Player(player),
-        "the name as compared"
+        "the name as typed"
     );
     assert_eq!(
         temporary.until.map(|t| t.timestamp_micros()),

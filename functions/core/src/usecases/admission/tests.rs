@@ -151,6 +151,22 @@ async fn steps_one_to_three_refuse_before_any_port() {
     assert_eq!(memory.calls.take(), Vec::<&str>::new());
 }
 
+#[tokio::test]
+async fn an_instance_that_never_read_the_policy_admits_nothing() {
+    let (app, memory) = App::in_memory(config(&[]));
+    memory.policy.set_down(true);
+    for _ in 0..2 {
+        let refused = render(&app, 3, None).await;
+        assert_eq!(refused.unwrap_err(), Rejection::DatabaseUnavailable);
+    }
+    assert_eq!(memory.calls.take(), Vec::<&str>::new(), "no quota, no read");
+    assert_eq!(
+        memory.policy.reads(),
+        1,
+        "retried after a while, not per request"
+    );
+}
+
 /// A keyed client (a live key with default limits) at `203.0.{n}.9`.
 fn keyed(n: u8) -> Caller {
     use crate::domain::key::{KeyId, KeyKind, KeyLimits};

@@ -769,7 +769,7 @@ mod tests {
         assert_eq!(by_range.target.value(), "2001:db8:1::/48");
         assert_eq!(by_range.until, None);
         let week = ban("bans add --player Cookiezi --for 7d --reason cheating");
-        assert_eq!(week.target.value(), "cookiezi");
+        assert_eq!(week.target.value(), "Cookiezi", "as typed");
         let left = week.until.unwrap() - Utc::now();
         assert!((left - chrono::Duration::days(7)).num_seconds().abs() < 5);
         let until = ban(

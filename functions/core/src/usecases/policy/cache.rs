@@ -1,5 +1,6 @@
 //! The policy cache of one instance: the pause and the bans, read at most once per
-//! `POLICY_CACHE_TTL`, single-flight, keeping the last good policy when a read fails (mod.rs).
+//! `POLICY_CACHE_TTL`, single-flight, keeping the last good policy when a read fails, and
+//! none before the first read succeeds (mod.rs).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,11 +25,10 @@ pub struct PolicyCache {
 
 #[derive(Default)]
 struct Cached {
-    policy: Arc<Policy>,
-    /// When to read again; `None` before the first successful read.
+    /// The last policy read; `None` until a read succeeds.
+    policy: Option<Arc<Policy>>,
+    /// When to read again; `None` before the first read.
     stale_at: Option<Instant>,
-    /// Whether a read has ever succeeded.
-    loaded: bool,
 }
 
 impl PolicyCache {
@@ -41,20 +41,21 @@ impl PolicyCache {
         }
     }
 
-    /// The policy, at most `ttl` old (plus one refresh) unless reads are failing.
-    pub async fn current(&self) -> Arc<Policy> {
-        let (policy, fresh, loaded) = self.snapshot();
+    /// The policy, at most `ttl` old (plus one refresh) unless reads are failing; `None` while
+    /// no read has succeeded yet.
+    pub async fn current(&self) -> Option<Arc<Policy>> {
+        let (policy, fresh) = self.snapshot();
         if fresh {
             return policy;
         }
         let _refreshing = match self.refresh.try_lock() {
             Ok(guard) => guard,
             // Someone is refreshing: the stale policy will do meanwhile; none yet, wait for it.
-            Err(_) if loaded => return policy,
+            Err(_) if policy.is_some() => return policy,
             Err(_) => self.refresh.lock().await,
         };
-        // A refresh may have finished while this request waited for the lock.
-        let (policy, fresh, _) = self.snapshot();
+        // A refresh may have finished (or failed) while this request waited for the lock.
+        let (policy, fresh) = self.snapshot();
         if fresh {
             return policy;
         }
@@ -70,9 +71,8 @@ impl PolicyCache {
                 }
                 // Counted from before the read: the policy is the table's at or after then.
                 Cached {
-                    policy: Arc::new(read),
+                    policy: Some(Arc::new(read)),
                     stale_at: Some(asked_at + self.ttl),
-                    loaded: true,
                 }
             }
             Err(error) => {
@@ -87,13 +87,13 @@ impl PolicyCache {
         policy
     }
 
-    /// The cached policy, whether it is fresh, and whether any read has succeeded.
-    fn snapshot(&self) -> (Arc<Policy>, bool, bool) {
+    /// The cached policy, if any, and whether it is time to read it again.
+    fn snapshot(&self) -> (Option<Arc<Policy>>, bool) {
         let cached = self.lock();
         let fresh = cached
             .stale_at
             .is_some_and(|stale_at| Instant::now() < stale_at);
-        (cached.policy.clone(), fresh, cached.loaded)
+        (cached.policy.clone(), fresh)
     }
 
     fn lock(&self) -> MutexGuard<'_, Cached> {

@@ -6,26 +6,36 @@
 //! The cache refreshes at most once per TTL, single-flight: the request that finds the policy
 //! stale reads it while the others go on with the stale one (it is at most a refresh older);
 //! before the first successful read, requests wait for that read instead, so a cold instance
-//! does not admit what a pause would refuse. A failed read keeps the last good policy and is
-//! tried again `RETRY_AFTER_FAILURE` later, logged as an error. Before any read has succeeded
-//! the policy is empty: **fail-open** — a database outage must not ban everyone or pause the
-//! intake, and what the policy shields against is still held back by the rate limits (and an
-//! admission needs the database anyway).
+//! does not admit what a pause would refuse. A failed read keeps the last good policy
+//! (**fail-open** on a stale policy: a database blip must not ban everyone or pause the intake)
+//! and is tried again `RETRY_AFTER_FAILURE` later, logged as an error. Before any read has
+//! succeeded there is no policy to keep, and an empty one would let every banned client
+//! through: the request is a 503 `database_unavailable`, as its admission would be anyway.
 
 pub mod admin;
 pub mod cache;
 
+use std::sync::Arc;
+
 use chrono::Utc;
 
 use crate::domain::caller::Caller;
-use crate::domain::policy::Ban;
+use crate::domain::policy::{Ban, Policy};
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
+
+/// The instance's policy; none read yet (the database unreachable since it started) is a 503.
+pub async fn current_policy(app: &App) -> Result<Arc<Policy>, Rejection> {
+    app.policy
+        .current()
+        .await
+        .ok_or(Rejection::DatabaseUnavailable)
+}
 
 /// The ban step of every upload (a render's step 0b, a skin upload's first): the caller's
 /// address or key banned is a 403, before the form is read and before any quota is spent.
 pub async fn check_caller_ban(app: &App, caller: &Caller) -> Result<(), Rejection> {
-    let policy = app.policy.current().await;
+    let policy = current_policy(app).await?;
     policy
         .caller_ban(caller, Utc::now())
         .map_or(Ok(()), |ban| Err(banned(ban)))
@@ -33,7 +43,7 @@ pub async fn check_caller_ban(app: &App, caller: &Caller) -> Result<(), Rejectio
 
 /// A render's step 3c: the replay's player banned is a 403, before any quota is spent.
 pub async fn check_player_ban(app: &App, player: &str) -> Result<(), Rejection> {
-    let policy = app.policy.current().await;
+    let policy = current_policy(app).await?;
     policy
         .player_ban(player, Utc::now())
         .map_or(Ok(()), |ban| Err(banned(ban)))
@@ -42,7 +52,7 @@ pub async fn check_player_ban(app: &App, player: &str) -> Result<(), Rejection> 
 /// A render's step 5a: a paused intake is a 503 with the operator's reason (not for a sandbox
 /// key, nor, when only anonymous clients are paused, for any key).
 pub async fn check_intake_open(app: &App, caller: &Caller) -> Result<(), Rejection> {
-    let policy = app.policy.current().await;
+    let policy = current_policy(app).await?;
     match policy.pause_for(caller) {
         Some(pause) => Err(Rejection::RenderJobsPaused {
             reason: pause.reason.as_ref().map(|r| r.as_str().to_owned()),

@@ -14,6 +14,7 @@ use crate::ports::jobs::{Capacity, QueueAges};
 use crate::support::estimate;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
+use crate::usecases::policy::current_policy;
 
 pub mod board;
 
@@ -62,7 +63,7 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
             tracing::error!(%error, "status read failed");
             Rejection::DatabaseUnavailable
         })?;
-    let policy = app.policy.current().await;
+    let policy = current_policy(app).await?;
     let (intake, pause_reason) = match &policy.pause {
         None => (Intake::Open, None),
         Some(pause) => (

@@ -81,7 +81,7 @@ impl PageStatement {
         if let Some(md5) = &query.beatmap_md5 {
             and(
                 "(j.replay ->> 'beatmap_md5') = {}::text",
-                vec![PageParam::Text(md5.clone())],
+                vec![PageParam::Text(md5.to_string())],
             );
         }
         if let Some(cursor) = query.after {
