@@ -34,6 +34,8 @@ DECLARE
     v_sandbox_since timestamptz :=
         now() - coalesce((p ->> 'sandbox_active_ms')::bigint, 0) * interval '1 millisecond';
     v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
+    v_scheduled jsonb;
+    v_step jsonb;
     v_failure jsonb := nullif(p -> 'sandbox_failure', 'null'::jsonb);
     v_counts job_counts;
     v_active bigint;
@@ -181,6 +183,18 @@ BEGIN
         END IF;
     END IF;
 
+    -- The callbacks' bound (see above), before the job records how many it queued.
+    IF p ->> 'callback_url' IS NOT NULL THEN
+        v_scheduled := v_callbacks;
+        v_callbacks := '[]'::jsonb;
+        FOR v_step IN SELECT c.step FROM jsonb_array_elements(v_scheduled)
+                                         WITH ORDINALITY AS c (step, n) ORDER BY c.n LOOP
+            CONTINUE WHEN v_step ->> 'status' = v_callbacks -> -1 ->> 'status'
+                      AND callback_backlog_full(v_client, jsonb_array_length(v_callbacks));
+            v_callbacks := v_callbacks || jsonb_build_array(v_step);
+        END LOOP;
+    END IF;
+
     INSERT INTO jobs (id, client_ip, client_addr, client_network, client_wide_network, skin,
                       config, replay_key, replay_sha256, replay, sandbox, status, progress,
                       video_key, thumb_key,
@@ -296,6 +310,19 @@ BEGIN
     END IF;
     verdict := 'admitted';
 END
+$$;
+
+--
+-- Name: callback_backlog_full(text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_backlog_full(p_client text, p_queuing bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT count(*) + p_queuing >= (SELECT max_pending_per_key FROM callback_dispatch)
+      FROM (SELECT FROM job_callbacks
+             WHERE client = p_client AND status = 'pending'
+             LIMIT (SELECT max_pending_per_key FROM callback_dispatch)) AS undelivered
 $$;
 
 --
@@ -419,17 +446,12 @@ $$;
 CREATE FUNCTION public.queue_job_callback() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
-DECLARE
-    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
         RETURN NEW;
     END IF;
-    IF NEW.status = OLD.status
-       AND (SELECT count(*) FROM (SELECT FROM job_callbacks
-                                   WHERE client = NEW.client_ip AND status = 'pending'
-                                   LIMIT v_cap) AS undelivered) >= v_cap THEN
+    IF NEW.status = OLD.status AND callback_backlog_full(NEW.client_ip, 0) THEN
         RETURN NEW;
     END IF;
     NEW.callback_seq := OLD.callback_seq + 1;

@@ -53,7 +53,10 @@
 --   artifacts), and gets no render_job_created event; its client's active jobs are its sandbox
 --   jobs younger than sandbox_active_ms;
 -- - callback_url, callbacks (V10): the job's callbacks to queue now, an array of
---   {delay_ms, status, progress}: the first status, or a sandbox job's whole schedule;
+--   {delay_ms, status, progress}: the first status, or a sandbox job's whole schedule. A step
+--   in its previous one's status (progress only) is left out once the client's undelivered
+--   callbacks, with the steps kept before it, reach the bound (callback_backlog_full), as a
+--   live job's progress update is (queue_job_callback);
 -- - client_network (V11): the anonymous client's network, stored with the job;
 -- - max_active_per_network (V11): the network's cap on active jobs (checked after the
 --   client's), none for a key's job;
@@ -94,6 +97,8 @@ DECLARE
     v_sandbox_since timestamptz :=
         now() - coalesce((p ->> 'sandbox_active_ms')::bigint, 0) * interval '1 millisecond';
     v_callbacks jsonb := coalesce(p -> 'callbacks', '[]'::jsonb);
+    v_scheduled jsonb;
+    v_step jsonb;
     v_failure jsonb := nullif(p -> 'sandbox_failure', 'null'::jsonb);
     v_counts job_counts;
     v_active bigint;
@@ -239,6 +244,18 @@ BEGIN
             verdict := 'claim_lost';
             RETURN;
         END IF;
+    END IF;
+
+    -- The callbacks' bound (see above), before the job records how many it queued.
+    IF p ->> 'callback_url' IS NOT NULL THEN
+        v_scheduled := v_callbacks;
+        v_callbacks := '[]'::jsonb;
+        FOR v_step IN SELECT c.step FROM jsonb_array_elements(v_scheduled)
+                                         WITH ORDINALITY AS c (step, n) ORDER BY c.n LOOP
+            CONTINUE WHEN v_step ->> 'status' = v_callbacks -> -1 ->> 'status'
+                      AND callback_backlog_full(v_client, jsonb_array_length(v_callbacks));
+            v_callbacks := v_callbacks || jsonb_build_array(v_step);
+        END LOOP;
     END IF;
 
     INSERT INTO jobs (id, client_ip, client_addr, client_network, client_wide_network, skin,

@@ -6,24 +6,19 @@
 -- gets a row in job_callbacks, numbered per job, written by the statement that changes the job,
 -- so no change is missed whichever code path or release makes it.
 --
--- A bound on each client's undelivered callbacks (migrations/V12): at
+-- A bound on each client's undelivered callbacks (migrations/V12; callback_backlog_full): at
 -- callback_dispatch.max_pending_per_key, a progress update in the same status is not queued.
 -- The next status change is, with the job's progress as of then, so nothing but intermediate
 -- progress is lost, and a job's sequence has no gap. (The bound lives in the database rather
 -- than in each statement that changes a job: those are many, and an earlier release's too.)
 CREATE OR REPLACE FUNCTION queue_job_callback() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_cap bigint := (SELECT max_pending_per_key FROM callback_dispatch);
 BEGIN
     IF NEW.status = OLD.status
        AND (NEW.progress = OLD.progress OR OLD.callback_at > now() - interval '5 seconds') THEN
         RETURN NEW;
     END IF;
-    IF NEW.status = OLD.status
-       AND (SELECT count(*) FROM (SELECT FROM job_callbacks
-                                   WHERE client = NEW.client_ip AND status = 'pending'
-                                   LIMIT v_cap) AS undelivered) >= v_cap THEN
+    IF NEW.status = OLD.status AND callback_backlog_full(NEW.client_ip, 0) THEN
         RETURN NEW;
     END IF;
     NEW.callback_seq := OLD.callback_seq + 1;

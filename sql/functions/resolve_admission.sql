@@ -7,6 +7,12 @@
 -- from before its first check to its commit, it either finds the job (committed: 'admitted') or
 -- fences the job id in admission_fences ('abandoned'), so that an admit_job of that id arriving
 -- later refuses. Either way the answer is final.
+--
+-- The job is read by a statement of its own after the lock is taken: under READ COMMITTED it
+-- gets a snapshot from then, which sees the job of an admission that held the lock and
+-- committed. Read before the lock, or in one statement with it (a SQL function), the snapshot
+-- would be older, and a committed job would be fenced and reported abandoned
+-- (tests/api/outcomes.rs holds an admission open in another session to check it).
 CREATE OR REPLACE FUNCTION resolve_admission(p_id uuid, p_client_lock bigint, p_lock_timeout_ms bigint)
 RETURNS text
 LANGUAGE plpgsql VOLATILE AS $$

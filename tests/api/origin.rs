@@ -5,6 +5,11 @@
 //! from a trusted peer. Secrets kept in Secrets Manager (the stand-in) rotate without a
 //! restart, and a flood of wrong values costs one read per refresh interval; the webhook key
 //! too is read from Secrets Manager, its previous version still accepted.
+//!
+//! No borrowed browsers: a state-changing request a browser sends for a page of another site
+//! than `CORS_ALLOW_ORIGIN` (its `Origin`, or without one `Sec-Fetch-Site: cross-site`) is a 403
+//! `cross_site_request` before anything is read or spent; programs, which send neither, and the
+//! allowed origin's pages are served; reads and the workers' webhook are not judged by it.
 
 use std::time::Duration;
 
@@ -15,8 +20,9 @@ use serde_json::json;
 
 use crate::support::app::{header, problem, TestApp, LOGS, UNSET};
 use crate::support::jobs::signed_body;
-use crate::support::replays::valid_form;
+use crate::support::replays::{render_form, unique_replay, valid_form};
 use crate::support::secrets::StoredSecret;
+use crate::support::skins::{skin, upload_form, LEGACY, V1};
 
 const SECRET: &str = "origin-secret-of-the-current-edge";
 const PREVIOUS: &str = "origin-secret-the-edge-sent-before";
@@ -254,4 +260,201 @@ async fn the_webhook_secret_from_secrets_manager_accepts_current_and_previous() 
     .await;
     problem(forged, StatusCode::UNAUTHORIZED, "invalid_signature").await;
     assert_eq!(app.job(&job).await["progress"], 20.0);
+}
+
+/// The page `CORS_ALLOW_ORIGIN` allows in these tests, and one it does not.
+const PAGE: &str = "https://osurender.example";
+const EVIL: &str = "https://evil.example";
+
+/// What a browser adds to `fetch(url, {method: "POST", mode: "no-cors", body: form})` run by a
+/// page of `origin` on another site than the API's.
+const CROSS_SITE_NO_CORS: &[(&str, &str)] = &[
+    ("sec-fetch-site", "cross-site"),
+    ("sec-fetch-mode", "no-cors"),
+    ("sec-fetch-dest", "empty"),
+];
+
+/// The state-changing routes a page could make its visitors' browsers call, each with a body
+/// that would be admitted: `POST path` with `headers`, for `client_ip`.
+async fn post_as(
+    app: &TestApp,
+    route: &str,
+    client_ip: &str,
+    headers: &[(&str, &str)],
+) -> Response {
+    let mut request = app
+        .http
+        .post(app.url(route))
+        .header("CF-Connecting-IP", client_ip);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let marker = uuid::Uuid::new_v4().simple().to_string();
+    let request = match route {
+        "/v1/render" => request.multipart(render_form(unique_replay(), "play.osr", &[])),
+        PRESIGNED => request
+            .header("content-type", "application/json")
+            .body(json!({ "name": format!("P{}", &marker[..12]), "size": 4096 }).to_string()),
+        _ => request.multipart(upload_form(
+            skin(&marker),
+            &format!("S{}.osk", &marker[..12]),
+            None,
+        )),
+    };
+    request.send().await.unwrap()
+}
+
+/// The presigned variant of `POST /v1/skins/upload` (a JSON body), told apart in `post_as`.
+const PRESIGNED: &str = "/v1/skins/upload?presigned";
+
+/// Each state-changing route, and the status its request gets when it is served.
+const STATE_CHANGING: &[(&str, StatusCode)] = &[
+    ("/v1/render", StatusCode::ACCEPTED),
+    (V1, StatusCode::CREATED),
+    (PRESIGNED, StatusCode::OK),
+    (LEGACY, StatusCode::CREATED),
+];
+
+#[tokio::test]
+async fn a_cross_site_no_cors_post_is_refused_before_anything_is_spent() {
+    let (app, proxies) = TestApp::spawn_via_proxies(&[
+        ("CORS_ALLOW_ORIGIN", PAGE),
+        ("RATE_LIMIT_RENDER", "2/hour"),
+        ("RATE_LIMIT_SKINS_UPLOAD", "2/hour"),
+        ("RATE_LIMIT_LEGACY_SKINS_UPLOAD", "2/hour"),
+    ])
+    .await;
+    assert_eq!(app.get("/health").await.status(), StatusCode::OK);
+    proxies.reset();
+    // A client of its own for each route (the two v1 forms share a window).
+    let ip = |route: usize| format!("198.51.100.{}", 70 + route);
+    let browser: Vec<(&str, &str)> = [("origin", EVIL)]
+        .into_iter()
+        .chain(CROSS_SITE_NO_CORS.iter().copied())
+        .collect();
+    for (i, (route, _)) in STATE_CHANGING.iter().enumerate() {
+        for _ in 0..3 {
+            let response = post_as(&app, route, &ip(i), &browser).await;
+            assert_eq!(response.headers()["cache-control"], "no-store");
+            assert!(response.headers().get("x-ratelimit-remaining").is_none());
+            problem(response, StatusCode::FORBIDDEN, "cross_site_request").await;
+        }
+    }
+    let (pg, aws) = (proxies.postgres.counts(), proxies.aws.counts());
+    assert_eq!(pg.pg_round_trips, 0, "{pg:?}");
+    assert_eq!(aws.http_requests(), 0, "{aws:?}");
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM skins").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 0);
+    assert!(app.replay_objects().await.is_empty());
+    assert!(app.objects("skins/").await.is_empty());
+
+    // None of the refused requests was counted: the client's first own request of each route
+    // finds its whole window but itself.
+    for (i, (route, served)) in STATE_CHANGING.iter().enumerate() {
+        let response = post_as(&app, route, &ip(i), &[]).await;
+        assert_eq!(response.status(), *served, "{route}");
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining"),
+            Some(1),
+            "{route}"
+        );
+    }
+}
+
+/// The `Origin` decides when there is one; `Sec-Fetch-Site` only refuses `cross-site` without
+/// one; a program's request (neither) is served.
+#[tokio::test]
+async fn each_header_combination_is_judged_by_the_origin_first() {
+    let app = TestApp::spawn(&[
+        ("CORS_ALLOW_ORIGIN", PAGE),
+        ("RATE_LIMIT_RENDER", "1000/hour"),
+        ("RATE_LIMIT_SKINS_UPLOAD", "1000/hour"),
+        ("RATE_LIMIT_LEGACY_SKINS_UPLOAD", "1000/hour"),
+        ("MAX_ACTIVE_JOBS_PER_IP", "1000"),
+    ])
+    .await;
+    let site = |value| ("sec-fetch-site", value);
+    let from = |origin| ("origin", origin);
+    let served: &[&[(&str, &str)]] = &[
+        &[],
+        &[site("same-origin")],
+        &[site("same-site")],
+        &[site("none")],
+        &[from(PAGE)],
+        &[from(PAGE), site("cross-site")],
+        &[from(PAGE), site("same-site")],
+    ];
+    let refused: &[&[(&str, &str)]] = &[
+        &[site("cross-site")],
+        &[from(EVIL)],
+        &[from(EVIL), site("cross-site")],
+        &[from(EVIL), site("same-origin")],
+        &[from("https://renders.osurender.example"), site("same-site")],
+        &[from("null")],
+        &[from("null"), site("cross-site")],
+        &[from("https://osurender.example:8443")],
+    ];
+    for (route, status) in STATE_CHANGING {
+        for (i, headers) in served.iter().enumerate() {
+            let ip = format!("198.51.100.{}", 100 + i);
+            let response = post_as(&app, route, &ip, headers).await;
+            assert_eq!(response.status(), *status, "{route} {headers:?}");
+        }
+        for headers in refused {
+            let response = post_as(&app, route, "198.51.100.99", headers).await;
+            problem(response, StatusCode::FORBIDDEN, "cross_site_request").await;
+        }
+    }
+
+    // Reads change nothing, and the workers' webhook is signed: neither is judged by the site.
+    let job = post_as(&app, "/v1/render", "198.51.100.98", &[]).await;
+    let job: serde_json::Value = job.json().await.unwrap();
+    let job = job["job_id"].as_str().unwrap();
+    let read = app
+        .http
+        .get(app.url(&format!("/v1/jobs/{job}")))
+        .header("origin", EVIL)
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+    let report = signed_body(job, json!({ "status": "downloading" }));
+    let signature = sign(
+        crate::support::app::WEBHOOK_SECRET.as_bytes(),
+        report.as_bytes(),
+    );
+    let reported = app
+        .http
+        .post(app.url(&format!("/v1/jobs/{job}/webhook")))
+        .header("content-type", "application/json")
+        .header("X-Signature", signature)
+        .header("origin", EVIL)
+        .header("sec-fetch-site", "cross-site")
+        .body(report)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reported.status(), StatusCode::OK);
+}
+
+/// Without `CORS_ALLOW_ORIGIN` (CORS off, the default) no page may submit; with `*` any page
+/// may, but none of an opaque origin (`null`: a sandboxed frame, a `file:` page).
+#[tokio::test]
+async fn without_an_allowed_origin_no_page_submits_and_with_any_no_opaque_one() {
+    let off = TestApp::spawn(&[]).await;
+    for origin in [PAGE, EVIL, "null"] {
+        let response = post_as(&off, "/v1/render", "198.51.100.120", &[("origin", origin)]).await;
+        problem(response, StatusCode::FORBIDDEN, "cross_site_request").await;
+    }
+    let program = post_as(&off, "/v1/render", "198.51.100.120", &[]).await;
+    assert_eq!(program.status(), StatusCode::ACCEPTED);
+
+    let any = TestApp::spawn(&[("CORS_ALLOW_ORIGIN", "*")]).await;
+    let cross_site = [("origin", EVIL), ("sec-fetch-site", "cross-site")];
+    let response = post_as(&any, "/v1/render", "198.51.100.121", &cross_site).await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let opaque = post_as(&any, "/v1/render", "198.51.100.122", &[("origin", "null")]).await;
+    problem(opaque, StatusCode::FORBIDDEN, "cross_site_request").await;
 }

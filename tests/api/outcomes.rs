@@ -14,6 +14,10 @@
 
 use std::time::{Duration, Instant};
 
+use osurender_core::adapters::postgres::jobs::PgJobStore;
+use osurender_core::ports::contracts::{fresh_caller, jobs::new_job};
+use osurender_core::ports::jobs::{JobAdmission, Resolved};
+use osurender_core::Clients;
 use osurender_testkit::proxy::{Action, Fault, Proxy, Target};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
@@ -381,6 +385,60 @@ async fn an_unresolvable_outcome_keeps_the_replay_and_the_claim() {
     app.assert_consistent().await;
     app.assert_no_claim_left().await;
     app.assert_every_live_job_queued().await;
+}
+
+/// The resolution of an admission still in flight: another session holds the client's lock and
+/// has inserted the job, uncommitted, as `admit_job` does until its commit. The resolution waits
+/// for the lock, then reads in a snapshot taken after it, so it finds the committed job
+/// (`admitted`), never a fence for a job that exists.
+#[tokio::test]
+async fn a_resolution_waits_for_an_admission_in_flight_and_finds_its_job() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let store = PgJobStore::new(
+        clients.pool.clone(),
+        Duration::from_secs(10),
+        Duration::from_secs(30),
+    );
+    let job = new_job(&fresh_caller(), "admitted while resolved");
+    let (admission, connection) = tokio_postgres::connect(&app.database_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    admission.batch_execute("BEGIN").await.unwrap();
+    admission
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&job.client.lock_id()])
+        .await
+        .unwrap();
+    admission
+        .execute(
+            "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key)
+             VALUES ($1::text::uuid, 'queued', $2, 'Default', '{}', $3)",
+            &[&job.id.to_string(), &job.client.as_str(), &job.replay_key],
+        )
+        .await
+        .unwrap();
+
+    let resolving = {
+        let job = job.clone();
+        tokio::spawn(async move { store.resolve(&job).await })
+    };
+    app.until_a_request_waits_for_a_lock("the resolution never waited for the client's lock")
+        .await;
+    admission.batch_execute("COMMIT").await.unwrap();
+    let resolved = tokio::time::timeout(Duration::from_secs(10), resolving)
+        .await
+        .expect("the resolution ends once the admission commits")
+        .unwrap()
+        .expect("answered");
+    assert_eq!(resolved, Resolved::Admitted);
+    let fences = app
+        .count(&format!(
+            "SELECT count(*) FROM admission_fences WHERE job_id = '{}'",
+            job.id
+        ))
+        .await;
+    assert_eq!(fences, 0, "no fence for a job that exists");
 }
 
 /// One keyed skin upload under `fault` at `target`, then the invariants and a truthful retry.

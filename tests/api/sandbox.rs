@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::callbacks::sweep_callbacks;
 use crate::support::keys::TestKey;
 use crate::support::replays::{render_form, unique_replay, valid_form};
 
@@ -323,4 +324,66 @@ async fn a_sandbox_job_can_fail_and_shows_what_a_real_one_would_on_the_way() {
     );
     let refused = app.render_with("198.51.100.144", &key.bearer, form).await;
     problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+}
+
+/// A sandbox key's schedules keep to the bound on a key's undelivered callbacks as a live key's
+/// updates do: past `MAX_PENDING_CALLBACKS_PER_KEY`, a schedule's progress-only step is not
+/// queued; its status changes are, in order and numbered without a gap.
+#[tokio::test]
+async fn a_sandbox_keys_schedules_keep_to_the_pending_callback_bound() {
+    let app = TestApp::spawn(&[("MAX_PENDING_CALLBACKS_PER_KEY", "10")]).await;
+    // The dispatcher records its bound for the database as it claims.
+    assert_eq!(sweep_callbacks(&app.instance().await).await, 0);
+    let key = sandbox_key(&app, "600/minute", 20).await;
+    let mut jobs = Vec::new();
+    for _ in 0..15 {
+        let job = app
+            .submit_with_callback("198.51.100.150", &key, "https://93.184.216.34/hook")
+            .await;
+        jobs.push(job);
+    }
+    let whole = [
+        "queued",
+        "downloading",
+        "rendering",
+        "rendering",
+        "completed",
+    ];
+    let coalesced = ["queued", "downloading", "rendering", "completed"];
+    for (i, job) in jobs.iter().enumerate() {
+        let queued: Vec<(i32, String)> = app
+            .db
+            .query(
+                "SELECT sequence, body ->> 'status' FROM job_callbacks \
+                 WHERE job_id = $1::text::uuid ORDER BY sequence",
+                &[job],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        // Two schedules fit whole under the bound (5 + 5); from then on, only status changes.
+        let expected: &[&str] = if i < 2 { &whole } else { &coalesced };
+        let statuses: Vec<&str> = queued.iter().map(|(_, status)| status.as_str()).collect();
+        assert_eq!(statuses, expected, "job {i}");
+        let sequences: Vec<i32> = queued.iter().map(|(sequence, _)| *sequence).collect();
+        assert_eq!(sequences, (1..=expected.len() as i32).collect::<Vec<_>>());
+        let recorded = app
+            .db
+            .query_one(
+                "SELECT callback_seq FROM jobs WHERE id = $1::text::uuid",
+                &[job],
+            )
+            .await
+            .unwrap()
+            .get::<_, i32>(0);
+        assert_eq!(
+            recorded,
+            expected.len() as i32,
+            "job {i}: its last sequence"
+        );
+    }
+    let pending = "SELECT count(*) FROM job_callbacks WHERE status = 'pending'";
+    assert_eq!(app.count(pending).await, 5 + 5 + 13 * 4);
 }

@@ -493,13 +493,37 @@ async fn the_cli_honours_sslmode_require_in_the_url_and_verifies_by_default() {
     let output = admin_url_alone(&url(name), &["keys", "create", "--name", "unverified"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(output.stdout.is_empty());
-    assert!(
-        stderr(&output).contains("UnknownIssuer"),
-        "{}",
-        stderr(&output)
-    );
+    // The error names what to set: this server's CA is private.
+    let message = stderr(&output);
+    for named in ["UnknownIssuer", "DB_SSLROOTCERT", "DB_SSLMODE=disable"] {
+        assert!(message.contains(named), "{message}");
+    }
+    // As it says: with the CA, and at the name the certificate carries, verify-full connects.
+    let trusted = Command::new(env!("CARGO_BIN_EXE_osurender-admin"))
+        .args(["keys", "list"])
+        .env("DATABASE_URL", server.app_url("localhost", name))
+        .env("DB_TIMEOUT_MS", "3000")
+        .env("DB_SSLROOTCERT", server.ca())
+        .env_remove("DB_SSLMODE")
+        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .env_remove("DB_SECRET_ARN")
+        .output()
+        .expect("running osurender-admin");
+    assert_eq!(answer(&trusted)["keys"].as_array().unwrap().len(), 1);
     let listed = answer(&admin_url_alone(&in_url, &["keys", "list"]));
     assert_eq!(listed["keys"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+/// The local server, with no mode anywhere (verify-full): its certificate is no AWS one, or it
+/// takes no TLS at all; either way the error says to set `DB_SSLMODE=disable`.
+#[tokio::test]
+async fn against_a_local_server_the_tls_error_says_what_to_set() {
+    let (_database, url) = test_database("local_tls", true).await;
+    let output = admin_url_alone(&url, &["keys", "list"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    assert!(message.contains("DB_SSLMODE=disable"), "{message}");
 }
 
 #[tokio::test]

@@ -133,7 +133,8 @@ pub trait IdempotencyStore: Send + Sync {
         request_hash: &RequestHash,
     ) -> Result<Result<(), Option<Held>>, StoreError>;
 
-    /// The current holder of the key, if any (and not expired).
+    /// The current holder of the key, if any: not expired, nor a claim in progress past its
+    /// staleness (`Claim::stale_after`), which a claim takes over. Only reads.
     async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError>;
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError>;

@@ -14,12 +14,12 @@ use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
 pub use crate::domain::farm::{ActiveWork, QueueWait};
 use crate::domain::farm::{FarmState, RenderCost, Weight};
-use crate::domain::hash::{Md5, ReplayHash, RequestHash};
+use crate::domain::hash::{Md5, ReplayHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
-use crate::ports::idempotency::{Claim, StoredResponse};
+use crate::ports::idempotency::{Claim, Held, StoredResponse};
 use crate::ports::outbox::{OutboxEvent, RENDER_JOB_CREATED};
 use crate::ports::StoreError;
 
@@ -435,8 +435,8 @@ pub enum TransitionOutcome {
 #[async_trait]
 pub trait JobAdmission: Send + Sync {
     /// An unlocked look at occupancy and at the client's active job of this replay, to refuse
-    /// early before anything is stored; with `claim`, the idempotency claim is tried in the same
-    /// round trip (pipelined) and whether it was made comes back too.
+    /// early before anything is stored; with `key`, its holder (`IdempotencyStore::held`) is
+    /// read in the same round trip (pipelined) and comes back too. Only reads.
     ///
     /// For a sandbox client, the global counts are 0 (its jobs hold no capacity) and its
     /// active jobs are its sandbox jobs younger than `sandbox::ACTIVE_FOR`. An anonymous
@@ -447,8 +447,8 @@ pub trait JobAdmission: Send + Sync {
         caller: &Caller,
         replay: &ReplayHash,
         failure_cooldown: Duration,
-        claim: Option<(&Claim, &RequestHash)>,
-    ) -> Result<(Occupancy, Option<bool>), StoreError>;
+        key: Option<&Claim>,
+    ) -> Result<(Occupancy, Option<Held>), StoreError>;
 
     /// The global counts, the farm and a new client's place, nobody's in particular
     /// (`GET /v1/status`).

@@ -59,6 +59,48 @@ impl FromRequestParts<App> for Caller {
     }
 }
 
+/// `Sec-Fetch-Site`: whose page a browser sent the request for (Fetch Metadata).
+const SEC_FETCH_SITE: &str = "sec-fetch-site";
+
+/// A state-changing request's check that no web page of another site sent it: a page's
+/// no-cors form POST needs no CORS permission, so without this any page could make each of
+/// its visitors submit renders and uploads from the visitor's own network, where the network
+/// caps cannot tell them apart. Browsers send `Origin` with every POST: it must be the allowed
+/// CORS origin (`CORS_ALLOW_ORIGIN`, exactly; `*` allows any origin but the opaque `null`).
+/// Without one, `Sec-Fetch-Site: cross-site` is refused too. Programs (bots, curl) send
+/// neither header, and `same-origin`, `same-site` or `none` alone refuse nothing. No header a
+/// page's script can set decides it (both are forbidden request headers), and it costs no I/O:
+/// a refusal comes before the caller is identified, the body read or any quota spent.
+pub fn check_request_site(allowed: Option<&str>, headers: &HeaderMap) -> Result<(), Rejection> {
+    let allows = |origin: &[u8]| match allowed {
+        Some("*") => origin != b"null",
+        Some(allowed) => origin == allowed.as_bytes(),
+        None => false,
+    };
+    let refused = match headers.get(header::ORIGIN) {
+        Some(origin) => !allows(origin.as_bytes()),
+        None => headers
+            .get(SEC_FETCH_SITE)
+            .is_some_and(|site| site.as_bytes().eq_ignore_ascii_case(b"cross-site")),
+    };
+    if refused {
+        return Err(Rejection::CrossSiteRequest);
+    }
+    Ok(())
+}
+
+/// A request that passed `check_request_site`: a handler's argument, first among them.
+pub struct AllowedSite;
+
+impl FromRequestParts<App> for AllowedSite {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        check_request_site(app.config.cors_allow_origin.as_deref(), &parts.headers)?;
+        Ok(AllowedSite)
+    }
+}
+
 /// A route's query parameters, and the check that makes them what its use case takes.
 pub trait QueryParams: serde::de::DeserializeOwned {
     type Checked;
@@ -129,5 +171,92 @@ impl<T> Submission<Reply<T>> {
             Reply::Fresh(made) => accepted(made),
             Reply::Replayed(response) => response.respond(true),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    const PAGE: &str = "https://osurender.example";
+
+    /// The allowed origin, the headers sent, and whether the request passes.
+    type Case = (
+        Option<&'static str>,
+        &'static [(&'static str, &'static str)],
+        bool,
+    );
+
+    #[test]
+    fn only_another_sites_page_is_refused() {
+        let cases: &[Case] = &[
+            // A program: neither header.
+            (None, &[], true),
+            (Some(PAGE), &[], true),
+            // Fetch Metadata alone refuses only cross-site.
+            (None, &[("sec-fetch-site", "same-origin")], true),
+            (None, &[("sec-fetch-site", "same-site")], true),
+            (None, &[("sec-fetch-site", "none")], true),
+            (None, &[("sec-fetch-site", "cross-site")], false),
+            (None, &[("sec-fetch-site", "Cross-Site")], false),
+            // The allowed origin's page, usually of another site than the API.
+            (
+                Some(PAGE),
+                &[("origin", PAGE), ("sec-fetch-site", "cross-site")],
+                true,
+            ),
+            (Some(PAGE), &[("origin", PAGE)], true),
+            // Any other origin, whatever Fetch Metadata says, and an opaque one.
+            (
+                Some(PAGE),
+                &[
+                    ("origin", "https://evil.example"),
+                    ("sec-fetch-site", "cross-site"),
+                ],
+                false,
+            ),
+            (Some(PAGE), &[("origin", "https://evil.example")], false),
+            (
+                Some(PAGE),
+                &[
+                    ("origin", "https://a.osurender.example"),
+                    ("sec-fetch-site", "same-site"),
+                ],
+                false,
+            ),
+            (Some(PAGE), &[("origin", "null")], false),
+            (
+                Some(PAGE),
+                &[("origin", "https://osurender.example.evil")],
+                false,
+            ),
+            (None, &[("origin", PAGE)], false),
+            // `*`: any page, but no opaque origin.
+            (
+                Some("*"),
+                &[
+                    ("origin", "https://evil.example"),
+                    ("sec-fetch-site", "cross-site"),
+                ],
+                true,
+            ),
+            (Some("*"), &[("origin", "null")], false),
+        ];
+        for (allowed, sent, passes) in cases {
+            let checked = check_request_site(*allowed, &headers(sent));
+            assert_eq!(checked.is_ok(), *passes, "{allowed:?} {sent:?}");
+            if let Err(rejection) = checked {
+                assert_eq!(rejection.code(), "cross_site_request");
+                assert_eq!(rejection.status(), StatusCode::FORBIDDEN);
+            }
+        }
     }
 }

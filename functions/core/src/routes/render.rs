@@ -9,7 +9,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 
-use super::{form_upload, PeerAddr};
+use super::{check_request_site, form_upload, PeerAddr};
 use crate::domain::caller::Caller;
 use crate::domain::job::JobId;
 use crate::support::metrics;
@@ -30,7 +30,12 @@ async fn render(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let caller = app.caller(peer, &headers).await;
+    // Another site's page is refused first, and like any refusal logged and counted.
+    let caller = async {
+        check_request_site(app.config.cors_allow_origin.as_deref(), &headers)?;
+        app.caller(peer, &headers).await
+    }
+    .await;
     let submission = match &caller {
         Ok(caller) => {
             let key = headers.get(KEY_HEADER);

@@ -1,6 +1,7 @@
 //! `GET /v1/skins`, `POST /v1/skins/upload` and the legacy `POST /skins/upload`: the skin use
 //! cases (skins/) over HTTP. As on every route, a request with `Authorization: Bearer` is its
-//! key's client (its limits are counted by the key), or a 401 (usecases/keys/caller.rs).
+//! key's client (its limits are counted by the key), or a 401 (usecases/keys/caller.rs). An
+//! upload sent for another site's page is refused first (`AllowedSite`).
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::{form_upload, QueryParams, ValidQuery};
+use super::{form_upload, AllowedSite, QueryParams, ValidQuery};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::render::SkinName;
@@ -80,6 +81,7 @@ async fn list(
 /// A multipart upload, or with a JSON body the request for a presigned one.
 async fn upload_v1(
     State(app): State<App>,
+    _: AllowedSite,
     headers: HeaderMap,
     caller: Caller,
     body: Body,
@@ -112,6 +114,7 @@ async fn upload_v1(
 
 async fn upload_legacy(
     State(app): State<App>,
+    _: AllowedSite,
     headers: HeaderMap,
     caller: Caller,
     body: Body,

@@ -168,8 +168,10 @@ pub struct Config {
     /// Dev server only: how often it ingests presigned skin uploads waiting under `incoming/`
     /// (zero: never; on AWS an S3 event invokes the ingest).
     pub skin_ingest_interval: Duration,
-    /// Lambda only: the origin (`https://example.com`, or `*`) whose pages may read the API's
-    /// answers (CORS; API Gateway answers the preflights). `None`: no CORS headers.
+    /// The origin (`https://example.com`, or `*`) whose pages may call the API: on Lambda they
+    /// may read its answers (CORS; API Gateway answers the preflights), and everywhere only
+    /// they may submit renders and uploads from a browser (routes/mod.rs
+    /// `check_request_site`). `None`: no CORS headers, and no page submits.
     pub cors_allow_origin: Option<String>,
 }
 

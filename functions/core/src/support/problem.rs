@@ -116,6 +116,9 @@ pub enum Rejection {
     DeadlineExceeded,
     /// The request did not come through our edge: no or a wrong `X-Origin-Secret`.
     OriginForbidden,
+    /// A state-changing request sent by a browser for a page of another site than the allowed
+    /// CORS origin (`Origin`, `Sec-Fetch-Site`: routes/mod.rs `check_request_site`).
+    CrossSiteRequest,
     /// A secret the request is checked against (origin, webhook) could not be read.
     SecretUnavailable,
     /// The `callback_url`'s host could not be looked up (no answer in time, a resolver
@@ -257,6 +260,7 @@ problem_kinds! {
     ADMISSION_UNKNOWN: "admission_unknown", SERVICE_UNAVAILABLE, "Admission outcome unknown", Fixed(RETRY_UNAVAILABLE_SECS);
     DEADLINE_EXCEEDED: "deadline_exceeded", SERVICE_UNAVAILABLE, "Deadline exceeded", Fixed(RETRY_UNAVAILABLE_SECS);
     ORIGIN_FORBIDDEN: "origin_forbidden", FORBIDDEN, "Origin forbidden", Never;
+    CROSS_SITE_REQUEST: "cross_site_request", FORBIDDEN, "Cross-site request", Never;
     SECRET_UNAVAILABLE: "secret_unavailable", SERVICE_UNAVAILABLE, "Secret unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
     CALLBACK_HOST_UNAVAILABLE: "callback_host_unavailable", SERVICE_UNAVAILABLE, "Callback host unavailable", Fixed(RETRY_UNAVAILABLE_SECS);
     CALLBACKS_UNAVAILABLE: "callbacks_unavailable", UNPROCESSABLE_ENTITY, "Callbacks unavailable", Never;
@@ -312,6 +316,7 @@ impl Rejection {
             Self::AdmissionUnknown => &ADMISSION_UNKNOWN,
             Self::DeadlineExceeded => &DEADLINE_EXCEEDED,
             Self::OriginForbidden => &ORIGIN_FORBIDDEN,
+            Self::CrossSiteRequest => &CROSS_SITE_REQUEST,
             Self::SecretUnavailable => &SECRET_UNAVAILABLE,
             Self::CallbackHostUnavailable => &CALLBACK_HOST_UNAVAILABLE,
             Self::CallbacksUnavailable => &CALLBACKS_UNAVAILABLE,
@@ -426,6 +431,12 @@ impl Rejection {
             }
             Self::OriginForbidden => {
                 "requests reach this API only through its public address".into()
+            }
+            Self::CrossSiteRequest => {
+                "a web page of another site may not submit to this API (the request's Origin, \
+                 or Sec-Fetch-Site: cross-site); send it from a program, or from a page of the \
+                 origin this deployment allows"
+                    .into()
             }
             Self::SecretUnavailable => {
                 "the service cannot check this request right now; try again".into()

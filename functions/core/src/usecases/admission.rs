@@ -3,13 +3,14 @@
 //!
 //! Two steps sit between the stateless checks (1–3) and the rate limit (4), because what they
 //! answer must not cost quota and their inputs (the replay's hash, the normalized request)
-//! exist only once the request is known to be valid:
+//! exist only once the request is known to be valid. Both only read, in one round trip:
 //! - 3a `Idempotency-Key` (idempotency.rs): a retry of a request that succeeded gets its
-//!   response again; a malformed key is a 400, a key reused for another request a 422.
+//!   response again; a malformed key is a 400, a key reused for another request a 422. The key
+//!   is claimed only once the rate limit and the capacity pre-checks have passed (9a), right
+//!   before the replay is stored: a request refused before writes no claim.
 //! - 3b duplicate replay: the client's job of the same replay (by SHA-256), if queued or
 //!   rendering, answers 409 with its `Location`. This read also takes the occupancy counts the
-//!   capacity steps 5, 6 and 8 pre-check with, so it adds no round trip; admit_job re-checks
-//!   both under its locks.
+//!   capacity steps 5, 6 and 8 pre-check with; admit_job re-checks both under its locks.
 //!
 //! An anonymous client is limited three times (DESIGN.md §3, "Fair share"): as itself (an
 //! address, an IPv6 /64), as its network (an IPv4 /24, an IPv6 /48) and as its wide network (an
@@ -88,29 +89,22 @@ pub async fn submit_render<S: BodyStream>(
     if let Err(rejection) = check_player_ban(app, &request.replay.info.player).await {
         return Submission::refused(rejection);
     }
-    let client = &caller.client;
     let request_hash = render_request_hash(&request);
-    let deadline = app.config.request_deadline;
-    let claim = request
-        .key
-        .clone()
-        .map(|key| Claim::new(client, RENDER_ENDPOINT, key, deadline));
-    let looked = claim_and_look(app, caller, &request.replay, claim.clone(), &request_hash).await;
-    let submission = match looked {
-        Ok(Looked::Replay(response)) => return Submission::replayed(response),
-        Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, &claim).await,
-        Err(rejection) => Submission::refused(rejection),
-    };
-    // Only successes are kept: a refused request's repeat runs afresh. (A claim this request
-    // never made is not released: the statement matches this request's token only.) A request
-    // whose admission may have committed keeps its claim: a retry with the key then finds the
-    // job, or takes the claim over once it is stale (and admit_job refuses the old request).
-    if let (Some(claim), Err(rejection)) = (&claim, &submission.outcome) {
-        if *rejection != Rejection::AdmissionUnknown {
-            idempotency::release(app, claim).await;
+    let claim = request.key.clone().map(|key| {
+        Claim::new(
+            &caller.client,
+            RENDER_ENDPOINT,
+            key,
+            app.config.request_deadline,
+        )
+    });
+    match look(app, caller, &request.replay, claim.as_ref(), &request_hash).await {
+        Ok(Looked::Replay(response)) => Submission::replayed(response),
+        Ok(Looked::Run(occupancy)) => {
+            admit(app, caller, request, occupancy, claim, &request_hash).await
         }
+        Err(rejection) => Submission::refused(rejection),
     }
-    submission.fresh()
 }
 
 /// A request that passed steps 1–3.
@@ -321,68 +315,50 @@ fn render_request_hash(request: &RenderRequest) -> RequestHash {
     RequestHash::of(&parts)
 }
 
-/// How step 3a came out.
+/// How steps 3a and 3b's read came out.
 enum Looked {
-    /// Go on, with this occupancy look (and the claim made, if there is a key).
+    /// Go on, with this occupancy look.
     Run(Occupancy),
     Replay(StoredResponse),
 }
 
-/// Steps 3a and 3b's reads in one round trip: the key's claim (if any) and the occupancy look
-/// that also finds a duplicate. When the key is held by another request, that request's outcome
-/// decides (idempotency::settle); if it freed the key and this request claimed it instead, maybe
-/// seconds later, the occupancy is looked at afresh.
-async fn claim_and_look(
-    app: &App,
-    caller: &Caller,
-    replay: &ReplayFile,
-    claim: Option<Claim>,
-    request_hash: &RequestHash,
-) -> Result<Looked, Rejection> {
-    let with_claim = claim.as_ref().map(|claim| (claim, request_hash));
-    let (occupancy, claimed) = look(app, caller, replay, with_claim).await?;
-    let Some(claim) = claim.filter(|_| claimed == Some(false)) else {
-        return Ok(Looked::Run(occupancy));
-    };
-    let held = app
-        .idempotency
-        .held(&claim)
-        .await
-        .map_err(idempotency::unavailable)?;
-    match idempotency::settle(app, claim, request_hash, held).await? {
-        Begin::Replay(response) => Ok(Looked::Replay(response)),
-        Begin::Run(_) => Ok(Looked::Run(look(app, caller, replay, None).await?.0)),
-    }
-}
-
+/// Steps 3a and 3b's reads in one round trip: the key's holder (if there is a key) and the
+/// occupancy look that also finds a duplicate. A key completed for this request answers; one
+/// held by a request in progress is waited for (idempotency::answered), and if that request
+/// freed it, this one goes on with the occupancy it read (admit_job re-checks under its locks).
 async fn look(
     app: &App,
     caller: &Caller,
     replay: &ReplayFile,
-    claim: Option<(&Claim, &RequestHash)>,
-) -> Result<(Occupancy, Option<bool>), Rejection> {
-    app.admissions
-        .occupancy(
-            caller,
-            &replay.sha256,
-            app.config.replay_failure_cooldown,
-            claim,
-        )
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "occupancy check failed");
-            Rejection::DatabaseUnavailable
-        })
+    claim: Option<&Claim>,
+    request_hash: &RequestHash,
+) -> Result<Looked, Rejection> {
+    let cooldown = app.config.replay_failure_cooldown;
+    let looked = app
+        .admissions
+        .occupancy(caller, &replay.sha256, cooldown, claim)
+        .await;
+    let (occupancy, held) = looked.map_err(|error| {
+        tracing::error!(%error, "occupancy check failed");
+        Rejection::DatabaseUnavailable
+    })?;
+    if let Some(claim) = claim {
+        if let Some(response) = idempotency::answered(app, claim, request_hash, held).await? {
+            return Ok(Looked::Replay(response));
+        }
+    }
+    Ok(Looked::Run(occupancy))
 }
 
-/// Steps 3b–10 of a request that holds its idempotency claim, if it has a key.
+/// Steps 3b–10, with the request's key (if any) not yet claimed.
 async fn admit(
     app: &App,
     caller: &Caller,
     request: RenderRequest,
     occupancy: Occupancy,
-    claim: &Option<Claim>,
-) -> Submission {
+    claim: Option<Claim>,
+    request_hash: &RequestHash,
+) -> Submission<Reply<JobId>> {
     if let Some(existing) = occupancy.duplicate {
         return Submission::refused(duplicate(caller, existing));
     }
@@ -417,7 +393,7 @@ async fn admit(
             };
         }
     }
-    let outcome = enqueue(app, caller, request, occupancy, claim.clone()).await;
+    let outcome = enqueue(app, caller, request, occupancy, claim, request_hash).await;
     Submission { outcome, rate }
 }
 
@@ -451,9 +427,10 @@ async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDeci
     check_rate_windows(app, caller, &windows).await
 }
 
-/// Steps 5–10. The unlocked occupancy look refuses early without storing anything; then the
-/// replay is stored under the new job's id, and only then is the job admitted, with the locked
-/// re-checks, in one statement. So a job row is never visible without its replay (invariant 3).
+/// Steps 5–10. The unlocked occupancy look refuses early without storing or claiming anything;
+/// then the key is claimed (9a), the replay stored under the new job's id, and only then is the
+/// job admitted, with the locked re-checks, in one statement. So a job row is never visible
+/// without its replay (invariant 3).
 /// The object is deleted again only when the job is known not to exist: a refused re-check, or
 /// an unknown outcome resolved as abandoned. An outcome that stays unknown keeps it (a crash
 /// too): at worst an unreferenced object, which the bucket's lifecycle rule removes. Once
@@ -467,6 +444,41 @@ async fn enqueue(
     request: RenderRequest,
     occupancy: Occupancy,
     claim: Option<Claim>,
+    request_hash: &RequestHash,
+) -> Result<Reply<JobId>, Rejection> {
+    let limits = capacity_limits(app, caller);
+    if let Err(no_room) = occupancy.check(&limits) {
+        return Err(no_room_rejection(app, caller, no_room, &limits).await);
+    }
+    if !caller.is_sandbox() {
+        check_queue_wait(app, caller).await?;
+    }
+    // Step 9a: the key's claim, only now that the cheaper refusals have passed. Another request
+    // that claimed it first (a concurrent retry) answers this one too.
+    let claim = match idempotency::claim(app, claim, request_hash).await? {
+        Begin::Run(claim) => claim,
+        Begin::Replay(response) => return Ok(Reply::Replayed(response)),
+    };
+    let admitted = store_and_admit(app, caller, request, &limits, claim.clone()).await;
+    // Only successes are kept: a refused request's repeat runs afresh. A request whose
+    // admission may have committed keeps its claim: a retry with the key then finds the job, or
+    // takes the claim over once it is stale (and admit_job refuses the old request).
+    if let (Some(claim), Err(rejection)) = (&claim, &admitted) {
+        if *rejection != Rejection::AdmissionUnknown {
+            idempotency::release(app, claim).await;
+        }
+    }
+    admitted.map(Reply::Fresh)
+}
+
+/// Steps 9 and 10 of a request holding its key's claim, if it has a key: the replay stored,
+/// then the job admitted and released to the farm.
+async fn store_and_admit(
+    app: &App,
+    caller: &Caller,
+    request: RenderRequest,
+    limits: &CapacityLimits,
+    claim: Option<Claim>,
 ) -> Result<JobId, Rejection> {
     let RenderRequest {
         replay,
@@ -475,13 +487,6 @@ async fn enqueue(
         ..
     } = request;
     let client = &caller.client;
-    let limits = capacity_limits(app, caller);
-    if let Err(no_room) = occupancy.check(&limits) {
-        return Err(no_room_rejection(app, caller, no_room, &limits).await);
-    }
-    if !caller.is_sandbox() {
-        check_queue_wait(app, caller).await?;
-    }
     let id = JobId::new();
     let job = NewJob {
         id,
@@ -500,7 +505,7 @@ async fn enqueue(
         weight: fair_weight(app, caller),
     };
     store_replay(app, &job, replay).await?;
-    let refusal = match admit_or_resolve(app, &job, &limits).await {
+    let refusal = match admit_or_resolve(app, &job, limits).await {
         Ok(released) => {
             let publish = async {
                 match released {
@@ -521,7 +526,7 @@ async fn enqueue(
             return Ok(job.id);
         }
         Err(NotAdmitted::Unknown) => return Err(Rejection::AdmissionUnknown),
-        Err(NotAdmitted::NoRoom(no_room)) => no_room_rejection(app, caller, no_room, &limits).await,
+        Err(NotAdmitted::NoRoom(no_room)) => no_room_rejection(app, caller, no_room, limits).await,
         Err(NotAdmitted::ClaimLost) => Rejection::IdempotencyInProgress,
         Err(NotAdmitted::Failed) => Rejection::DatabaseUnavailable,
     };

@@ -3,35 +3,37 @@
 //! `Idempotent-Replayed: true`) without spending rate-limit quota or a slot; the same key with
 //! a different request is a 422. Keys are scoped per client key and endpoint.
 //!
-//! The check runs right after the stateless steps (a malformed request is refused before any
-//! database access) and before the rate limit (a retry costs no quota). One statement claims
-//! the key (`INSERT … ON CONFLICT`), so of concurrent requests with one key exactly one runs;
-//! the others wait a bounded time for its outcome and answer with it. Only successes are kept:
-//! every refusal after the claim is transient (rate limit, capacity, a duplicate, an outage), so
-//! it releases the key and a retry runs afresh.
+//! Before the rate limit the key is only read (`answered`, `look_up`): a completed key's
+//! response is a retry's answer at no quota, and a key in progress is waited for (bounded); a
+//! malformed request is refused before that (no database access). The claim is written only
+//! after the rate limit passed (`claim`), so the limit bounds the writes a client can cause:
+//! one statement claims the key (`INSERT … ON CONFLICT`), so of concurrent requests with one key
+//! exactly one runs; the others wait a bounded time for its outcome and answer with it. Only
+//! successes are kept: every refusal after the claim is transient (capacity, a duplicate, an
+//! outage), so it releases the key and a retry runs afresh.
 
 use std::time::Duration;
 
-use crate::domain::client::ClientKey;
+use tokio::time::Instant;
+
 use crate::domain::deadline;
 use crate::domain::hash::RequestHash;
 use crate::ports::idempotency::Claim;
 use crate::ports::idempotency::Held;
-use crate::ports::idempotency::IdempotencyKey;
 use crate::ports::idempotency::StoredResponse;
 // What an idempotent submission answers, and the header that names it: part of this use case's API.
 pub use crate::ports::idempotency::{Reply, KEY_HEADER};
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
-/// How long a concurrent retry waits for the first request's outcome: an admission takes well
-/// under a second; past this (or close to the retry's own deadline) the retry is told to come
+/// How long a request waits for the outcome of another one holding its key: an admission takes
+/// well under a second; past this (or close to the request's own deadline) it is told to come
 /// back (409, `Retry-After: 1`).
 const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
-/// Kept of the retry's deadline after its wait, for the last look and the answer.
+/// Kept of the request's deadline after its wait, for the last look and the answer.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// How a keyed request goes on.
+/// How a keyed request goes on once the rate limit has passed.
 #[derive(Debug)]
 pub enum Begin {
     /// Run the request; complete or release the claim (`None` without a key) when it is done.
@@ -40,42 +42,79 @@ pub enum Begin {
     Replay(StoredResponse),
 }
 
-/// The idempotency step: claims `key` for this request, or waits (bounded) for the request
-/// holding it and answers with its response. No key, no database access.
-pub async fn begin(
+/// Before the rate limit: the first response to `claim`'s key, if `held` (its holder, as read)
+/// has one for this request; a holder still in progress is waited for, reading only. `None`:
+/// the key is free (or came free), and the request goes on to the rate limit.
+pub async fn answered(
     app: &App,
-    client: &ClientKey,
-    endpoint: &'static str,
-    key: Option<IdempotencyKey>,
+    claim: &Claim,
+    request_hash: &RequestHash,
+    held: Option<Held>,
+) -> Result<Option<StoredResponse>, Rejection> {
+    await_holder(app, claim, request_hash, held, wait_deadline()).await
+}
+
+/// `answered`, with the key's holder read first (no key, no database access): for a request
+/// that has no other read to send it with.
+pub async fn look_up(
+    app: &App,
+    claim: Option<&Claim>,
+    request_hash: &RequestHash,
+) -> Result<Option<StoredResponse>, Rejection> {
+    let Some(claim) = claim else {
+        return Ok(None);
+    };
+    let held = app.idempotency.held(claim).await.map_err(unavailable)?;
+    answered(app, claim, request_hash, held).await
+}
+
+/// After the rate limit: claims the key for this request (no key, no database access), or,
+/// when another request holds it, waits (bounded) for that one's outcome: its response, or —
+/// when it freed the key (it was refused) — this request's claim.
+pub async fn claim(
+    app: &App,
+    claim: Option<Claim>,
     request_hash: &RequestHash,
 ) -> Result<Begin, Rejection> {
-    let Some(key) = key else {
+    let Some(claim) = claim else {
         return Ok(Begin::Run(None));
     };
-    let claim = Claim::new(client, endpoint, key, app.config.request_deadline);
-    match app.idempotency.claim(&claim, request_hash).await {
-        Ok(Ok(())) => Ok(Begin::Run(Some(claim))),
-        Ok(Err(held)) => settle(app, claim, request_hash, held).await,
-        Err(error) => {
-            // The claim may have been made: free it (a no-op if it was not, or not yet).
-            if error.outcome_unknown() {
-                release(app, &claim).await;
+    let deadline = wait_deadline();
+    loop {
+        let held = match app.idempotency.claim(&claim, request_hash).await {
+            Ok(Ok(())) => return Ok(Begin::Run(Some(claim))),
+            Ok(Err(held)) => held,
+            Err(error) => {
+                // The claim may have been made: free it (a no-op if it was not, or not yet).
+                if error.outcome_unknown() {
+                    release(app, &claim).await;
+                }
+                return Err(unavailable(error));
             }
-            Err(unavailable(error))
+        };
+        if let Some(response) = await_holder(app, &claim, request_hash, held, deadline).await? {
+            return Ok(Begin::Replay(response));
+        }
+        if Instant::now() >= deadline {
+            return Err(Rejection::IdempotencyInProgress);
         }
     }
 }
 
-/// The rest of the step once a claim found the key `held`: the first request's response, a
-/// refusal, or — when the key came free (the first request was refused) — this request's claim.
-pub async fn settle(
+/// The latest a request waits for another one's outcome.
+fn wait_deadline() -> Instant {
+    Instant::now() + deadline::limit(IN_PROGRESS_WAIT).saturating_sub(ANSWER_MARGIN)
+}
+
+/// The response of the request holding the key (`held`, as last read), once it has one; `None`
+/// once the key is free: released (its request was refused), expired or stale.
+async fn await_holder(
     app: &App,
-    claim: Claim,
+    claim: &Claim,
     request_hash: &RequestHash,
     mut held: Option<Held>,
-) -> Result<Begin, Rejection> {
-    let wait = deadline::limit(IN_PROGRESS_WAIT).saturating_sub(ANSWER_MARGIN);
-    let deadline = tokio::time::Instant::now() + wait;
+    deadline: Instant,
+) -> Result<Option<StoredResponse>, Rejection> {
     loop {
         match held {
             Some(
@@ -88,26 +127,20 @@ pub async fn settle(
                     "this Idempotency-Key was used with a different request; use a new key".into(),
                 ))
             }
-            Some(Held::Completed { response, .. }) => return Ok(Begin::Replay(response)),
-            Some(Held::InProgress { .. }) if tokio::time::Instant::now() >= deadline => {
+            Some(Held::Completed { response, .. }) => return Ok(Some(response)),
+            Some(Held::InProgress { .. }) if Instant::now() >= deadline => {
                 return Err(Rejection::IdempotencyInProgress)
             }
             Some(Held::InProgress { .. }) => {
                 tokio::time::sleep(POLL_INTERVAL).await;
-                held = app.idempotency.held(&claim).await.map_err(unavailable)?;
+                held = app.idempotency.held(claim).await.map_err(unavailable)?;
             }
-            // Released (the first attempt was refused) or expired: this request runs instead.
-            None => match app.idempotency.claim(&claim, request_hash).await {
-                Ok(Ok(())) => return Ok(Begin::Run(Some(claim))),
-                Ok(Err(now_held)) if tokio::time::Instant::now() < deadline => held = now_held,
-                Ok(Err(_)) => return Err(Rejection::IdempotencyInProgress),
-                Err(error) => return Err(unavailable(error)),
-            },
+            None => return Ok(None),
         }
     }
 }
 
-pub(crate) fn unavailable(error: StoreError) -> Rejection {
+fn unavailable(error: StoreError) -> Rejection {
     tracing::error!(%error, "idempotency key lookup failed");
     Rejection::DatabaseUnavailable
 }
@@ -139,6 +172,7 @@ const COMPLETE_ATTEMPTS: u32 = 2;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::idempotency::IdempotencyKey;
     use axum::http::HeaderValue;
 
     fn key(value: &[u8]) -> Result<IdempotencyKey, Rejection> {

@@ -49,16 +49,6 @@ impl<T> Submission<Reply<T>> {
     }
 }
 
-impl<T> Submission<T> {
-    /// A submission that ran, as opposed to a replayed one.
-    pub fn fresh(self) -> Submission<Reply<T>> {
-        Submission {
-            outcome: self.outcome.map(Reply::Fresh),
-            rate: self.rate,
-        }
-    }
-}
-
 /// Reads the form within `spec`'s bounds: 413 past the size, 400 for anything malformed.
 pub async fn read_form<S: BodyStream>(
     spec: FormSpec,

@@ -56,12 +56,12 @@ impl IdempotencyStore for MemoryDatabase {
     }
 }
 
-fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
-    let now = Utc::now();
+/// The key's holder: not expired, nor a stale claim in progress (which `try_claim` takes over).
+pub(super) fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
     tables
         .keys
         .get(&key_of(claim))
-        .filter(|row| !expired(row, now))
+        .filter(|row| !free(row, claim))
         .map(|row| match &row.response {
             Some(response) => Held::Completed {
                 request_hash: row.request_hash,

@@ -9,10 +9,10 @@ impl JobAdmission for MemoryDatabase {
         caller: &Caller,
         replay: &ReplayHash,
         failure_cooldown: Duration,
-        claim: Option<(&Claim, &RequestHash)>,
-    ) -> Result<(Occupancy, Option<bool>), StoreError> {
-        let mut tables = self.statement("jobs.occupancy");
-        let claimed = claim.map(|(claim, hash)| try_claim(&mut tables, claim, hash));
+        key: Option<&Claim>,
+    ) -> Result<(Occupancy, Option<Held>), StoreError> {
+        let tables = self.statement("jobs.occupancy");
+        let held = key.and_then(|key| idempotency::held(&tables, key));
         let occupancy = Occupancy {
             failed_recently: failed_recently(&tables, replay, failure_cooldown),
             ..occupancy_of(
@@ -24,7 +24,7 @@ impl JobAdmission for MemoryDatabase {
                 caller.is_sandbox(),
             )
         };
-        Ok((occupancy, claimed))
+        Ok((occupancy, held))
     }
 
     async fn overview(&self) -> Result<Overview, StoreError> {

@@ -567,15 +567,15 @@ fn expired(row: &KeyRow, now: DateTime<Utc>) -> bool {
     row.claimed_at + KEY_TTL <= now
 }
 
+/// Whether a claim may take `row` over: expired, or in progress past the claim's staleness.
+fn free(row: &KeyRow, claim: &Claim) -> bool {
+    let now = Utc::now();
+    expired(row, now) || (row.response.is_none() && row.claimed_at < now - claim.stale_after)
+}
+
 fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &RequestHash) -> bool {
-    let stale_before = Utc::now() - claim.stale_after;
     let key = key_of(claim);
-    let free = match tables.keys.get(&key) {
-        None => true,
-        Some(row) => {
-            expired(row, Utc::now()) || (row.response.is_none() && row.claimed_at < stale_before)
-        }
-    };
+    let free = tables.keys.get(&key).is_none_or(|row| free(row, claim));
     if free {
         tables.keys.insert(
             key,

@@ -35,9 +35,12 @@ ON CONFLICT (client_ip, endpoint, key) DO UPDATE
         AND idempotency_keys.created_at < now() - $7 * interval '1 millisecond')
 RETURNING true";
 
+/// The key's holder: not expired, nor a claim in progress past its staleness (`CLAIM_SQL`
+/// takes that over).
 const HELD_SQL: &str = "\
 SELECT status, request_hash, response FROM idempotency_keys
- WHERE client_ip = $1 AND endpoint = $2 AND key = $3 AND expires_at > now()";
+ WHERE client_ip = $1 AND endpoint = $2 AND key = $3 AND expires_at > now()
+   AND NOT (status = 'in_progress' AND created_at < now() - $4 * interval '1 millisecond')";
 
 const COMPLETE_SQL: &str = "\
 UPDATE idempotency_keys SET status = 'completed', response = $5
@@ -56,9 +59,8 @@ DELETE FROM idempotency_keys
         ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
    AND expires_at <= now()";
 
-/// Tries to claim the key on `conn`: whether it did. Shared with the job store, which sends it
-/// pipelined with its occupancy read so a keyed render pays no extra round trip for it.
-pub(crate) async fn try_claim(
+/// Tries to claim the key on `conn`: whether it did.
+async fn try_claim(
     conn: &db::Conn,
     claim: &Claim,
     request_hash: &RequestHash,
@@ -74,6 +76,33 @@ pub(crate) async fn try_claim(
         (&millis(claim.stale_after), Type::INT8),
     ];
     Ok(!conn.query_typed(CLAIM_SQL, &params).await?.is_empty())
+}
+
+/// The key's holder, read on `conn`. Shared with the job store, which sends it pipelined with
+/// its occupancy read so a keyed render pays no extra round trip for it.
+pub(crate) async fn held_on(conn: &db::Conn, claim: &Claim) -> Result<Option<Held>, StoreError> {
+    let stale_ms = millis(claim.stale_after);
+    let params: [(&(dyn ToSql + Sync), Type); 4] = [
+        (&claim.client.as_str(), Type::TEXT),
+        (&claim.endpoint, Type::TEXT),
+        (&claim.key.as_str(), Type::TEXT),
+        (&stale_ms, Type::INT8),
+    ];
+    let Some(row) = conn.query_typed(HELD_SQL, &params).await?.pop() else {
+        return Ok(None);
+    };
+    let status: &str = row.get(0);
+    let request_hash = RequestHash::from_stored(row.get(1))
+        .ok_or_else(|| StoreError::new("a stored request hash that is not 32 bytes"))?;
+    let response: Option<serde_json::Value> = row.get(2);
+    Ok(Some(match (status, response) {
+        ("completed", Some(response)) => Held::Completed {
+            request_hash,
+            response: serde_json::from_value(response)
+                .map_err(|e| StoreError::new(format!("stored response: {e}")))?,
+        },
+        _ => Held::InProgress { request_hash },
+    }))
 }
 
 #[async_trait]
@@ -93,27 +122,8 @@ impl IdempotencyStore for PgIdempotencyStore {
     }
 
     async fn held(&self, claim: &Claim) -> Result<Option<Held>, StoreError> {
-        let params: [(&(dyn ToSql + Sync), Type); 3] = [
-            (&claim.client.as_str(), Type::TEXT),
-            (&claim.endpoint, Type::TEXT),
-            (&claim.key.as_str(), Type::TEXT),
-        ];
         let conn = db::checkout(&self.pool).await?;
-        let Some(row) = conn.query_typed(HELD_SQL, &params).await?.pop() else {
-            return Ok(None);
-        };
-        let status: &str = row.get(0);
-        let request_hash = RequestHash::from_stored(row.get(1))
-            .ok_or_else(|| StoreError::new("a stored request hash that is not 32 bytes"))?;
-        let response: Option<serde_json::Value> = row.get(2);
-        Ok(Some(match (status, response) {
-            ("completed", Some(response)) => Held::Completed {
-                request_hash,
-                response: serde_json::from_value(response)
-                    .map_err(|e| StoreError::new(format!("stored response: {e}")))?,
-            },
-            _ => Held::InProgress { request_hash },
-        }))
+        held_on(&conn, claim).await
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), StoreError> {

@@ -27,12 +27,12 @@ use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
-use crate::domain::hash::{ReplayHash, RequestHash};
+use crate::domain::hash::ReplayHash;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
-use crate::ports::idempotency::{Claim, StoredResponse};
+use crate::ports::idempotency::{Claim, Held, StoredResponse};
 use crate::ports::jobs::{
     ActiveWork, Admission, Capacity, CapacityLimits, FarmRoom, JobAdmission, JobPage, JobQuery,
     JobReads, JobRecord, JobRelease, Load, NewJob, NoRoom, Occupancy, Overview, QueueAges,
@@ -339,8 +339,8 @@ impl JobAdmission for PgJobStore {
         caller: &Caller,
         replay: &ReplayHash,
         failure_cooldown: Duration,
-        claim: Option<(&Claim, &RequestHash)>,
-    ) -> Result<(Occupancy, Option<bool>), StoreError> {
+        key: Option<&Claim>,
+    ) -> Result<(Occupancy, Option<Held>), StoreError> {
         let hash = replay.as_bytes().as_slice();
         let active_ms = millis(sandbox::ACTIVE_FOR);
         let cooldown_ms = millis(failure_cooldown);
@@ -362,12 +362,8 @@ impl JobAdmission for PgJobStore {
         let conn = db::checkout(&self.pool).await?;
         let read = conn.query_typed(sql, &params);
         // Neither needs the other's answer: sent together, one round trip.
-        let (rows, claimed) = match claim {
-            Some((claim, request_hash)) => {
-                let (rows, claimed) =
-                    tokio::try_join!(read, idempotency::try_claim(&conn, claim, request_hash))?;
-                (rows, Some(claimed))
-            }
+        let (rows, held) = match key {
+            Some(key) => tokio::try_join!(read, idempotency::held_on(&conn, key))?,
             None => (read.await?, None),
         };
         let row = rows
@@ -384,7 +380,7 @@ impl JobAdmission for PgJobStore {
                 .get::<_, Option<f64>>(7)
                 .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
         };
-        Ok((occupancy, claimed))
+        Ok((occupancy, held))
     }
 
     async fn overview(&self) -> Result<Overview, StoreError> {

@@ -66,6 +66,7 @@ pub const FUNCTIONS: &[SqlFunction] = &[
     sql_function!("count_job_changes"),
     sql_function!("reset_job_counts"),
     sql_function!("job_callback_client"),
+    sql_function!("callback_backlog_full"),
     sql_function!("queue_job_callback"),
     sql_function!("resolve_admission"),
     sql_function!("release_jobs"),

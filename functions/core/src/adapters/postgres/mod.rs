@@ -69,8 +69,56 @@ pub(super) fn chain(error: &dyn std::error::Error) -> String {
         }
         source = cause.source();
     }
-    text
+    match tls_hint(error.source()) {
+        Some(hint) => format!("{text}; {hint}"),
+        None => text,
+    }
 }
+
+/// What to set when a connection failed TLS as `DB_SSLMODE` asked for it (`verify-full` by
+/// default), from an error's causes (`source`): rustls' `UnknownIssuer` alone names no setting,
+/// and a local server is the usual case. tokio-postgres keeps the handshake's `io::Error` as a cause, and that error holds
+/// rustls' own (`get_ref`, which `source` skips).
+fn tls_hint(mut source: Option<&(dyn std::error::Error + 'static)>) -> Option<&'static str> {
+    use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+    while let Some(cause) = source {
+        let rustls_error = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+        match rustls_error {
+            Some(rustls::Error::InvalidCertificate(
+                NotValidForName | NotValidForNameContext { .. },
+            )) => {
+                return Some(
+                    "the server's certificate does not name the host connected to: connect by a \
+                     name it carries, or set DB_SSLMODE=require (TLS without verification), or \
+                     DB_SSLMODE=disable for a local server",
+                )
+            }
+            Some(rustls::Error::InvalidCertificate(_)) => {
+                return Some(
+                    "the server's certificate could not be verified (DB_SSLMODE=verify-full, \
+                     the default, trusts the AWS roots): for a private CA set DB_SSLROOTCERT to \
+                     its certificate (PEM); for a local server set DB_SSLMODE=disable (or \
+                     require: TLS without verification)",
+                )
+            }
+            _ => {}
+        }
+        if cause.to_string() == NO_TLS {
+            return Some(
+                "the server does not accept TLS, which DB_SSLMODE (verify-full by default) \
+                 requires: for a local server set DB_SSLMODE=disable",
+            );
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// tokio-postgres' error when the server refuses TLS and the mode requires it.
+const NO_TLS: &str = "server does not support TLS";
 
 /// `DATABASE_URL`'s connection settings but its `sslmode`, which `Config::db_sslmode` has
 /// already read (and which tokio-postgres could not: it knows no `verify-full`).
@@ -318,5 +366,44 @@ mod tests {
             MAX_IDLE < Duration::from_secs(30 * 60),
             "inside the proxy's idle timeout"
         );
+    }
+
+    /// A connection error as the pool reports it: a failed handshake's `io::Error` as a cause.
+    #[derive(Debug)]
+    struct Connecting(std::io::Error);
+
+    impl std::fmt::Display for Connecting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error performing TLS handshake")
+        }
+    }
+
+    impl std::error::Error for Connecting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn failed_with(error: rustls::Error) -> String {
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, error);
+        chain(&Connecting(io))
+    }
+
+    #[test]
+    fn a_failed_verification_says_what_to_set() {
+        let unknown = failed_with(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer,
+        ));
+        assert!(unknown.contains("UnknownIssuer"), "{unknown}");
+        for setting in ["DB_SSLROOTCERT", "DB_SSLMODE=disable"] {
+            assert!(unknown.contains(setting), "{unknown}");
+        }
+        let named = failed_with(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName,
+        ));
+        assert!(named.contains("does not name the host"), "{named}");
+        assert!(named.contains("DB_SSLMODE=disable"), "{named}");
+        let other = failed_with(rustls::Error::HandshakeNotComplete);
+        assert!(!other.contains("DB_SSLMODE"), "{other}");
     }
 }

@@ -124,6 +124,20 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut takeover = claim(&client, "contract", "key-3");
     takeover.stale_after = Duration::ZERO;
+    held_is(
+        &takeover,
+        None,
+        "a claim in progress past its staleness reads as free",
+    )
+    .await;
+    held_is(
+        &claim(&client, "contract", "key-3"),
+        Some(Held::InProgress {
+            request_hash: first_hash,
+        }),
+        "and as held while it is not",
+    )
+    .await;
     claim_is(
         &takeover,
         &other_hash,
@@ -132,13 +146,14 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     )
     .await;
     complete(&stale, 202).await;
-    assert_eq!(
-        store.held(&takeover).await.expect("answered"),
+    held_is(
+        &claim(&client, "contract", "key-3"),
         Some(Held::InProgress {
-            request_hash: other_hash
+            request_hash: other_hash,
         }),
-        "the claim taken over is no longer the old owner's to complete"
-    );
+        "the claim taken over is no longer the old owner's to complete",
+    )
+    .await;
 }
 
 fn response(status: u16) -> StoredResponse {

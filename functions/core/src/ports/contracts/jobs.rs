@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use chrono::Utc;
 
 use super::fresh_caller;
@@ -14,6 +15,7 @@ use crate::domain::hash::{Md5, ReplayHash};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
+use crate::ports::idempotency::{Claim, IdempotencyKey};
 use crate::ports::jobs::{
     Admission, CapacityLimits, FarmRoom, JobAdmission, JobHousekeeping, JobQuery, JobReads,
     JobRecord, JobTransitions, NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
@@ -298,11 +300,20 @@ async fn admission(store: &dyn JobAdmission) {
         "an anonymous client's admitted job counts in the queue and the anonymous share"
     );
 
-    let (occupancy, claimed) = store
-        .occupancy(&caller, &job.replay_sha256, Duration::from_secs(3600), None)
-        .await
-        .expect("answered");
-    assert_eq!(claimed, None, "no claim asked, none answered");
+    let key = IdempotencyKey::parse(&HeaderValue::from_static("contract-look")).expect("a key");
+    let key = Claim::new(&caller.client, "contract", key, Duration::from_secs(10));
+    let look = || {
+        store.occupancy(
+            &caller,
+            &job.replay_sha256,
+            Duration::from_secs(3600),
+            Some(&key),
+        )
+    };
+    let (_, held) = look().await.expect("answered");
+    assert_eq!(held, None, "a key nobody holds reads as free");
+    let (occupancy, held) = look().await.expect("answered");
+    assert_eq!(held, None, "and the look claimed nothing");
     assert_eq!(
         (
             occupancy.duplicate,

@@ -90,14 +90,15 @@ fn admitted(outcome: Result<Reply<JobId>, Rejection>) -> JobId {
     }
 }
 
-/// What an admitted render with an idempotency key does: one look (with the key's claim), the
-/// limits (the anonymous client's, then its network's and its wide network's), the replay, the
-/// admission, the fast path.
-const ADMITTED: [&str; 8] = [
+/// What an admitted render with an idempotency key does: one look (with the key's holder), the
+/// limits (the anonymous client's, then its network's and its wide network's), the key's claim,
+/// the replay, the admission, the fast path.
+const ADMITTED: [&str; 9] = [
     "jobs.occupancy",
     "limiter.hit",
     "limiter.hit",
     "limiter.hit",
+    "idempotency.claim",
     "replays.put",
     "jobs.admit",
     "queue.publish",
@@ -114,10 +115,24 @@ async fn an_admitted_render_calls_each_port_once_in_admission_order() {
     assert_eq!(memory.queue.sent_jobs(), [job]);
     assert_eq!(memory.database.claims_in_progress(), 0);
 
-    // The retry is answered from the key: no quota, no slot, nothing else touched.
+    // The retry is answered from the look: no quota, no slot, nothing else touched.
     let retry = render(&app, 1, Some("k-1")).await;
     assert!(matches!(retry, Ok(Reply::Replayed(_))), "{retry:?}");
-    assert_eq!(memory.calls.take(), ["jobs.occupancy", "idempotency.held"]);
+    assert_eq!(memory.calls.take(), ["jobs.occupancy"]);
+}
+
+/// The rate limit shields the database: a keyed request over it has only read its key.
+#[tokio::test]
+async fn a_keyed_request_over_the_rate_limit_claims_nothing() {
+    let (app, memory) = App::in_memory(config(&[("RATE_LIMIT_RENDER", "1/minute")]));
+    admitted(render(&app, 2, None).await);
+    memory.calls.take();
+    let other_replay = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
+    let key = HeaderValue::from_static("fresh-key");
+    let refused = submit_render(&app, &client(2), Some(&key), other_replay).await;
+    assert_eq!(refused.outcome.unwrap_err().code(), "rate_limited");
+    assert_eq!(memory.calls.take(), ["jobs.occupancy", "limiter.hit"]);
+    assert_eq!(memory.database.claims_in_progress(), 0);
 }
 
 #[tokio::test]
@@ -446,6 +461,7 @@ async fn a_late_answer_after_the_commit_is_resolved_to_the_job() {
             "limiter.hit",
             "limiter.hit",
             "limiter.hit",
+            "idempotency.claim",
             "replays.put",
             "jobs.admit",
             "jobs.resolve"

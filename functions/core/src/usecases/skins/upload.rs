@@ -7,8 +7,8 @@
 //! | 1 | a `skin` file named `*.osk`, 1..=`MAX_SKIN_BYTES` | 400 / 413 |
 //! | 2 | a valid skin archive (archive.rs) | 415 |
 //! | 3 | the name: the `name` field, else the file's stem, trimmed, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
-//! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 | 400 / 409 / 422 |
-//! | 4 | the route's rate limit (v1 and legacy count separately), then an anonymous client's network's and wide network's (both routes together) | 429 |
+//! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 (the key is only read) | 400 / 409 / 422 |
+//! | 4 | the route's rate limit (v1 and legacy count separately), then an anonymous client's network's and wide network's (both routes together); then the key is claimed | 429 |
 //! | 5 | the name is free, ignoring case: claimed in the registry, race-free; not kept by the operator (reserved, or its skin removed) | 409 |
 //! | 6 | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
 //!
@@ -135,15 +135,42 @@ pub async fn upload_skin<S: BodyStream>(
         Err(rejection) => return Submission::refused(rejection),
     };
     let request_hash = RequestHash::of(&[&skin.bytes, name.as_str().as_bytes()]);
-    let client = &caller.client;
-    let claim = match idempotency::begin(app, client, route.endpoint(), key, &request_hash).await {
-        Ok(Begin::Run(claim)) => claim,
-        Ok(Begin::Replay(response)) => return Submission::replayed(response),
+    let claim = key.map(|key| {
+        KeyClaim::new(
+            &caller.client,
+            route.endpoint(),
+            key,
+            app.config.request_deadline,
+        )
+    });
+    match idempotency::look_up(app, claim.as_ref(), &request_hash).await {
+        Ok(Some(response)) => return Submission::replayed(response),
+        Ok(None) => {}
+        Err(rejection) => return Submission::refused(rejection),
+    }
+    let rate = match check_rate_windows(app, caller, &route.windows(&app.config)).await {
+        Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
-    let (submission, settled) = store_upload(app, caller, route, skin, name, &claim).await;
+    let outcome = match idempotency::claim(app, claim, &request_hash).await {
+        Ok(Begin::Run(claim)) => store_keyed(app, skin, name, claim).await.map(Reply::Fresh),
+        Ok(Begin::Replay(response)) => Ok(Reply::Replayed(response)),
+        Err(rejection) => Err(rejection),
+    };
+    Submission { outcome, rate }
+}
+
+/// Steps 5 and 6 of a request holding its key's claim, if it has a key, and then the key
+/// completed or released as their outcome says.
+async fn store_keyed(
+    app: &App,
+    skin: UploadedFile,
+    name: SkinName,
+    claim: Option<KeyClaim>,
+) -> Result<SkinName, Rejection> {
+    let (outcome, settled) = store_upload(app, skin, name, &claim).await;
     if let Some(claim) = &claim {
-        match (&submission.outcome, settled) {
+        match (&outcome, settled) {
             (_, Settled::KeyCompleted) => {}
             (Ok(name), Settled::KeyOpen) => {
                 idempotency::complete(app, claim, &uploaded_response(name)).await
@@ -156,10 +183,10 @@ pub async fn upload_skin<S: BodyStream>(
             (_, Settled::Unknown) => {}
         }
     }
-    submission.fresh()
+    outcome
 }
 
-/// What became of an upload's idempotency key in steps 4–6.
+/// What became of an upload's idempotency key in steps 5 and 6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Settled {
     /// Completed with the name's confirmation.
@@ -174,19 +201,13 @@ enum Settled {
     Unknown,
 }
 
-/// Steps 4–6.
+/// Steps 5 and 6, with the key's claim (if any).
 async fn store_upload(
     app: &App,
-    caller: &Caller,
-    route: UploadRoute,
     skin: UploadedFile,
     name: SkinName,
     key: &Option<KeyClaim>,
-) -> (Submission<SkinName>, Settled) {
-    let rate = match check_rate_windows(app, caller, &route.windows(&app.config)).await {
-        Ok(rate) => rate,
-        Err(rejection) => return (Submission::refused(rejection), Settled::KeyOpen),
-    };
+) -> (Result<SkinName, Rejection>, Settled) {
     let response = uploaded_response(&name);
     let completes = key.as_ref().map(|key| (key, &response));
     let content = Content::Bytes(skin.bytes);
@@ -197,7 +218,7 @@ async fn store_upload(
         Err(error @ PublishError::Unknown(_)) => (Err(error.into_rejection()), Settled::Unknown),
         Err(error) => (Err(error.into_rejection()), Settled::KeyOpen),
     };
-    (Submission { outcome, rate }, settled)
+    (outcome, settled)
 }
 
 /// The response to a stored upload, and to every retry with its idempotency key.
