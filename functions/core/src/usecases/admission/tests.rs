@@ -455,7 +455,7 @@ async fn a_late_answer_after_the_commit_is_resolved_to_the_job() {
     let job = admitted(render(&app, 8, Some("k-8")).await);
     let calls = memory.calls.take();
     assert_eq!(
-        &calls[..7],
+        &calls[..8],
         [
             "jobs.occupancy",
             "limiter.hit",
