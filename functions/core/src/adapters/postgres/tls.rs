@@ -4,16 +4,24 @@
 //! bundle for a database's own endpoint, the Amazon Trust Services roots for an RDS Proxy's)
 //! and the CAs of `DB_SSLROOTCERT`, and checks that the certificate names the host connected
 //! to. `require` encrypts without checking the certificate at all, as libpq's `require` does.
+//!
+//! The rustls configuration (the provider, 120 parsed roots) is made on the first connection,
+//! not when the instance starts: a cold instance's first answer that needs no database (a 400,
+//! a 415) does not wait for it (docs/PERFORMANCE.md, "Cold start"). `DB_SSLROOTCERT` is still
+//! read and checked at start, so a wrong path fails the instance, not its first request.
 
+use std::convert::Infallible;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::config::SslMode;
+use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::ports::StoreError;
@@ -27,7 +35,7 @@ pub const RDS_PROXY_ROOTS: &[u8] = include_bytes!("../../../data/rds-proxy-roots
 /// How the pool's connections are made: in the clear, or over TLS with `connector`.
 #[derive(Clone)]
 pub struct Tls {
-    connector: Option<MakeRustlsConnect>,
+    connector: Option<LazyConnector>,
 }
 
 impl Tls {
@@ -39,21 +47,19 @@ impl Tls {
     /// The connections `mode` asks for; for `verify-full`, trusting the AWS roots and those in
     /// the PEM file `extra_roots`. A file that cannot be read or holds no certificate fails.
     pub fn new(mode: DbSslMode, extra_roots: Option<&Path>) -> Result<Self, StoreError> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let builder = || {
-            ClientConfig::builder_with_provider(provider.clone())
-                .with_safe_default_protocol_versions()
-                .map_err(|e| StoreError::new(format!("TLS: {e}")))
-        };
-        let config = match mode {
+        let verifier = match mode {
             DbSslMode::Disable => return Ok(Self { connector: None }),
-            DbSslMode::Require => builder()?
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider.clone()))),
-            DbSslMode::VerifyFull => builder()?.with_root_certificates(trusted_roots(extra_roots)?),
+            DbSslMode::Require => Verifier::AnyCertificate,
+            DbSslMode::VerifyFull => Verifier::Roots(match extra_roots {
+                Some(path) => extra_certificates(path)?,
+                None => Vec::new(),
+            }),
         };
         Ok(Self {
-            connector: Some(MakeRustlsConnect::new(config.with_no_client_auth())),
+            connector: Some(LazyConnector(Arc::new(Lazy {
+                verifier,
+                made: OnceLock::new(),
+            }))),
         })
     }
 
@@ -66,30 +72,96 @@ impl Tls {
         }
     }
 
-    pub(super) fn connector(&self) -> Option<&MakeRustlsConnect> {
+    pub(super) fn connector(&self) -> Option<&LazyConnector> {
         self.connector.as_ref()
     }
 }
 
-/// The compiled-in AWS roots and those of `extra` (`DB_SSLROOTCERT`).
-fn trusted_roots(extra: Option<&Path>) -> Result<RootCertStore, StoreError> {
+/// How a server's certificate is checked.
+enum Verifier {
+    /// `require`.
+    AnyCertificate,
+    /// `verify-full`: the AWS roots and these (`DB_SSLROOTCERT`'s).
+    Roots(Vec<CertificateDer<'static>>),
+}
+
+/// tokio-postgres-rustls' connector, made on the first connection and shared by every clone.
+#[derive(Clone)]
+pub struct LazyConnector(Arc<Lazy>);
+
+struct Lazy {
+    verifier: Verifier,
+    made: OnceLock<MakeRustlsConnect>,
+}
+
+impl LazyConnector {
+    fn made(&self) -> &MakeRustlsConnect {
+        self.0.made.get_or_init(|| {
+            MakeRustlsConnect::new(client_config(&self.0.verifier).with_no_client_auth())
+        })
+    }
+
+    /// Whether the rustls configuration has been made (a connection was attempted).
+    #[cfg(test)]
+    fn is_made(&self) -> bool {
+        self.0.made.get().is_some()
+    }
+}
+
+impl<S> MakeTlsConnect<S> for LazyConnector
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = <MakeRustlsConnect as MakeTlsConnect<S>>::Stream;
+    type TlsConnect = <MakeRustlsConnect as MakeTlsConnect<S>>::TlsConnect;
+    type Error = Infallible;
+
+    fn make_tls_connect(&mut self, hostname: &str) -> Result<Self::TlsConnect, Self::Error> {
+        MakeTlsConnect::<S>::make_tls_connect(&mut self.made().clone(), hostname)
+    }
+}
+
+/// rustls' client configuration for `verifier`, before the client's own certificate (none).
+fn client_config(
+    verifier: &Verifier,
+) -> rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    // TLS 1.2 and 1.3, which aws-lc-rs' default provider always offers: rustls fails this
+    // only for a provider without the versions' suites.
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .unwrap_or_else(|_| unreachable!("aws-lc-rs' default provider has TLS 1.2 and 1.3"));
+    match verifier {
+        Verifier::AnyCertificate => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider))),
+        Verifier::Roots(extra) => builder.with_root_certificates(trusted_roots(extra)),
+    }
+}
+
+/// The compiled-in AWS roots and `extra` (`DB_SSLROOTCERT`'s).
+fn trusted_roots(extra: &[CertificateDer<'static>]) -> RootCertStore {
     let mut roots = RootCertStore::empty();
     for bundle in [RDS_BUNDLE, RDS_PROXY_ROOTS] {
         roots.add_parsable_certificates(certificates(bundle));
     }
-    if let Some(path) = extra {
-        let text = std::fs::read(path).map_err(|e| {
-            StoreError::new(format!("DB_SSLROOTCERT: reading {}: {e}", path.display()))
-        })?;
-        let (added, _) = roots.add_parsable_certificates(certificates(&text));
-        if added == 0 {
-            return Err(StoreError::new(format!(
-                "DB_SSLROOTCERT: {} holds no usable PEM certificate",
-                path.display()
-            )));
-        }
+    roots.add_parsable_certificates(extra.iter().cloned());
+    roots
+}
+
+/// `DB_SSLROOTCERT`'s certificates: at least one that rustls can use as a root.
+fn extra_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, StoreError> {
+    let text = std::fs::read(path)
+        .map_err(|e| StoreError::new(format!("DB_SSLROOTCERT: reading {}: {e}", path.display())))?;
+    let found = certificates(&text);
+    let (usable, _) = RootCertStore::empty().add_parsable_certificates(found.iter().cloned());
+    if usable == 0 {
+        return Err(StoreError::new(format!(
+            "DB_SSLROOTCERT: {} holds no usable PEM certificate",
+            path.display()
+        )));
     }
-    Ok(roots)
+    Ok(found)
 }
 
 /// The PEM certificates in `pem`; anything else in it is skipped.
@@ -255,7 +327,28 @@ mod tests {
         for mode in [DbSslMode::Require, DbSslMode::VerifyFull] {
             let tls = Tls::new(mode, None).unwrap();
             assert!(matches!(tls.ssl_mode(), SslMode::Require), "{mode:?}");
-            assert!(tls.connector().is_some());
+            let mut connector = tls.connector().unwrap().clone();
+            assert!(
+                !connector.is_made(),
+                "{mode:?}: nothing made before a connection"
+            );
+            let made = MakeTlsConnect::<tokio::io::DuplexStream>::make_tls_connect(
+                &mut connector,
+                "proxy.example.com",
+            );
+            assert!(made.is_ok(), "{mode:?}");
+            assert!(
+                tls.connector().unwrap().is_made(),
+                "{mode:?}: shared by clones"
+            );
         }
+    }
+
+    #[test]
+    fn verify_full_trusts_every_aws_root_and_the_extra_ones() {
+        let extra = certificates(RDS_PROXY_ROOTS)[..1].to_vec();
+        let roots = trusted_roots(&extra);
+        // The proxy's first root is in both: a store keeps what it is given.
+        assert_eq!(roots.len(), 115 + 5 + 1);
     }
 }
