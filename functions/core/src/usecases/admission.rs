@@ -46,7 +46,7 @@ use crate::usecases::app::App;
 use crate::usecases::callbacks::{self, check_callback_host, parse_callback};
 use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
-use crate::usecases::policy::{check_caller_ban, check_intake_open, check_player_ban};
+use crate::usecases::policy::{check_caller_ban_during, check_intake_open, check_player_ban};
 use crate::usecases::request::{
     check_file, check_rate_windows, read_form, Counted, FormUpload, Submission, Window,
 };
@@ -77,11 +77,10 @@ pub async fn submit_render<S: BodyStream>(
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
 ) -> Submission<Reply<JobId>> {
-    // Step 0b: a banned address or key reads no form, spends no quota (DESIGN.md §2).
-    if let Err(rejection) = check_caller_ban(app, caller).await {
-        return Submission::refused(rejection);
-    }
-    let request = match validate_request(app, caller, idempotency_key, upload).await {
+    // Step 0b: a banned address or key reads no form, spends no quota (DESIGN.md §2); then
+    // steps 1–3, which on a cold instance overlap the policy's first read.
+    let validation = validate_request(app, caller, idempotency_key, upload);
+    let request = match check_caller_ban_during(app, caller, validation).await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };

@@ -3,6 +3,7 @@
 use super::*;
 use crate::domain::policy::{Ban, Pause, Policy, Reason};
 use crate::ports::policy::{NewBan, PolicyStore, MAX_BANS};
+use std::sync::atomic::AtomicBool;
 
 /// The `intake_pause` and `bans` tables, as `PgPolicyStore` keeps them. Counts its reads
 /// (what the instance's cache saves) and can be told to fail.
@@ -12,6 +13,9 @@ pub struct MemoryPolicy {
     next_id: std::sync::atomic::AtomicI64,
     reads: std::sync::atomic::AtomicUsize,
     down: Outage,
+    /// While set, reads wait (a database slow to answer); `released` wakes them.
+    stalled: AtomicBool,
+    released: tokio::sync::Notify,
 }
 
 impl MemoryPolicy {
@@ -24,6 +28,14 @@ impl MemoryPolicy {
     pub fn set_down(&self, down: bool) {
         self.down.set(down);
     }
+
+    /// Reads wait until told otherwise, then answer as the tables (or an outage) say.
+    pub fn stall_reads(&self, stalled: bool) {
+        self.stalled.store(stalled, Ordering::SeqCst);
+        if !stalled {
+            self.released.notify_waiters();
+        }
+    }
 }
 
 #[async_trait]
@@ -32,6 +44,14 @@ impl PolicyStore for MemoryPolicy {
         self.reads.fetch_add(1, Ordering::SeqCst);
         // A read takes a moment: concurrent callers overlap as they would on a database.
         tokio::task::yield_now().await;
+        loop {
+            // Registered before the check: a release between the two is not missed.
+            let released = self.released.notified();
+            if !self.stalled.load(Ordering::SeqCst) {
+                break;
+            }
+            released.await;
+        }
         self.down.check("the policy tables are down")?;
         let (pause, bans) = &*lock(&self.tables);
         let now = Utc::now();

@@ -182,6 +182,55 @@ async fn an_instance_that_never_read_the_policy_admits_nothing() {
     );
 }
 
+#[tokio::test]
+async fn a_cold_instance_refuses_a_bad_upload_without_waiting_for_the_policy() {
+    let (app, memory) = App::in_memory(config(&[]));
+    memory.policy.stall_reads(true);
+    let truncated = form(&VALID_REPLAY[..100], "play.osr", &[]);
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        submit_render(&app, &client(4), None, truncated),
+    )
+    .await
+    .expect("answered while the policy's first read is still out");
+    assert_eq!(refused.outcome.unwrap_err().code(), "invalid_replay");
+    // A valid upload waits for the read: it fails only after the stall ends, so its 503 shows
+    // that it waited (without the read it would have been admitted).
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        memory.policy.set_down(true);
+        memory.policy.stall_reads(false);
+    };
+    let (waited, ()) = tokio::join!(render(&app, 4, None), release);
+    assert_eq!(waited.unwrap_err(), Rejection::DatabaseUnavailable);
+    assert_eq!(memory.calls.take(), Vec::<&str>::new(), "no quota, no read");
+}
+
+#[tokio::test]
+async fn with_the_policy_read_a_banned_caller_is_refused_before_its_form() {
+    use crate::domain::policy::{AddressRange, BanTarget};
+    use crate::ports::policy::{NewBan, PolicyStore};
+    let (app, memory) = App::in_memory(config(&[]));
+    let range: AddressRange = "203.6.113.0/24".parse().unwrap();
+    let ban = NewBan {
+        target: BanTarget::Address(range),
+        reason: None,
+        until: None,
+    };
+    memory.policy.add_ban(&ban).await.unwrap();
+    // Another client's render reads the policy: the instance has it from now on.
+    admitted(render(&app, 5, None).await);
+    memory.calls.take();
+    let truncated = form(&VALID_REPLAY[..100], "play.osr", &[]);
+    let refused = submit_render(&app, &client(6), None, truncated).await;
+    assert_eq!(
+        refused.outcome.unwrap_err().code(),
+        "banned",
+        "not invalid_replay"
+    );
+    assert_eq!(memory.policy.reads(), 1);
+}
+
 /// A keyed client (a live key with default limits) at `203.0.{n}.9`.
 fn keyed(n: u8) -> Caller {
     use crate::domain::key::{KeyId, KeyKind, KeyLimits};

@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod cache;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -39,6 +40,39 @@ pub async fn check_caller_ban(app: &App, caller: &Caller) -> Result<(), Rejectio
     policy
         .caller_ban(caller, Utc::now())
         .map_or(Ok(()), |ban| Err(banned(ban)))
+}
+
+/// A render's step 0b with steps 1–3 (`steps`): the caller's ban checked first, so with the
+/// policy cached a banned address or key reads no form. On an instance that has not read the
+/// policy yet (a cold one), the read runs while `steps` do, and a request they refuse is answered
+/// without waiting for it: a 400 or a 415 never waits for a database connection (whose first
+/// TLS handshake a cold instance pays). A request they pass waits for the read: a 503 when it
+/// fails, a 403 when the caller is banned.
+pub async fn check_caller_ban_during<T>(
+    app: &App,
+    caller: &Caller,
+    steps: impl Future<Output = Result<T, Rejection>>,
+) -> Result<T, Rejection> {
+    let ban = check_caller_ban(app, caller);
+    tokio::pin!(ban, steps);
+    let mut ban_checked = false;
+    loop {
+        tokio::select! {
+            // The ban first: a cached policy answers at once, before the form is touched.
+            biased;
+            checked = &mut ban, if !ban_checked => {
+                checked?;
+                ban_checked = true;
+            }
+            passed = &mut steps => {
+                let passed = passed?;
+                if !ban_checked {
+                    ban.await?;
+                }
+                return Ok(passed);
+            }
+        }
+    }
 }
 
 /// A render's step 3c: the replay's player banned is a 403, before any quota is spent.
