@@ -646,20 +646,17 @@ async fn the_skin_commands_run_on_the_command_line_and_as_events() {
     assert_eq!(again["already_reserved"], true);
     let unreserved = responded("unreserve", &["skins", "unreserve", "OFFICIAL SKIN"]).await;
     assert_eq!(unreserved["was_reserved"], true);
-    let removal = invoke("remove", &["skins", "remove", "Nobody"]).await;
-    let Answer::Error(error) = &removal else {
-        panic!("{removal:?}")
+    let refused = async |id: &'static str, words: &[&str], message: &str| {
+        let answer = invoke(id, words).await;
+        let Answer::Error(error) = &answer else {
+            panic!("{id}: {answer:?}")
+        };
+        let text = error["errorMessage"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{id}: {text}");
     };
-    assert!(error["errorMessage"]
-        .as_str()
-        .is_some_and(|m| m.contains("no skin is named")));
-    let freeing = invoke("free", &["skins", "free", "Nobody"]).await;
-    let Answer::Error(error) = &freeing else {
-        panic!("{freeing:?}")
-    };
-    assert!(error["errorMessage"]
-        .as_str()
-        .is_some_and(|m| m.contains("no removed skin is named `Nobody`")));
+    refused("remove", &["skins", "remove", "Nobody"], "no skin is named").await;
+    let no_removed = "no removed skin is named `Nobody`";
+    refused("free", &["skins", "free", "Nobody"], no_removed).await;
 }
 
 #[tokio::test]

@@ -36,6 +36,21 @@ impl Caller {
         }
     }
 
+    /// The anonymous client of `ip` (an address's /64 for IPv6) in the default network (/24,
+    /// /48) and wide network (/16, /32): the configuration's defaults, for tests.
+    #[cfg(test)]
+    pub fn anonymous_at(ip: &str) -> Self {
+        use super::client::NetworkPrefixes;
+        let ip = ip.parse().expect("a test's address");
+        let network = NetworkPrefixes { ipv4: 24, ipv6: 48 };
+        let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
+        Self::anonymous(
+            ClientKey::new(ip, 64),
+            ClientKey::network(ip, network),
+            ClientKey::network(ip, wide),
+        )
+    }
+
     /// A key's client: counted by the key, under the key's limits.
     pub fn keyed(id: KeyId, kind: KeyKind, limits: KeyLimits, address: ClientKey) -> Self {
         Self {
@@ -101,6 +116,12 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// The anonymous client of `address`, in 203.0.113.0/24 and 203.0.0.0/16.
+    fn anonymous_of(address: ClientKey) -> Caller {
+        let network = ClientKey::new(ip("203.0.113.0"), 64);
+        Caller::anonymous(address, network, ClientKey::new(ip("203.0.0.0"), 64))
+    }
+
     #[test]
     fn a_key_client_is_its_key_wherever_it_connects_from() {
         let id: KeyId = "5f0c9a4e-1b2d-4c3e-8f70-0123456789ab".parse().unwrap();
@@ -118,11 +139,7 @@ mod tests {
         assert_eq!(a.render_limit(five), limits.render);
         assert_eq!(a.max_active(2), 20);
 
-        let anonymous = Caller::anonymous(
-            ClientKey::new(ip("203.0.113.1"), 64),
-            ClientKey::new(ip("203.0.113.0"), 64),
-            ClientKey::new(ip("203.0.0.0"), 64),
-        );
+        let anonymous = anonymous_of(ClientKey::new(ip("203.0.113.1"), 64));
         assert_eq!(anonymous.client, a.address);
         assert_eq!(anonymous.render_limit(five), five);
         assert_eq!(anonymous.max_active(2), 2);
@@ -134,11 +151,7 @@ mod tests {
         use crate::domain::render::Resolution;
 
         let address = ClientKey::new(ip("203.0.113.1"), 64);
-        let anonymous = Caller::anonymous(
-            address.clone(),
-            ClientKey::new(ip("203.0.113.0"), 64),
-            ClientKey::new(ip("203.0.0.0"), 64),
-        );
+        let anonymous = anonymous_of(address.clone());
         let configured = Entitlements {
             max_resolution: Some(Resolution::Hd720),
             denied: DeniedOptions::parse("video").unwrap(),
@@ -171,11 +184,7 @@ mod tests {
     #[test]
     fn the_fair_weight_is_the_keys_or_the_anonymous_one() {
         let address = ClientKey::new(ip("203.0.113.1"), 64);
-        let anonymous = Caller::anonymous(
-            address.clone(),
-            ClientKey::new(ip("203.0.113.0"), 64),
-            ClientKey::new(ip("203.0.0.0"), 64),
-        );
+        let anonymous = anonymous_of(address.clone());
         let three = Weight::new(3).unwrap();
         assert_eq!(anonymous.fair_weight(three), three);
 

@@ -255,19 +255,8 @@ mod tests {
         );
         assert!("203.0.113.0/24".parse::<AddressRange>().is_ok());
     }
-    use crate::domain::client::{ClientKey, NetworkPrefixes};
+    use crate::domain::client::ClientKey;
     use crate::domain::key::{KeyKind, KeyLimits};
-
-    fn anonymous(ip: &str) -> Caller {
-        let ip: IpAddr = ip.parse().unwrap();
-        let network = NetworkPrefixes { ipv4: 24, ipv6: 48 };
-        let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
-        Caller::anonymous(
-            ClientKey::new(ip, 64),
-            ClientKey::network(ip, network),
-            ClientKey::network(ip, wide),
-        )
-    }
 
     fn ban(target: BanTarget, until: Option<DateTime<Utc>>) -> Ban {
         Ban {
@@ -310,7 +299,7 @@ mod tests {
         ] {
             let policy = banning(range);
             assert_eq!(
-                policy.caller_ban(&anonymous(ip), now).is_some(),
+                policy.caller_ban(&Caller::anonymous_at(ip), now).is_some(),
                 banned,
                 "{range} vs {ip}"
             );
@@ -337,7 +326,9 @@ mod tests {
             bans: vec![ban(BanTarget::Key(id), Some(later))],
         };
         assert!(policy.caller_ban(&keyed, now).is_some());
-        assert!(policy.caller_ban(&anonymous("203.0.113.1"), now).is_none());
+        assert!(policy
+            .caller_ban(&Caller::anonymous_at("203.0.113.1"), now)
+            .is_none());
         assert!(policy.caller_ban(&keyed, later).is_none(), "expired");
     }
 
@@ -384,14 +375,18 @@ mod tests {
             bans: vec![],
         };
         let all = paused(false);
-        assert!(all.pause_for(&anonymous("203.0.113.1")).is_some());
+        assert!(all
+            .pause_for(&Caller::anonymous_at("203.0.113.1"))
+            .is_some());
         assert!(all.pause_for(&keyed(KeyKind::Live)).is_some());
         assert!(all.pause_for(&keyed(KeyKind::Sandbox)).is_none());
         let some = paused(true);
-        assert!(some.pause_for(&anonymous("203.0.113.1")).is_some());
+        assert!(some
+            .pause_for(&Caller::anonymous_at("203.0.113.1"))
+            .is_some());
         assert!(some.pause_for(&keyed(KeyKind::Live)).is_none());
         assert!(Policy::default()
-            .pause_for(&anonymous("203.0.113.1"))
+            .pause_for(&Caller::anonymous_at("203.0.113.1"))
             .is_none());
     }
 }

@@ -407,6 +407,14 @@ pub struct Transition {
     pub deadline_in: Option<Duration>,
 }
 
+/// A worker's report as the store applies it: the job, what it moves to, and the report's nonce.
+#[derive(Debug, Clone, Copy)]
+pub struct JobReport<'a> {
+    pub id: JobId,
+    pub transition: &'a Transition,
+    pub nonce: &'a Nonce,
+}
+
 /// The report's nonce and how long it must be remembered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nonce {
@@ -430,25 +438,33 @@ pub enum TransitionOutcome {
     },
 }
 
+/// What an admission's unlocked look asks about (`JobAdmission::occupancy`).
+#[derive(Debug, Clone, Copy)]
+pub struct OccupancyLook<'a> {
+    pub caller: &'a Caller,
+    pub replay: &'a ReplayHash,
+    /// How long a failed render of the replay (for a reason of its own) refuses it again.
+    pub failure_cooldown: Duration,
+    /// The request's idempotency key, whose holder is read in the same round trip.
+    pub key: Option<&'a Claim>,
+}
+
+/// What the look found: the occupancy, and the key's holder (none without a key).
+pub type OccupancyFound = (Occupancy, Option<Held>);
+
 /// Steps 3b and 5–9 of admission: the unlocked looks that refuse early, and the locked admit
 /// (with its settlement when no answer came).
 #[async_trait]
 pub trait JobAdmission: Send + Sync {
     /// An unlocked look at occupancy and at the client's active job of this replay, to refuse
-    /// early before anything is stored; with `key`, its holder (`IdempotencyStore::held`) is
+    /// early before anything is stored; with a key, its holder (`IdempotencyStore::held`) is
     /// read in the same round trip (pipelined) and comes back too. Only reads.
     ///
     /// For a sandbox client, the global counts are 0 (its jobs hold no capacity) and its
     /// active jobs are its sandbox jobs younger than `sandbox::ACTIVE_FOR`. An anonymous
     /// client's network's active jobs are counted too. A failed render of this replay (any
     /// client's real job) less than `failure_cooldown` ago comes back as what is left of it.
-    async fn occupancy(
-        &self,
-        caller: &Caller,
-        replay: &ReplayHash,
-        failure_cooldown: Duration,
-        key: Option<&Claim>,
-    ) -> Result<(Occupancy, Option<Held>), StoreError>;
+    async fn occupancy(&self, look: &OccupancyLook<'_>) -> Result<OccupancyFound, StoreError>;
 
     /// The global counts, the farm and a new client's place, nobody's in particular
     /// (`GET /v1/status`).
@@ -492,15 +508,10 @@ pub trait JobReads: Send + Sync {
 /// The render workers' reports.
 #[async_trait]
 pub trait JobTransitions: Send + Sync {
-    /// Spends the nonce and, if it was fresh and the job's current state may move to
+    /// Spends the report's nonce and, if it was fresh and the job's current state may move to
     /// `transition.to`, applies the transition; one statement, so it is all or nothing and a
     /// concurrent change of the job is re-checked rather than overwritten.
-    async fn transition(
-        &self,
-        id: JobId,
-        transition: &Transition,
-        nonce: &Nonce,
-    ) -> Result<TransitionOutcome, StoreError>;
+    async fn transition(&self, report: &JobReport<'_>) -> Result<TransitionOutcome, StoreError>;
 }
 
 /// The janitor's sweeps, each bounded by a batch.

@@ -38,7 +38,9 @@ use crate::domain::render::RenderOptions;
 use crate::domain::replay::{self, ReplayInfo, ReplayLimits, ReplaySummary};
 use crate::domain::sandbox;
 use crate::ports::idempotency::{Claim, IdempotencyKey, Reply, StoredResponse};
-use crate::ports::jobs::{Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, Resolved};
+use crate::ports::jobs::{
+    Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, OccupancyLook, Resolved,
+};
 use crate::ports::outbox::OutboxEvent;
 use crate::support::estimate;
 use crate::support::problem::{InvalidParam, Rejection, ReplayRule};
@@ -88,22 +90,29 @@ pub async fn submit_render<S: BodyStream>(
     if let Err(rejection) = check_player_ban(app, &request.replay.info.player).await {
         return Submission::refused(rejection);
     }
-    let request_hash = render_request_hash(&request);
-    let claim = request.key.clone().map(|key| {
-        Claim::new(
-            &caller.client,
-            RENDER_ENDPOINT,
-            key,
-            app.config.request_deadline,
-        )
-    });
-    match look(app, caller, &request.replay, claim.as_ref(), &request_hash).await {
+    let keyed = Keyed {
+        request_hash: render_request_hash(&request),
+        claim: request.key.clone().map(|key| {
+            Claim::new(
+                &caller.client,
+                RENDER_ENDPOINT,
+                key,
+                app.config.request_deadline,
+            )
+        }),
+    };
+    match look(app, caller, &request.replay, &keyed).await {
         Ok(Looked::Replay(response)) => Submission::replayed(response),
-        Ok(Looked::Run(occupancy)) => {
-            admit(app, caller, request, occupancy, claim, &request_hash).await
-        }
+        Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, keyed).await,
         Err(rejection) => Submission::refused(rejection),
     }
+}
+
+/// A request's `Idempotency-Key`, if it sent one, as the claim it would take (9a), and the hash
+/// of the request that a retry with the key must match.
+struct Keyed {
+    claim: Option<Claim>,
+    request_hash: RequestHash,
 }
 
 /// A request that passed steps 1–3.
@@ -329,20 +338,25 @@ async fn look(
     app: &App,
     caller: &Caller,
     replay: &ReplayFile,
-    claim: Option<&Claim>,
-    request_hash: &RequestHash,
+    keyed: &Keyed,
 ) -> Result<Looked, Rejection> {
     let cooldown = app.config.replay_failure_cooldown;
     let looked = app
         .admissions
-        .occupancy(caller, &replay.sha256, cooldown, claim)
+        .occupancy(&OccupancyLook {
+            caller,
+            replay: &replay.sha256,
+            failure_cooldown: cooldown,
+            key: keyed.claim.as_ref(),
+        })
         .await;
     let (occupancy, held) = looked.map_err(|error| {
         tracing::error!(%error, "occupancy check failed");
         Rejection::DatabaseUnavailable
     })?;
-    if let Some(claim) = claim {
-        if let Some(response) = idempotency::answered(app, claim, request_hash, held).await? {
+    if let Some(claim) = &keyed.claim {
+        let hash = &keyed.request_hash;
+        if let Some(response) = idempotency::answered(app, claim, hash, held).await? {
             return Ok(Looked::Replay(response));
         }
     }
@@ -355,8 +369,7 @@ async fn admit(
     caller: &Caller,
     request: RenderRequest,
     occupancy: Occupancy,
-    claim: Option<Claim>,
-    request_hash: &RequestHash,
+    keyed: Keyed,
 ) -> Submission<Reply<JobId>> {
     if let Some(existing) = occupancy.duplicate {
         return Submission::refused(duplicate(caller, existing));
@@ -392,7 +405,7 @@ async fn admit(
             };
         }
     }
-    let outcome = enqueue(app, caller, request, occupancy, claim, request_hash).await;
+    let outcome = enqueue(app, caller, request, occupancy, keyed).await;
     Submission { outcome, rate }
 }
 
@@ -442,8 +455,7 @@ async fn enqueue(
     caller: &Caller,
     request: RenderRequest,
     occupancy: Occupancy,
-    claim: Option<Claim>,
-    request_hash: &RequestHash,
+    keyed: Keyed,
 ) -> Result<Reply<JobId>, Rejection> {
     let limits = capacity_limits(app, caller);
     if let Err(no_room) = occupancy.check(&limits) {
@@ -454,7 +466,7 @@ async fn enqueue(
     }
     // Step 9a: the key's claim, only now that the cheaper refusals have passed. Another request
     // that claimed it first (a concurrent retry) answers this one too.
-    let claim = match idempotency::claim(app, claim, request_hash).await? {
+    let claim = match idempotency::claim(app, keyed.claim, &keyed.request_hash).await? {
         Begin::Run(claim) => claim,
         Begin::Replay(response) => return Ok(Reply::Replayed(response)),
     };

@@ -18,7 +18,7 @@ use sha2::Sha256;
 
 use crate::domain::failure::FailureCode;
 use crate::domain::job::{JobId, JobStatus};
-use crate::ports::jobs::{Nonce, Transition, TransitionOutcome};
+use crate::ports::jobs::{JobReport, Nonce, Transition, TransitionOutcome};
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::callbacks;
@@ -139,7 +139,11 @@ pub async fn receive(
     let nonce = check_freshness(&report, epoch_secs() as i64)?;
     let outcome = app
         .transitions
-        .transition(id, &transition, &nonce)
+        .transition(&JobReport {
+            id,
+            transition: &transition,
+            nonce: &nonce,
+        })
         .await
         .map_err(|error| {
             tracing::error!(%error, %id, "webhook transition failed");

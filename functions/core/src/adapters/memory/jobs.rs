@@ -4,17 +4,12 @@ use super::*;
 
 #[async_trait]
 impl JobAdmission for MemoryDatabase {
-    async fn occupancy(
-        &self,
-        caller: &Caller,
-        replay: &ReplayHash,
-        failure_cooldown: Duration,
-        key: Option<&Claim>,
-    ) -> Result<(Occupancy, Option<Held>), StoreError> {
+    async fn occupancy(&self, look: &OccupancyLook<'_>) -> Result<OccupancyFound, StoreError> {
         let tables = self.statement("jobs.occupancy");
-        let held = key.and_then(|key| idempotency::held(&tables, key));
+        let (caller, replay) = (look.caller, look.replay);
+        let held = look.key.and_then(|key| idempotency::held(&tables, key));
         let occupancy = Occupancy {
-            failed_recently: failed_recently(&tables, replay, failure_cooldown),
+            failed_recently: failed_recently(&tables, replay, look.failure_cooldown),
             ..occupancy_of(
                 &tables,
                 &caller.client,
@@ -153,18 +148,14 @@ impl JobReads for MemoryDatabase {
 
 #[async_trait]
 impl JobTransitions for MemoryDatabase {
-    async fn transition(
-        &self,
-        id: JobId,
-        transition: &Transition,
-        nonce: &Nonce,
-    ) -> Result<TransitionOutcome, StoreError> {
+    async fn transition(&self, report: &JobReport<'_>) -> Result<TransitionOutcome, StoreError> {
+        let (transition, nonce) = (report.transition, report.nonce);
         let mut tables = self.statement("jobs.transition");
         if tables.nonces.contains_key(&nonce.value) {
             return Ok(TransitionOutcome::NonceReused);
         }
         tables.nonces.insert(nonce.value.clone(), nonce.expires_at);
-        let Some(job) = tables.jobs.iter_mut().find(|j| j.id == id) else {
+        let Some(job) = tables.jobs.iter_mut().find(|j| j.id == report.id) else {
             return Ok(TransitionOutcome::UnknownJob);
         };
         if !transition.to.predecessors().contains(&job.status) {

@@ -53,9 +53,9 @@ use crate::ports::health::Dependency;
 use crate::ports::idempotency::{Claim, Held, IdempotencyStore, StoredResponse, KEY_TTL};
 use crate::ports::jobs::{
     ActiveWork, Admission, Capacity, CapacityLimits, Deleted, FarmRoom, JobAdmission,
-    JobHousekeeping, JobPage, JobQuery, JobReads, JobRecord, JobRelease, JobTransitions, Load,
-    NewJob, NoRoom, Nonce, Occupancy, Overview, QueueAges, QueueWait, Resolved, Transition,
-    TransitionOutcome,
+    JobHousekeeping, JobPage, JobQuery, JobReads, JobRecord, JobRelease, JobReport, JobTransitions,
+    Load, NewJob, NoRoom, Occupancy, OccupancyFound, OccupancyLook, Overview, QueueAges, QueueWait,
+    Resolved, TransitionOutcome,
 };
 use crate::ports::leased::{LeaseClaim, LeasedQueue, Retry, JUST_DUE};
 use crate::ports::limiter::{Hit, LimiterUnavailable, RateLimiter};

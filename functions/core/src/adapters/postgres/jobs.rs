@@ -27,16 +27,15 @@ use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
-use crate::domain::hash::ReplayHash;
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
-use crate::ports::idempotency::{Claim, Held, StoredResponse};
+use crate::ports::idempotency::StoredResponse;
 use crate::ports::jobs::{
     ActiveWork, Admission, Capacity, CapacityLimits, FarmRoom, JobAdmission, JobPage, JobQuery,
-    JobReads, JobRecord, JobRelease, Load, NewJob, NoRoom, Occupancy, Overview, QueueAges,
-    QueueWait, Resolved,
+    JobReads, JobRecord, JobRelease, Load, NewJob, NoRoom, Occupancy, OccupancyFound,
+    OccupancyLook, Overview, QueueAges, QueueWait, Resolved,
 };
 use crate::ports::outbox::OutboxEvent;
 use crate::ports::StoreError;
@@ -334,16 +333,11 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
 
 #[async_trait]
 impl JobAdmission for PgJobStore {
-    async fn occupancy(
-        &self,
-        caller: &Caller,
-        replay: &ReplayHash,
-        failure_cooldown: Duration,
-        key: Option<&Claim>,
-    ) -> Result<(Occupancy, Option<Held>), StoreError> {
-        let hash = replay.as_bytes().as_slice();
+    async fn occupancy(&self, look: &OccupancyLook<'_>) -> Result<OccupancyFound, StoreError> {
+        let caller = look.caller;
+        let hash = look.replay.as_bytes().as_slice();
         let active_ms = millis(sandbox::ACTIVE_FOR);
-        let cooldown_ms = millis(failure_cooldown);
+        let cooldown_ms = millis(look.failure_cooldown);
         let client = caller.client.as_str();
         let network = caller.network.as_ref().map(ClientKey::as_str);
         let wide_network = caller.wide_network.as_ref().map(ClientKey::as_str);
@@ -362,7 +356,7 @@ impl JobAdmission for PgJobStore {
         let conn = db::checkout(&self.pool).await?;
         let read = conn.query_typed(sql, &params);
         // Neither needs the other's answer: sent together, one round trip.
-        let (rows, held) = match key {
+        let (rows, held) = match look.key {
             Some(key) => tokio::try_join!(read, idempotency::held_on(&conn, key))?,
             None => (read.await?, None),
         };

@@ -45,9 +45,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     let first = claim(&client, "contract", "key-1");
     claim_is(&first, &first_hash, Ok(()), "a free key is claimed").await;
     let retry = claim(&client, "contract", "key-1");
-    let in_progress = Some(Held::InProgress {
-        request_hash: first_hash,
-    });
+    let in_progress = held_by(first_hash);
     claim_is(
         &retry,
         &other_hash,
@@ -132,9 +130,7 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     .await;
     held_is(
         &claim(&client, "contract", "key-3"),
-        Some(Held::InProgress {
-            request_hash: first_hash,
-        }),
+        held_by(first_hash),
         "and as held while it is not",
     )
     .await;
@@ -148,12 +144,15 @@ pub async fn suite(store: &dyn IdempotencyStore) {
     complete(&stale, 202).await;
     held_is(
         &claim(&client, "contract", "key-3"),
-        Some(Held::InProgress {
-            request_hash: other_hash,
-        }),
+        held_by(other_hash),
         "the claim taken over is no longer the old owner's to complete",
     )
     .await;
+}
+
+/// A key held by the request in progress whose hash is `request_hash`.
+fn held_by(request_hash: RequestHash) -> Option<Held> {
+    Some(Held::InProgress { request_hash })
 }
 
 fn response(status: u16) -> StoredResponse {

@@ -18,7 +18,8 @@ use crate::domain::replay::ReplayInfo;
 use crate::ports::idempotency::{Claim, IdempotencyKey};
 use crate::ports::jobs::{
     Admission, CapacityLimits, FarmRoom, JobAdmission, JobHousekeeping, JobQuery, JobReads,
-    JobRecord, JobTransitions, NewJob, NoRoom, Nonce, Resolved, Transition, TransitionOutcome,
+    JobRecord, JobReport, JobTransitions, NewJob, NoRoom, Nonce, OccupancyLook, Resolved,
+    Transition, TransitionOutcome,
 };
 use crate::ports::outbox::RENDER_JOB_CREATED;
 
@@ -114,7 +115,11 @@ pub(super) async fn reported(
     let fresh = fresh_nonce();
     let nonce = nonce.unwrap_or(&fresh);
     store
-        .transition(id, &transition, nonce)
+        .transition(&JobReport {
+            id,
+            transition: &transition,
+            nonce,
+        })
         .await
         .expect("answered")
 }
@@ -252,7 +257,12 @@ async fn failure_cooldown<S: JobAdmission + JobReads + JobTransitions>(store: &S
     // Another client's look at `replay`: what is left of its failure cooldown.
     let look = async |replay: &ReplayHash, cooldown: Duration| {
         store
-            .occupancy(&other, replay, cooldown, None)
+            .occupancy(&OccupancyLook {
+                caller: &other,
+                replay,
+                failure_cooldown: cooldown,
+                key: None,
+            })
             .await
             .expect("answered")
             .0
@@ -302,14 +312,13 @@ async fn admission(store: &dyn JobAdmission) {
 
     let key = IdempotencyKey::parse(&HeaderValue::from_static("contract-look")).expect("a key");
     let key = Claim::new(&caller.client, "contract", key, Duration::from_secs(10));
-    let look = || {
-        store.occupancy(
-            &caller,
-            &job.replay_sha256,
-            Duration::from_secs(3600),
-            Some(&key),
-        )
+    let asked = OccupancyLook {
+        caller: &caller,
+        replay: &job.replay_sha256,
+        failure_cooldown: Duration::from_secs(3600),
+        key: Some(&key),
     };
+    let look = || store.occupancy(&asked);
     let (_, held) = look().await.expect("answered");
     assert_eq!(held, None, "a key nobody holds reads as free");
     let (occupancy, held) = look().await.expect("answered");
@@ -409,7 +418,12 @@ async fn wide_network_cap(store: &dyn JobAdmission) {
         "another network of the wide network is held to its cap, under the lock"
     );
     let (occupancy, _) = store
-        .occupancy(&second, &refused.replay_sha256, Duration::ZERO, None)
+        .occupancy(&OccupancyLook {
+            caller: &second,
+            replay: &refused.replay_sha256,
+            failure_cooldown: Duration::ZERO,
+            key: None,
+        })
         .await
         .expect("answered");
     assert_eq!(

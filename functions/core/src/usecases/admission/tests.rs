@@ -9,8 +9,8 @@ use bytes::Bytes;
 use futures_util::Stream;
 
 use super::*;
-use crate::adapters::memory::AdmitFault;
-use crate::domain::client::{ClientKey, NetworkPrefixes};
+use crate::adapters::memory::{AdmitFault, Memory};
+use crate::domain::client::ClientKey;
 use crate::domain::JobStatus;
 use crate::support::config::Config;
 
@@ -28,19 +28,7 @@ fn config(vars: &[(&str, &str)]) -> Config {
 
 /// Anonymous client `n`, alone in its network and its wide network.
 fn client(n: u8) -> Caller {
-    anonymous(&format!("203.{n}.113.9"))
-}
-
-/// The anonymous client of `ip`, in its /24 and /16.
-fn anonymous(ip: &str) -> Caller {
-    let ip = ip.parse().unwrap();
-    let network = NetworkPrefixes { ipv4: 24, ipv6: 48 };
-    let wide = NetworkPrefixes { ipv4: 16, ipv6: 32 };
-    Caller::anonymous(
-        ClientKey::new(ip, 64),
-        ClientKey::network(ip, network),
-        ClientKey::network(ip, wide),
-    )
+    Caller::anonymous_at(&format!("203.{n}.113.9"))
 }
 
 /// A render form: the replay under `file_name`, then the text fields.
@@ -103,6 +91,16 @@ const ADMITTED: [&str; 9] = [
     "jobs.admit",
     "queue.publish",
     "outbox.mark_dispatched",
+];
+
+/// What a render refused by a capacity pre-check does: the look, the three windows, then the
+/// load read for its `Retry-After`; nothing stored.
+const REFUSED_AT_CAPACITY: [&str; 5] = [
+    "jobs.occupancy",
+    "limiter.hit",
+    "limiter.hit",
+    "limiter.hit",
+    "jobs.load",
 ];
 
 #[tokio::test]
@@ -343,11 +341,7 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
 
     // The rate limit: counted, nothing stored.
     let (app, memory) = App::in_memory(config(&[("RATE_LIMIT_RENDER", "1/minute")]));
-    admitted(render(&app, 4, None).await);
-    memory.calls.take();
-    let other_replay = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
-    let refused = submit_render(&app, &client(4), None, other_replay).await;
-    assert_eq!(refused.outcome.unwrap_err().code(), "rate_limited");
+    assert_eq!(second_render(&app, &memory, 4).await, "rate_limited");
     // The client's window refused: its network's is not spent for it.
     assert_eq!(memory.calls.take(), ["jobs.occupancy", "limiter.hit"]);
 
@@ -364,34 +358,25 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
         memory.database.occupy(status, 3);
         let refused = render(&app, 5, None).await.unwrap_err();
         assert_eq!(refused.code(), code);
-        assert_eq!(
-            memory.calls.take(),
-            [
-                "jobs.occupancy",
-                "limiter.hit",
-                "limiter.hit",
-                "limiter.hit",
-                "jobs.load"
-            ]
-        );
+        assert_eq!(memory.calls.take(), REFUSED_AT_CAPACITY, "{code}");
         assert!(memory.objects.keys().is_empty(), "{code}: nothing stored");
     }
     let (app, memory) = App::in_memory(config(&[("MAX_ACTIVE_JOBS_PER_IP", "1")]));
-    admitted(render(&app, 6, None).await);
-    memory.calls.take();
-    let second = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
-    let refused = submit_render(&app, &client(6), None, second).await;
-    assert_eq!(refused.outcome.unwrap_err().code(), "too_many_active_jobs");
     assert_eq!(
-        memory.calls.take(),
-        [
-            "jobs.occupancy",
-            "limiter.hit",
-            "limiter.hit",
-            "limiter.hit",
-            "jobs.load"
-        ]
+        second_render(&app, &memory, 6).await,
+        "too_many_active_jobs"
     );
+    assert_eq!(memory.calls.take(), REFUSED_AT_CAPACITY);
+}
+
+/// Client `who`'s render admitted, then its render of another replay refused: that refusal's
+/// code, with only the second render's port calls left to take.
+async fn second_render(app: &App, memory: &Memory, who: u8) -> &'static str {
+    admitted(render(app, who, None).await);
+    memory.calls.take();
+    let other_replay = form(&with_other_bytes(VALID_REPLAY), "play.osr", &[]);
+    let refused = submit_render(app, &client(who), None, other_replay).await;
+    refused.outcome.unwrap_err().code()
 }
 
 #[tokio::test]
@@ -404,10 +389,12 @@ async fn each_network_window_is_counted_only_for_a_request_the_narrower_ones_all
         let app = &app;
         async move { submit_render(app, &caller, None, valid()).await.outcome }
     };
-    admitted(submit(anonymous("198.51.1.9")).await);
+    admitted(submit(Caller::anonymous_at("198.51.1.9")).await);
     memory.calls.take();
     // The network's window refuses: its wide network's is not spent for it.
-    let refused = submit(anonymous("198.51.1.10")).await.unwrap_err();
+    let refused = submit(Caller::anonymous_at("198.51.1.10"))
+        .await
+        .unwrap_err();
     assert_eq!(
         refused.code(),
         "rate_limited",
@@ -418,9 +405,11 @@ async fn each_network_window_is_counted_only_for_a_request_the_narrower_ones_all
         ["jobs.occupancy", "limiter.hit", "limiter.hit"]
     );
     // So the wide network still has its second render, for another of its networks ...
-    admitted(submit(anonymous("198.51.2.9")).await);
+    admitted(submit(Caller::anonymous_at("198.51.2.9")).await);
     // ... and then refuses a third network, naming itself.
-    let refused = submit(anonymous("198.51.3.9")).await.unwrap_err();
+    let refused = submit(Caller::anonymous_at("198.51.3.9"))
+        .await
+        .unwrap_err();
     assert!(
         matches!(refused, Rejection::RateLimited(_, LimitScope::WideNetwork)),
         "{refused:?}"
@@ -432,7 +421,7 @@ async fn each_network_window_is_counted_only_for_a_request_the_narrower_ones_all
         "{problem}"
     );
     // Another wide network is not held to it.
-    admitted(submit(anonymous("198.52.3.9")).await);
+    admitted(submit(Caller::anonymous_at("198.52.3.9")).await);
 }
 
 /// A refusal's problem+json body, as the client reads it.
@@ -452,7 +441,7 @@ async fn a_wide_network_is_held_to_its_cap_of_active_jobs() {
     let submit = |ip: &'static str| {
         let app = &app;
         async move {
-            submit_render(app, &anonymous(ip), None, valid())
+            submit_render(app, &Caller::anonymous_at(ip), None, valid())
                 .await
                 .outcome
         }
@@ -503,19 +492,9 @@ async fn a_late_answer_after_the_commit_is_resolved_to_the_job() {
     memory.database.fail_next_admit(AdmitFault::LateAnswer);
     let job = admitted(render(&app, 8, Some("k-8")).await);
     let calls = memory.calls.take();
-    assert_eq!(
-        &calls[..8],
-        [
-            "jobs.occupancy",
-            "limiter.hit",
-            "limiter.hit",
-            "limiter.hit",
-            "idempotency.claim",
-            "replays.put",
-            "jobs.admit",
-            "jobs.resolve"
-        ]
-    );
+    // As an admitted render up to the admission, then the resolution of its late answer.
+    assert_eq!(&calls[..7], &ADMITTED[..7]);
+    assert_eq!(calls[7], "jobs.resolve");
     assert_eq!(memory.database.job_ids(), [job]);
     assert_eq!(
         memory.objects.keys(),
@@ -690,7 +669,7 @@ async fn every_bad_option_is_listed() {
 
 #[tokio::test]
 async fn a_full_farm_keeps_a_job_in_the_queue_of_record_until_a_slot_frees() {
-    use crate::ports::jobs::{Nonce, Transition};
+    use crate::ports::jobs::{JobReport, Nonce, Transition};
     let (app, memory) = App::in_memory(config(&[("RENDER_SLOTS", "1"), ("RELEASE_AHEAD", "0")]));
     let first = admitted(render(&app, 10, None).await);
     let second = admitted(render(&app, 11, None).await);
@@ -709,7 +688,11 @@ async fn a_full_farm_keeps_a_job_in_the_queue_of_record_until_a_slot_frees() {
         expires_at: chrono::Utc::now() + chrono::Duration::minutes(5),
     };
     app.transitions
-        .transition(first, &failed, &nonce)
+        .transition(&JobReport {
+            id: first,
+            transition: &failed,
+            nonce: &nonce,
+        })
         .await
         .unwrap();
     crate::usecases::outbox::release_to_farm(&app).await;

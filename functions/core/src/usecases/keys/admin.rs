@@ -812,16 +812,29 @@ mod tests {
         assert!(built_in.to_string().contains("built-in skin"), "{built_in}");
     }
 
+    /// The admin's stores, in memory.
+    #[derive(Default)]
+    struct InMemory {
+        keys: MemoryKeys,
+        policy: MemoryPolicy,
+        memory: Memory,
+    }
+
+    impl InMemory {
+        fn stores(&self) -> AdminStores<'_> {
+            AdminStores {
+                keys: &self.keys,
+                policy: &self.policy,
+                skins: &*self.memory.database,
+                skin_objects: &*self.memory.objects,
+            }
+        }
+    }
+
     #[tokio::test]
     async fn the_policy_commands_answer_what_they_did() {
-        let (keys, policy) = (MemoryKeys::default(), MemoryPolicy::default());
-        let memory = Memory::new();
-        let stores = AdminStores {
-            keys: &keys,
-            policy: &policy,
-            skins: &*memory.database,
-            skin_objects: &*memory.objects,
-        };
+        let in_memory = InMemory::default();
+        let stores = in_memory.stores();
         let run_line = async |line: &str| run(stores, &parse(&args(line)).unwrap()).await;
         let paused = run_line("pause --reason upgrade").await.unwrap();
         assert_eq!(paused["paused"], true);
@@ -850,15 +863,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_answers_show_the_key_once() {
-        let store = MemoryKeys::default();
-        let policy = MemoryPolicy::default();
-        let memory = Memory::new();
-        let stores = AdminStores {
-            keys: &store,
-            policy: &policy,
-            skins: &*memory.database,
-            skin_objects: &*memory.objects,
-        };
+        let in_memory = InMemory::default();
+        let stores = in_memory.stores();
         let create = parse(&args("keys create --name ci --sandbox")).unwrap();
         let created = run(stores, &create).await.unwrap();
         let key = created["key"].as_str().unwrap();

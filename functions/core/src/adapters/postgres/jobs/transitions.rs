@@ -6,8 +6,7 @@ use tokio_postgres::types::{ToSql, Type};
 use super::{status_of, PgJobStore};
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::failure::FailureCode;
-use crate::domain::job::JobId;
-use crate::ports::jobs::{JobTransitions, Nonce, Transition, TransitionOutcome};
+use crate::ports::jobs::{JobReport, JobTransitions, TransitionOutcome};
 use crate::ports::StoreError;
 
 /// The nonce insert and the conditional update in one statement: the update runs only if the
@@ -48,12 +47,8 @@ SELECT EXISTS (SELECT FROM fresh),
 
 #[async_trait]
 impl JobTransitions for PgJobStore {
-    async fn transition(
-        &self,
-        id: JobId,
-        transition: &Transition,
-        nonce: &Nonce,
-    ) -> Result<TransitionOutcome, StoreError> {
+    async fn transition(&self, report: &JobReport<'_>) -> Result<TransitionOutcome, StoreError> {
+        let (transition, nonce) = (report.transition, report.nonce);
         let predecessors: Vec<&str> = transition
             .to
             .predecessors()
@@ -64,7 +59,7 @@ impl JobTransitions for PgJobStore {
         let error_code = transition.error_code.map(FailureCode::as_str);
         let retryable = transition.error_code.map(FailureCode::retryable);
         let params: [(&(dyn ToSql + Sync), Type); 12] = [
-            (&id.as_uuid(), Type::UUID),
+            (&report.id.as_uuid(), Type::UUID),
             (&nonce.value, Type::TEXT),
             (&nonce.expires_at, Type::TIMESTAMPTZ),
             (&transition.to.as_str(), Type::TEXT),
