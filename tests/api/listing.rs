@@ -290,7 +290,8 @@ async fn pages_follow_next_to_the_end_newest_first() {
 }
 
 /// Every bad query parameter of a listing is in `invalid_params`, an unparsable one as much as
-/// one out of range, the first also in `detail`, and none spends quota.
+/// one out of range or one sent twice, the first also in `detail`, and none spends quota; a
+/// parameter the listing does not read may come twice.
 #[tokio::test]
 async fn every_bad_listing_parameter_is_named_in_invalid_params() {
     let app = TestApp::spawn(ROOMY).await;
@@ -301,6 +302,13 @@ async fn every_bad_listing_parameter_is_named_in_invalid_params() {
         ("/v1/jobs?limit=1.5", &["limit"]),
         ("/v1/skins?limit=ten&cursor=%25%25", &["limit", "cursor"]),
         ("/v1/skins?limit=-1", &["limit"]),
+        // A parameter sent twice is named, and the others are checked too.
+        ("/v1/jobs?limit=1&limit=2", &["limit"]),
+        (
+            "/v1/jobs?status=queued&limit=ten&status=failed",
+            &["status", "limit"],
+        ),
+        ("/v1/skins?cursor=a&limit=5&cursor=b", &["cursor"]),
     ] {
         let response = app.get_with(READER, &me.bearer, path).await;
         assert_eq!(header(&response, "x-ratelimit-remaining"), None, "{path}");
@@ -317,6 +325,8 @@ async fn every_bad_listing_parameter_is_named_in_invalid_params() {
             "{path}"
         );
     }
+    let ignored = app.get_with(READER, &me.bearer, "/v1/jobs?x=1&x=2").await;
+    assert_eq!(ignored.status(), StatusCode::OK);
 }
 
 /// The planner's choice with 300,000 jobs of 3,000 other clients (mostly ended, as history is)

@@ -7,9 +7,11 @@ pub mod render;
 pub mod skins;
 pub mod webhook;
 
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
 use axum::body::{Body, BodyDataStream};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -18,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use crate::domain::caller::Caller;
 use crate::domain::client::CF_CONNECTING_IP;
 use crate::domain::client::{resolve_client_ip, ClientKey};
-use crate::support::problem::{rate_limit_headers, Rejection};
+use crate::support::problem::{rate_limit_headers, InvalidParam, Rejection};
 use crate::usecases::app::App;
 use crate::usecases::idempotency::Reply;
 use crate::usecases::keys::caller::identify;
@@ -114,12 +116,65 @@ pub struct ValidQuery<T: QueryParams>(pub T::Checked);
 impl<T: QueryParams, S: Send + Sync> FromRequestParts<S> for ValidQuery<T> {
     type Rejection = Rejection;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let query = axum::extract::Query::<T>::from_request_parts(parts, state).await;
-        let axum::extract::Query(params) =
-            query.map_err(|rejection| Rejection::InvalidField(rejection.body_text()))?;
-        params.check().map(ValidQuery)
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let repeated = repeated_params::<T>(query);
+        // The other parameters are checked as well, so that every bad one is named.
+        let others: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(
+                url::form_urlencoded::parse(query.as_bytes())
+                    .filter(|(name, _)| !repeated.iter().any(|r| r.name == *name)),
+            )
+            .finish();
+        let checked = deserialize::<T>(&others)
+            .map_err(|rejection| Rejection::InvalidField(rejection.body_text()))
+            .and_then(T::check);
+        match (checked, repeated.is_empty()) {
+            (Ok(checked), true) => Ok(ValidQuery(checked)),
+            (Ok(_), false) => Err(Rejection::InvalidParams(repeated)),
+            (Err(Rejection::InvalidParams(more)), false) => {
+                Err(Rejection::InvalidParams([repeated, more].concat()))
+            }
+            (Err(rejection), _) => Err(rejection),
+        }
     }
+}
+
+/// The parameters of `query` sent more than once that `T` reads (it ignores the others), in
+/// the order they first appear: a read takes each parameter once, and which of two values was
+/// meant is not ours to guess.
+fn repeated_params<T: QueryParams>(query: &str) -> Vec<InvalidParam> {
+    let mut seen = HashSet::new();
+    let mut repeated: Vec<String> = Vec::new();
+    for (name, _) in url::form_urlencoded::parse(query.as_bytes()) {
+        if !seen.insert(name.clone()) && !repeated.iter().any(|r| *r == name) {
+            repeated.push(name.into_owned());
+        }
+    }
+    // `T` reads a parameter if a query sending it twice does not deserialize: serde refuses a
+    // field it reads twice and ignores the ones it does not read.
+    repeated.retain(|name| {
+        let twice = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair(name, "")
+            .append_pair(name, "")
+            .finish();
+        deserialize::<T>(&twice).is_err()
+    });
+    repeated
+        .into_iter()
+        .map(|name| InvalidParam {
+            name,
+            reason: "sent more than once: send it once".into(),
+        })
+        .collect()
+}
+
+/// `query` as `T`, as axum's query extractor reads it.
+fn deserialize<T: QueryParams>(query: &str) -> Result<T, QueryRejection> {
+    let uri = format!("/?{query}")
+        .parse::<axum::http::Uri>()
+        .unwrap_or_default();
+    axum::extract::Query::<T>::try_from_uri(&uri).map(|axum::extract::Query(params)| params)
 }
 
 impl App {
