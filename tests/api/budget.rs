@@ -205,10 +205,11 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
 }
 
 /// The instance's first read of the operator's policy (bans, pause), which it then keeps for
-/// `POLICY_CACHE_TTL`: made by a request refused at step 1, which costs nothing else.
+/// `POLICY_CACHE_TTL`: made by `GET /v1/status`, which waits for it (a render refused at steps
+/// 1–3 does not: its answer does not wait for the instance's first read).
 async fn warm_policy(app: &TestApp) {
-    let response = app.render("198.51.100.29", form_without_replay()).await;
-    problem(response, StatusCode::BAD_REQUEST, "invalid_file").await;
+    let response = app.get("/v1/status").await;
+    assert_eq!(response.status(), StatusCode::OK);
 }
 
 #[tokio::test]
