@@ -111,15 +111,7 @@ async fn a_retry_gets_the_original_response_and_spends_no_quota_or_slot() {
             "a slot was not needed"
         );
         assert_eq!(location(&retry), first_location);
-        assert_eq!(
-            text_header(&retry, "idempotent-replayed").as_deref(),
-            Some("true")
-        );
-        assert_eq!(
-            header(&retry, "x-ratelimit-remaining"),
-            None,
-            "no quota read"
-        );
+        assert_replayed_at_no_quota(&retry);
         let body: Value = retry.json().await.unwrap();
         assert_eq!(body, first_body);
     }
@@ -301,15 +293,7 @@ async fn a_retry_meeting_its_key_in_progress_waits_for_its_job_at_no_quota() {
     let retry = retry.await.unwrap();
     assert_eq!(retry.status(), StatusCode::ACCEPTED);
     assert_eq!(location(&retry), location(&first));
-    assert_eq!(
-        text_header(&retry, "idempotent-replayed").as_deref(),
-        Some("true")
-    );
-    assert_eq!(
-        header(&retry, "x-ratelimit-remaining"),
-        None,
-        "no quota read"
-    );
+    assert_replayed_at_no_quota(&retry);
     let next = app.render(ip, valid_form()).await;
     assert_eq!(
         header(&next, "x-ratelimit-remaining"),
@@ -678,4 +662,17 @@ async fn a_keyed_admission_stays_within_the_round_trip_budget() {
     );
     assert_eq!(proxies.postgres.counts().pg_round_trips, 1);
     assert_eq!(proxies.aws.counts().http_requests(), 0);
+}
+
+/// A retry answered from its key's stored response: marked so, and without reading the quota.
+fn assert_replayed_at_no_quota(retry: &reqwest::Response) {
+    assert_eq!(
+        text_header(retry, "idempotent-replayed").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        header(retry, "x-ratelimit-remaining"),
+        None,
+        "no quota read"
+    );
 }

@@ -12,6 +12,7 @@ use osurender_core::domain::key::{KeyKind, KeyLimits};
 use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::callbacks::{sweep_callbacks, Receiver};
 use crate::support::jobs::item_ids;
+use crate::support::queue::Delivered;
 use crate::support::replays::{fixture, played_frames, render_form, valid_form, Play};
 
 const DT: u32 = 1 << 6;
@@ -206,11 +207,7 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
         "never a document a browser renders as HTML"
     );
 
-    let messages = app.drain_queue().await;
-    let message = messages
-        .iter()
-        .find(|m| m.body["job_id"] == job.as_str())
-        .expect("the job's render message");
+    let message = render_message(&app, &job).await;
     assert_eq!(
         message.body["payload"]["replay"], expected,
         "{}",
@@ -294,11 +291,7 @@ async fn a_replays_hashes_are_md5s_kept_lowercase_and_found_in_any_case() {
             &json!("fedcba9876543210fedcba9876543210")
         )
     );
-    let messages = app.drain_queue().await;
-    let message = messages
-        .iter()
-        .find(|m| m.body["job_id"] == job.as_str())
-        .expect("the job's render message");
+    let message = render_message(&app, &job).await;
     assert_eq!(
         message.body["payload"]["replay"], replay,
         "dispatched as stored"
@@ -480,4 +473,13 @@ async fn a_replay_whose_render_failed_is_refused_to_everyone_until_the_cooldown_
 
     tokio::time::sleep(Duration::from_millis(3_200)).await;
     accepted_job(app.render(other, form()).await).await;
+}
+
+/// The render queue's message for `job`.
+async fn render_message(app: &TestApp, job: &str) -> Delivered {
+    let messages = app.drain_queue().await;
+    messages
+        .into_iter()
+        .find(|m| m.body["job_id"] == job)
+        .expect("the job's render message")
 }
