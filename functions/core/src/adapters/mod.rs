@@ -2,6 +2,9 @@
 
 pub mod callback_sender;
 pub mod dynamo;
+pub mod dynamo_events;
+pub mod local_sockets;
+pub mod management_api;
 #[cfg(any(test, feature = "memory"))]
 pub mod memory;
 pub mod postgres;

@@ -155,6 +155,19 @@ impl ClientKey {
         Self(name)
     }
 
+    /// A key's client as the store names it (`key:<uuid>`), if `name` is one.
+    pub fn key_client(name: &str) -> Option<Self> {
+        let id = name.strip_prefix(KEY_CLIENT_PREFIX)?;
+        uuid::Uuid::parse_str(id).ok()?;
+        Some(Self(name.to_owned()))
+    }
+
+    /// What a WebSocket connection's frames are counted by (`conn:<id>`): never an address or
+    /// a key's client, so its window is its own.
+    pub fn connection(id: &str) -> Self {
+        Self(format!("conn:{id}"))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

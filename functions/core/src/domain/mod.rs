@@ -6,6 +6,7 @@ pub mod caller;
 pub mod client;
 pub mod deadline;
 pub mod entitlement;
+pub mod events;
 pub mod failure;
 pub mod farm;
 pub mod form;

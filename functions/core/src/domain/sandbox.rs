@@ -109,28 +109,51 @@ pub fn shown_between(status: JobStatus) -> Option<(Duration, Option<Duration>)> 
     }
 }
 
+/// The ages at which a sandbox job's callbacks and live events report it: each state's start,
+/// and halfway through rendering.
+const STEPS: [Duration; 5] = [
+    Duration::ZERO,
+    DOWNLOADING_AT,
+    RENDERING_AT,
+    Duration::from_millis(
+        (RENDERING_AT.as_millis() + (COMPLETED_AT.as_millis() - RENDERING_AT.as_millis()) / 2)
+            as u64,
+    ),
+    COMPLETED_AT,
+];
+
+/// The step of its schedule a sandbox job of `age` is at (1-based: its live events'
+/// `sequence`), and the age of its next step, if any.
+pub fn step_at(age: Duration) -> (i64, Option<Duration>) {
+    let reached = STEPS.iter().take_while(|&&at| at <= age).count();
+    (reached as i64, STEPS.get(reached).copied())
+}
+
 /// The callbacks of a sandbox job: each state change, and one progress update while it
 /// renders, at the age it happens; what `state_at` shows then.
 pub fn callback_schedule(outcome: Outcome) -> Vec<(Duration, JobStatus, f32)> {
-    let halfway = RENDERING_AT + (COMPLETED_AT - RENDERING_AT) / 2;
-    [
-        Duration::ZERO,
-        DOWNLOADING_AT,
-        RENDERING_AT,
-        halfway,
-        COMPLETED_AT,
-    ]
-    .into_iter()
-    .map(|at| {
-        let (status, progress) = state_at(at, outcome);
-        (at, status, progress)
-    })
-    .collect()
+    STEPS
+        .into_iter()
+        .map(|at| {
+            let (status, progress) = state_at(at, outcome);
+            (at, status, progress)
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sandbox_job_steps_through_its_schedule() {
+        let ms = Duration::from_millis;
+        assert_eq!(step_at(ms(0)), (1, Some(ms(2_000))));
+        assert_eq!(step_at(ms(1_999)), (1, Some(ms(2_000))));
+        assert_eq!(step_at(ms(6_500)), (4, Some(ms(9_000))));
+        assert_eq!(step_at(ms(9_000)), (5, None));
+        assert_eq!(step_at(ms(60_000)), (5, None));
+    }
 
     #[test]
     fn a_sandbox_job_moves_forward_to_completed_within_ten_seconds() {

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use crate::adapters::callback_sender::{CheckedAddresses, HttpCallbacks};
 use crate::adapters::dynamo::DynamoRateLimiter;
+use crate::adapters::dynamo_events::DynamoConnections;
+use crate::adapters::management_api::ManagementApiPusher;
 use crate::adapters::postgres::callbacks::PgCallbackStore;
 use crate::adapters::postgres::credentials::{
     CredentialSource, Credentials, RotatingCredentials, REREAD_INTERVAL,
@@ -14,12 +16,14 @@ use crate::adapters::postgres::jobs::PgJobStore;
 use crate::adapters::postgres::keys::PgKeyStore;
 use crate::adapters::postgres::outbox::PgOutboxStore;
 use crate::adapters::postgres::policy::PgPolicyStore;
+use crate::adapters::postgres::pushes::PgPushQueue;
 use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db, PostgresCheck};
 use crate::adapters::s3::{S3Bucket, S3SkinStore};
 use crate::adapters::secrets::{DatabaseSecret, SecretsManagerStore};
 use crate::adapters::sqs::{SqsRenderQueue, SqsWake};
 use crate::ports::callbacks::CallbackSender;
+use crate::ports::events::Pusher;
 use crate::ports::skins::CLAIM_STALE_AFTER;
 use crate::ports::wake::DispatcherWake;
 use crate::ports::{Ports, StoreError};
@@ -128,6 +132,15 @@ impl Clients {
             keys: Arc::new(PgKeyStore::new(self.pool.clone())),
             policy: Arc::new(PgPolicyStore::new(self.pool.clone())),
             secrets: Arc::new(SecretsManagerStore::new(self.secretsmanager.clone())),
+            connections: Arc::new(DynamoConnections::new(
+                self.dynamodb.clone(),
+                &config.events_table,
+            )),
+            pusher: config
+                .events_management_url
+                .as_ref()
+                .map(|url| Arc::new(ManagementApiPusher::new(&self.sdk, url)) as Arc<dyn Pusher>),
+            pushes: Arc::new(PgPushQueue::new(self.pool.clone())),
             wake: config.callback_wake_queue_url.as_ref().map(|url| {
                 Arc::new(SqsWake::new(self.sqs.clone(), url.clone())) as Arc<dyn DispatcherWake>
             }),

@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod callbacks;
 #[cfg(any(test, feature = "contracts"))]
 pub mod contracts;
+pub mod events;
 pub mod health;
 pub mod idempotency;
 pub mod jobs;
@@ -43,6 +44,13 @@ pub struct Ports {
     /// What wakes the dispatcher for a callback; none without a wake queue (the schedule sends
     /// them all).
     pub wake: Option<Arc<dyn wake::DispatcherWake>>,
+    /// Live events: the open connections and what each follows.
+    pub connections: Arc<dyn events::ConnectionStore>,
+    /// What sends a frame to a connection; none where no events are pushed from (no
+    /// `EVENTS_MANAGEMENT_URL`).
+    pub pusher: Option<Arc<dyn events::Pusher>>,
+    /// The jobs whose watchers are owed their state.
+    pub pushes: Arc<dyn events::PushQueue>,
     /// What `/health` probes.
     pub dependencies: Vec<Arc<dyn health::Dependency>>,
 }

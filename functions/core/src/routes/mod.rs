@@ -182,15 +182,29 @@ impl App {
     /// anonymous client of its address (and of its network, DESIGN.md §3); a 401 for a key that
     /// does not count (usecases/keys/caller.rs).
     pub async fn caller(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Caller, Rejection> {
+        let (address, network, wide_network) = self.addresses(peer, headers);
+        let authorization = headers.get(header::AUTHORIZATION);
+        identify(self, address, (network, wide_network), authorization).await
+    }
+
+    /// The anonymous client a request from `peer` with these headers is from (its
+    /// `CF-Connecting-IP` believed only from a trusted proxy), whatever key it may carry.
+    pub fn anonymous_caller(&self, peer: IpAddr, headers: &HeaderMap) -> Caller {
+        let (address, network, wide_network) = self.addresses(peer, headers);
+        Caller::anonymous(address, network, wide_network)
+    }
+
+    /// The request's client address, network and wide network.
+    fn addresses(&self, peer: IpAddr, headers: &HeaderMap) -> (ClientKey, ClientKey, ClientKey) {
         let forwarded = headers
             .get(CF_CONNECTING_IP)
             .and_then(|value| value.to_str().ok());
         let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
-        let address = ClientKey::new(ip, self.config.ipv6_prefix_len);
-        let network = ClientKey::network(ip, self.config.network_prefixes);
-        let wide_network = ClientKey::network(ip, self.config.wide_network_prefixes);
-        let authorization = headers.get(header::AUTHORIZATION);
-        identify(self, address, (network, wide_network), authorization).await
+        (
+            ClientKey::new(ip, self.config.ipv6_prefix_len),
+            ClientKey::network(ip, self.config.network_prefixes),
+            ClientKey::network(ip, self.config.wide_network_prefixes),
+        )
     }
 }
 

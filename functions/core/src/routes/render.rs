@@ -45,7 +45,7 @@ async fn render(
     };
     log_decision(caller.ok().as_ref(), &submission);
     metrics::admission(RENDER_ENDPOINT, &submission.outcome, started.elapsed());
-    submission_response(submission)
+    submission_response(&app, submission)
 }
 
 fn log_decision(caller: Option<&Caller>, submission: &Submission<Reply<JobId>>) {
@@ -65,6 +65,8 @@ fn log_decision(caller: Option<&Caller>, submission: &Submission<Reply<JobId>>) 
     }
 }
 
-fn submission_response(submission: Submission<Reply<JobId>>) -> Response {
-    submission.respond_replayable(|job_id| admitted_response(job_id).respond(false))
+fn submission_response(app: &App, submission: Submission<Reply<JobId>>) -> Response {
+    submission.respond_replayable(|job_id| {
+        admitted_response(job_id, app.config.events_url.as_deref()).respond(false)
+    })
 }

@@ -173,6 +173,13 @@ pub struct Config {
     /// they may submit renders and uploads from a browser (routes/mod.rs
     /// `check_request_site`). `None`: no CORS headers, and no page submits.
     pub cors_allow_origin: Option<String>,
+    /// The live events' WebSocket URL clients are shown (`links.events`); none: not shown.
+    pub events_url: Option<String>,
+    /// Where API Gateway's Management API posts to this deployment's connections; none: no
+    /// frames are pushed from this process (the dev server pushes to its own sockets).
+    pub events_management_url: Option<String>,
+    /// The DynamoDB table of live-event connections and subscriptions.
+    pub events_table: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -195,6 +202,12 @@ pub struct RateLimits {
     pub key_lookup: RateLimit,
     /// The same per network (an IPv4 /24 or IPv6 /48), of all its addresses together.
     pub key_lookup_network: RateLimit,
+    /// Live-event connections opened per client address (an IPv6 /64).
+    pub events_connect: RateLimit,
+    /// The same of all addresses of one network together.
+    pub events_connect_network: RateLimit,
+    /// Frames one live-event connection may send.
+    pub events_frames: RateLimit,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -436,6 +449,10 @@ impl Config {
                 key_lookup: env.parse("RATE_LIMIT_KEY_LOOKUP", limit("30/minute"))?,
                 key_lookup_network: env
                     .parse("RATE_LIMIT_KEY_LOOKUP_NETWORK", limit("120/minute"))?,
+                events_connect: env.parse("RATE_LIMIT_EVENTS_CONNECT", limit("10/minute"))?,
+                events_connect_network: env
+                    .parse("RATE_LIMIT_EVENTS_CONNECT_NETWORK", limit("40/minute"))?,
+                events_frames: env.parse("RATE_LIMIT_EVENTS_FRAMES", limit("5/second"))?,
             },
             max_queued,
             max_rendering: env.parse("MAX_RENDERING", 20)?,
@@ -516,6 +533,9 @@ impl Config {
                 .parse::<Seconds>("SKIN_INGEST_INTERVAL", Seconds(5))?
                 .into(),
             cors_allow_origin: lookup("CORS_ALLOW_ORIGIN").filter(|origin| !origin.is_empty()),
+            events_url: lookup("EVENTS_URL").filter(|url| !url.is_empty()),
+            events_management_url: lookup("EVENTS_MANAGEMENT_URL").filter(|url| !url.is_empty()),
+            events_table: env.string("EVENTS_TABLE", "osurender-events"),
             replay_bucket,
         })
     }

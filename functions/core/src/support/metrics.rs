@@ -44,6 +44,20 @@ pub fn callbacks(delivered: u64, failed: u64) {
     ));
 }
 
+/// Live-event frames one push sweep could not deliver, and connections it found closed
+/// (`EventPushesFailedAlarm` and `EventPushesGoneAlarm` watch them), by function.
+pub fn event_pushes(failed: u64, gone: u64) {
+    let line = function_counts_line(
+        &function_name(),
+        &[
+            ("EventPushesFailed", json!(failed)),
+            ("EventPushesGone", json!(gone)),
+        ],
+        now_millis(),
+    );
+    emit(&line);
+}
+
 /// A wake of the dispatcher that failed (`CallbackWakesFailedAlarm` watches this), by
 /// function: callbacks then wait for the scheduled sweep, up to a minute.
 pub fn wake_failed() {

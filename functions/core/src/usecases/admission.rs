@@ -509,7 +509,10 @@ async fn store_and_admit(
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,
         replay: replay.info.clone(),
-        completes: claim.map(|claim| (claim, admitted_response(id))),
+        completes: claim.map(|claim| {
+            let response = admitted_response(id, app.config.events_url.as_deref());
+            (claim, response)
+        }),
         sandbox: request.sandbox,
         callback,
         cost: RenderCost::of(replay.info.length_ms, app.config.render_overhead),
@@ -528,8 +531,9 @@ async fn store_and_admit(
                     None => {}
                 }
             };
+            // A keyed job may be followed by its key's live-event subscribers from the start.
             let wake = async {
-                if job.callback.is_some() {
+                if job.callback.is_some() || !caller.is_anonymous() {
                     callbacks::wake_dispatcher(app).await;
                 }
             };
@@ -713,14 +717,18 @@ async fn discard_replay(app: &App, job: &NewJob) {
 }
 
 /// The response to an admitted render, and to every retry with its idempotency key.
-pub fn admitted_response(job_id: JobId) -> StoredResponse {
+pub fn admitted_response(job_id: JobId, events_url: Option<&str>) -> StoredResponse {
     let location = job_id.status_path();
+    let mut links = json!({ "status": location });
+    if let Some(url) = events_url {
+        links["events"] = json!(url);
+    }
     StoredResponse {
         status: 202,
         body: json!({
             "job_id": job_id,
             "status": "queued",
-            "links": { "status": location },
+            "links": links,
         }),
         location: Some(location),
     }

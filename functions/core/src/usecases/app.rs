@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::ports::artifacts::ArtifactLinks;
 use crate::ports::callbacks::{CallbackAddresses, CallbackQueue};
+use crate::ports::events::{ConnectionStore, PushQueue, Pusher};
 use crate::ports::idempotency::IdempotencyStore;
 use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobRelease, JobTransitions};
 use crate::ports::limiter::RateLimiter;
@@ -47,6 +48,11 @@ pub struct App {
     /// What wakes the dispatcher when a callback is queued or falls due; none without a wake
     /// queue (`callbacks::wake_dispatcher`).
     pub wake: Option<Arc<dyn DispatcherWake>>,
+    /// Live events: the open connections and what each follows, what sends them frames (none
+    /// where nothing is pushed from), and the jobs whose watchers are owed their state.
+    pub connections: Arc<dyn ConnectionStore>,
+    pub pusher: Option<Arc<dyn Pusher>>,
+    pub pushes: Arc<dyn PushQueue>,
     pub skins: Arc<dyn SkinStore>,
     pub skin_names: Arc<dyn SkinRegistry>,
     pub idempotency: Arc<dyn IdempotencyStore>,
@@ -100,6 +106,9 @@ impl App {
             callbacks: ports.callbacks,
             callback_addresses: ports.callback_addresses,
             wake: ports.wake,
+            connections: ports.connections,
+            pusher: ports.pusher,
+            pushes: ports.pushes,
             skins: ports.skins,
             skin_names: ports.skin_names,
             idempotency: ports.idempotency,

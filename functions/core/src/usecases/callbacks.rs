@@ -102,7 +102,8 @@ pub async fn wake_dispatcher(app: &App) {
 }
 
 /// After a sweep (`swept`: its report, if it did not fail): asks to be woken at once if it
-/// stopped at its time budget with callbacks left, else when the next callback falls due (a
+/// stopped at its time budget with callbacks left, else when the next callback or live-event
+/// push (a sandbox job's next step, a lease run out) falls due (a
 /// retry's backoff, a sandbox job's next step, a lease that may run out, one that fell due as
 /// the sweep ended), when that is within a wake's reach; one due later is the schedule's. A
 /// failed read or wake is only logged: the schedule remains.
@@ -113,10 +114,23 @@ pub async fn wake_after_sweep(app: &App, swept: Option<&SweepReport>) {
     if swept.is_some_and(|report| report.unfinished) {
         return wake_after(app, Duration::ZERO).await;
     }
-    match app.callbacks.next_due(app.config.outbox_max_attempts).await {
-        Ok(Some(after)) if after <= MAX_WAKE_DELAY => wake_after(app, after).await,
-        Ok(_) => {}
-        Err(error) => tracing::warn!(%error, "reading when the next callback is due failed"),
+    let (callback, push) = tokio::join!(
+        app.callbacks.next_due(app.config.outbox_max_attempts),
+        app.pushes.next_due()
+    );
+    let due = |next: Result<Option<Duration>, StoreError>, what: &str| {
+        next.inspect_err(
+            |error| tracing::warn!(%error, "reading when the next {what} is due failed"),
+        )
+        .ok()
+        .flatten()
+    };
+    let next = [due(callback, "callback"), due(push, "live-event push")]
+        .into_iter()
+        .flatten()
+        .min();
+    if let Some(after) = next.filter(|after| *after <= MAX_WAKE_DELAY) {
+        wake_after(app, after).await;
     }
 }
 

@@ -308,7 +308,7 @@ pub struct JobView {
 }
 
 #[derive(Debug, Serialize)]
-struct Links {
+pub(crate) struct Links {
     #[serde(rename = "self")]
     this: String,
     /// A completed job's artifacts, as paths that redirect to fresh presigned URLs.
@@ -316,10 +316,13 @@ struct Links {
     video: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thumbnail: Option<String>,
+    /// Where the job's live events are followed (`EVENTS_URL`), when the deployment has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<String>,
 }
 
 impl Links {
-    fn of(job: &JobRecord) -> Self {
+    pub(crate) fn of(job: &JobRecord, events_url: Option<&str>) -> Self {
         let completed = job.status == JobStatus::Completed;
         let path = job.id.status_path();
         let artifact = |key: &Option<String>, noun: &str| {
@@ -330,6 +333,7 @@ impl Links {
         Self {
             video: artifact(&job.video_key, "video"),
             thumbnail: artifact(&job.thumb_key, "thumbnail"),
+            events: events_url.map(str::to_owned),
             this: path,
         }
     }
@@ -346,7 +350,7 @@ struct Artifacts {
 impl JobView {
     /// `artifacts`: the links of `GET /v1/jobs/{id}`; always `None` in a list.
     fn new(app: &App, job: JobRecord, artifacts: Option<Artifacts>) -> Self {
-        let links = Links::of(&job);
+        let links = Links::of(&job, app.config.events_url.as_deref());
         Self {
             job_id: job.id,
             status: job.status,

@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod app;
 pub mod callbacks;
+pub mod events;
 pub mod health;
 pub mod idempotency;
 pub mod janitor;

@@ -7,6 +7,7 @@
 //! and the decisions of the use cases, fast.
 
 mod callbacks;
+mod connections;
 #[cfg(test)]
 mod contracts;
 mod farm;
@@ -17,12 +18,14 @@ mod limiter;
 mod objects;
 mod outbox;
 mod policy;
+mod pushes;
 mod queue;
 mod secrets;
 mod skin_names;
 mod wake;
 
 pub use callbacks::MemoryCallbacks;
+pub use connections::MemoryConnections;
 pub use keys::MemoryKeys;
 pub use limiter::MemoryLimiter;
 pub use objects::MemoryObjects;
@@ -41,6 +44,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
+use crate::adapters::local_sockets::LocalSockets;
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
 use crate::domain::farm::{FarmState, InFlight, QueuePlace};
@@ -83,6 +87,9 @@ pub struct Memory {
     pub secrets: Arc<MemorySecrets>,
     pub callbacks: Arc<MemoryCallbacks>,
     pub wake: Arc<MemoryWake>,
+    pub connections: Arc<MemoryConnections>,
+    /// The sockets frames are pushed to: a test registers a connection to read its frames.
+    pub sockets: Arc<LocalSockets>,
 }
 
 impl Memory {
@@ -99,6 +106,8 @@ impl Memory {
             secrets: Arc::new(MemorySecrets::default()),
             callbacks: Arc::default(),
             wake: Arc::default(),
+            connections: Arc::default(),
+            sockets: Arc::default(),
             calls,
         }
     }
@@ -121,6 +130,9 @@ impl Memory {
             artifacts: self.objects.clone(),
             secrets: self.secrets.clone(),
             wake: Some(self.wake.clone()),
+            connections: self.connections.clone(),
+            pusher: Some(self.sockets.clone()),
+            pushes: self.database.clone(),
             dependencies: vec![self.database.clone() as Arc<dyn Dependency>],
         }
     }

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod migrations;
 pub mod outbox;
 pub mod policy;
+pub mod pushes;
 pub mod skins;
 pub mod tls;
 

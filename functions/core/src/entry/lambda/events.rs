@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::Error;
 use crate::ports::callbacks::CallbackSender;
 use crate::usecases::callbacks;
+use crate::usecases::events::{self as live, PushReport};
 use crate::usecases::janitor::{self, JanitorReport};
 use crate::usecases::outbox::{self, SweepReport};
 use crate::usecases::skins;
@@ -23,12 +24,15 @@ use crate::{support::metrics, App};
 pub struct DispatchReport {
     pub events: SweepReport,
     pub callbacks: SweepReport,
+    /// Live events pushed to their watchers.
+    pub pushes: PushReport,
 }
 
 /// `outbox-dispatcher`. On its schedule (or `{}` by hand): one sweep of the render events and
 /// one of the callbacks, each run even if the other fails. On the wake queue's messages (an SQS
-/// event: `callbacks::wake_dispatcher`): the callbacks' sweep alone. Either way it then asks to
-/// be woken when the next callback falls due. The events it gave up on become the
+/// event: `callbacks::wake_dispatcher`): the callbacks' sweep alone. Either way it pushes the
+/// changes of watched jobs to their live-event subscribers (usecases/events.rs) and then asks to
+/// be woken when the next callback or push falls due. The events it gave up on become the
 /// `OutboxFailed` metric, the callbacks it delivered and gave up on `CallbacksDelivered` and
 /// `CallbacksFailed`. A failed sweep is the invocation's error (the dispatcher's errors alarm
 /// counts those; a wake's messages come back after their visibility timeout). Each scheduled
@@ -48,22 +52,27 @@ pub async fn dispatch_outbox(
         }
     };
     let sweep_callbacks = async {
-        let swept = callbacks::sweep(&app, &sender).await;
+        let (swept, pushed) =
+            tokio::join!(callbacks::sweep(&app, &sender), live::sweep_pushes(&app));
         callbacks::wake_after_sweep(&app, swept.as_ref().ok()).await;
-        swept
+        (swept, pushed)
     };
-    let (events, callbacks) = tokio::join!(sweep_events, sweep_callbacks);
+    let (events, (callbacks, pushes)) = tokio::join!(sweep_events, sweep_callbacks);
     let report = DispatchReport {
         events: events?,
         callbacks: callbacks?,
+        pushes: pushes?,
     };
+    if report.pushes.failed + report.pushes.gone > 0 {
+        metrics::event_pushes(report.pushes.failed, report.pushes.gone);
+    }
     if report.events.failed > 0 {
         metrics::outbox_failed(report.events.failed);
     }
     if report.callbacks.claimed > 0 {
         metrics::callbacks(report.callbacks.dispatched, report.callbacks.failed);
     }
-    if report.events.claimed + report.callbacks.claimed > 0 {
+    if report.events.claimed + report.callbacks.claimed + report.pushes.claimed > 0 {
         tracing::info!(?report, woken, "outbox sweep");
     }
     if !woken {

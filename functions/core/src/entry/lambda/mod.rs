@@ -9,6 +9,7 @@ mod admin;
 mod database;
 mod events;
 mod migrate;
+mod websocket;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -38,6 +39,7 @@ pub use migrate::{
     custom_resource_response, migrate, serve_migrations, CustomResourceRequest,
     PHYSICAL_RESOURCE_ID,
 };
+pub use websocket::{websocket_event, GatewayAnswer};
 
 /// Everything a function needs, built once per instance: logging, configuration, the AWS
 /// clients and the Postgres pool (credentials from the database secret on AWS, read again when
