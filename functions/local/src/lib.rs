@@ -6,21 +6,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use osurender_core::adapters::local_sockets::LocalSockets;
 use osurender_core::adapters::postgres::migrations;
 use osurender_core::entry::wiring::callback_sender;
 use osurender_core::ports::callbacks::CallbackSender;
+use osurender_core::ports::events::Pusher;
 use osurender_core::ports::StoreError;
 use osurender_core::support::config::SecretSource;
 use osurender_core::usecases::lifecycle::Verifier;
 use osurender_core::usecases::outbox::SweepReport;
 use osurender_core::{
-    entry::http, support::aws, usecases::callbacks, usecases::janitor, usecases::outbox,
+    entry::http, support::aws, usecases::callbacks, usecases::events as live, usecases::janitor, usecases::outbox,
     usecases::skins, App, Clients, Config,
 };
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+mod events;
 mod provision;
 mod wakes;
 mod workers;
@@ -92,11 +95,18 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
         );
     }
 
-    let app = clients.app(config);
+    let addr = listener.local_addr()?;
+    config
+        .events_url
+        .get_or_insert_with(|| format!("ws://{}/v1/events", reachable(addr)));
+    let mut app = clients.app(config);
+    // Live events go to this process's own sockets, as API Gateway's Management API would.
+    let sockets = Arc::new(LocalSockets::default());
+    app.pusher = Some(sockets.clone() as Arc<dyn Pusher>);
     app.read_secrets().await;
     let verifier = Verifier::from_app(&app).await?;
-    let router = http::service(http::all_routes(verifier), app.clone());
-    let addr = listener.local_addr()?;
+    let routes = http::all_routes(verifier).merge(events::routes(sockets));
+    let router = http::service(routes, app.clone());
     run_scheduled(&app, &clients.sqs);
     if app.config.simulate_workers {
         workers::Simulator {
@@ -114,12 +124,18 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     Ok(Server { addr, task })
 }
 
-/// A callback sweep, as the dispatcher's (entry/lambda/events.rs): then a wake for what is
-/// left or due next, when there is a wake queue.
+/// A callback sweep and a push of watched jobs' changes, as the dispatcher's
+/// (entry/lambda/events.rs): then a wake for what is left or due next, when there is a wake
+/// queue.
 pub(crate) async fn sweep_callbacks(app: &App, sender: &Arc<dyn CallbackSender>, what: &str) {
-    let swept = callbacks::sweep(app, sender).await;
+    let (swept, pushed) = tokio::join!(callbacks::sweep(app, sender), live::sweep_pushes(app));
     callbacks::wake_after_sweep(app, swept.as_ref().ok()).await;
     log_sweep(what, swept);
+    match pushed {
+        Ok(report) if report.claimed > 0 => tracing::info!(?report, "{what} push sweep"),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "{what} push sweep failed"),
+    }
 }
 
 fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {

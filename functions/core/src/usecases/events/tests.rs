@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio::sync::mpsc::Receiver;
+use tokio::sync::mpsc::UnboundedReceiver as Receiver;
 
 use super::*;
 use crate::adapters::local_sockets::LocalSockets;
@@ -32,7 +32,7 @@ async fn connected(app: &App, sockets: &LocalSockets, n: u8) -> (ConnectionId, R
     let id = ConnectionId::parse(&format!("conn-{n}")).unwrap();
     let caller = Caller::anonymous_at(&format!("198.51.{n}.7"));
     connect(app, &id, &caller).await.expect("connected");
-    let frames = sockets.register(id.clone());
+    let frames = sockets.register(&id);
     (id, frames)
 }
 
