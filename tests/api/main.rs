@@ -9,10 +9,12 @@
 
 mod support;
 
+mod browser;
 mod budget;
 mod callbacks;
 mod contracts;
 mod entitlements;
+mod events;
 mod fair_service;
 mod fairness;
 mod faults;

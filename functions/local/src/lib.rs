@@ -16,8 +16,8 @@ use osurender_core::support::config::SecretSource;
 use osurender_core::usecases::lifecycle::Verifier;
 use osurender_core::usecases::outbox::SweepReport;
 use osurender_core::{
-    entry::http, support::aws, usecases::callbacks, usecases::events as live, usecases::janitor, usecases::outbox,
-    usecases::skins, App, Clients, Config,
+    entry::http, support::aws, usecases::callbacks, usecases::events as live, usecases::janitor,
+    usecases::outbox, usecases::skins, App, Clients, Config,
 };
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;

@@ -148,6 +148,7 @@ impl TestApp {
         // only what admission stored.
         let artifact_bucket = format!("artifacts-{unique}");
         let table = format!("rate-limits-{unique}");
+        let events_table = format!("events-{unique}");
         let queue = format!("render-jobs-{unique}");
         let mut vars: HashMap<String, String> = [
             ("DATABASE_URL", server_database_url.as_str()),
@@ -156,6 +157,7 @@ impl TestApp {
             ("REPLAY_BUCKET", bucket.as_str()),
             ("ARTIFACT_BUCKET", artifact_bucket.as_str()),
             ("RATE_LIMIT_TABLE", table.as_str()),
+            ("EVENTS_TABLE", events_table.as_str()),
             ("TRUSTED_PROXY_CIDRS", "127.0.0.0/8, ::1/128"),
             ("DB_POOL_SIZE", "8"),
             ("RENDER_QUEUE_NAME", queue.as_str()),

@@ -11,9 +11,11 @@
 //! - `queue`: the render queue and the outbox that feeds it;
 //! - `secrets`: secrets in the stand-in's Secrets Manager, created and rotated.
 //! - `callbacks`: a client's callback receiver, and the sweeps that deliver to it.
+//! - `events`: a live-event WebSocket client, as a bot or a CLI opens one.
 
 pub mod app;
 pub mod callbacks;
+pub mod events;
 pub mod invariants;
 pub mod jobs;
 pub mod keys;

@@ -28,6 +28,7 @@ use crate::ports::limiter::Hit;
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
+use crate::usecases::callbacks;
 use crate::usecases::jobs::Links;
 use crate::usecases::keys::caller::KEY_LOOKUP_ENDPOINT;
 use crate::usecases::keys::lookup::KeyRefusal;
@@ -176,7 +177,10 @@ async fn subscribe_job(
     // Read again after the subscription holds: a change since then is pushed, so none falls
     // between the state sent here and the pushes.
     let record = find(app, job).await?;
-    schedule_sandbox_step(app, &record).await;
+    if schedule_sandbox_step(app, &record).await {
+        // The sweep it runs asks to be woken again when the step falls due.
+        callbacks::wake_dispatcher(app).await;
+    }
     Ok(vec![
         ServerFrame::Subscribed(Subject::Job { job_id: job }),
         ServerFrame::Job(job_event(&record)),
@@ -206,9 +210,13 @@ async fn subscribe_key(
         .await
         .map_err(store_failed)?;
     let mut frames = vec![ServerFrame::Subscribed(Subject::Key { key_id })];
+    let mut scheduled = false;
     for record in page.jobs.into_iter().filter(|job| job.status.is_active()) {
-        schedule_sandbox_step(app, &record).await;
+        scheduled |= schedule_sandbox_step(app, &record).await;
         frames.push(ServerFrame::Job(job_event(&record)));
+    }
+    if scheduled {
+        callbacks::wake_dispatcher(app).await;
     }
     Ok(frames)
 }
@@ -315,11 +323,16 @@ fn unavailable() -> ServerFrame {
 }
 
 /// A sandbox job's steps are its age's, not changes the database sees: while it is watched,
-/// a push is queued for its next one.
-async fn schedule_sandbox_step(app: &App, record: &JobRecord) {
-    if let Some(at) = next_sandbox_step(record) {
-        if let Err(error) = app.pushes.push_at(record.id, at).await {
+/// a push is queued for its next one (then the dispatcher is to be woken: whether it is).
+async fn schedule_sandbox_step(app: &App, record: &JobRecord) -> bool {
+    let Some(at) = next_sandbox_step(record) else {
+        return false;
+    };
+    match app.pushes.push_at(record.id, at).await {
+        Ok(()) => true,
+        Err(error) => {
             tracing::warn!(%error, job = %record.id, "queuing a sandbox job's next push failed");
+            false
         }
     }
 }

@@ -113,7 +113,10 @@ async fn a_bad_frame_is_answered_and_the_connection_still_serves() {
         (&b"{not json"[..], "invalid_message"),
         (br#"{"action":"dance","job_id":"x"}"#, "invalid_message"),
         (br#"{"action":"subscribe"}"#, "invalid_message"),
-        (br#"{"action":"subscribe","key":"osr_live_nope"}"#, "invalid_api_key"),
+        (
+            br#"{"action":"subscribe","key":"osr_live_nope"}"#,
+            "invalid_api_key",
+        ),
     ] {
         receive(&app, &id, frame).await;
         let answer = frames(&mut received);
@@ -127,7 +130,9 @@ async fn a_bad_frame_is_answered_and_the_connection_still_serves() {
 #[tokio::test]
 async fn a_connection_holds_at_most_its_subscriptions() {
     let (app, memory) = app_with(&[("RATE_LIMIT_EVENTS_FRAMES", "1000/second")]);
-    memory.database.occupy(JobStatus::Queued, MAX_SUBSCRIPTIONS + 1);
+    memory
+        .database
+        .occupy(JobStatus::Queued, MAX_SUBSCRIPTIONS + 1);
     let jobs = memory.database.job_ids();
     let (id, mut received) = connected(&app, &memory.sockets, 1).await;
     for job in &jobs[..MAX_SUBSCRIPTIONS] {
@@ -161,8 +166,14 @@ async fn frames_over_the_connections_rate_are_refused_unread() {
         .collect();
     // Within one window: two read, the rest refused unread (the subscribe included).
     assert!(codes.len() >= 3, "{codes:?}");
-    assert_eq!(&codes[..2], [Value::from("invalid_message"), "invalid_message".into()]);
-    assert!(codes[2..].iter().all(|code| code == "rate_limited"), "{codes:?}");
+    assert_eq!(
+        &codes[..2],
+        [Value::from("invalid_message"), "invalid_message".into()]
+    );
+    assert!(
+        codes[2..].iter().all(|code| code == "rate_limited"),
+        "{codes:?}"
+    );
 }
 
 #[tokio::test]
@@ -175,7 +186,10 @@ async fn connects_over_the_addresss_limit_are_refused() {
     }
     let id = ConnectionId::parse("c2").unwrap();
     let refused = connect(&app, &id, &caller).await;
-    assert!(matches!(refused, Err(Rejection::RateLimited(..))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Rejection::RateLimited(..))),
+        "{refused:?}"
+    );
     // Another address is counted apart.
     connect(&app, &id, &Caller::anonymous_at("198.51.101.7"))
         .await
@@ -208,7 +222,10 @@ async fn a_watched_jobs_change_reaches_its_subscribers_and_no_one_else() {
     sweep_pushes(&app).await.unwrap();
     let done = frames(&mut to_a);
     assert_eq!(done[0]["status"], "completed");
-    assert_eq!(done[0]["links"]["video"], format!("/v1/jobs/{watched}/video"));
+    assert_eq!(
+        done[0]["links"]["video"],
+        format!("/v1/jobs/{watched}/video")
+    );
     // Nothing is left to push.
     assert_eq!(sweep_pushes(&app).await.unwrap().claimed, 0);
 }
