@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use osurender_core::adapters::local_sockets::LocalSockets;
 use osurender_core::adapters::postgres::migrations;
 use osurender_core::entry::wiring::callback_sender;
 use osurender_core::ports::callbacks::CallbackSender;
@@ -101,12 +100,13 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
         .get_or_insert_with(|| format!("ws://{}/v1/events", reachable(addr)));
     let mut app = clients.app(config);
     // Live events go to this process's own sockets, as API Gateway's Management API would.
-    let sockets = Arc::new(LocalSockets::default());
-    app.pusher = Some(sockets.clone() as Arc<dyn Pusher>);
+    let sockets = Arc::new(events::Sockets::default());
+    app.pusher = Some(sockets.pusher.clone() as Arc<dyn Pusher>);
     app.read_secrets().await;
     let verifier = Verifier::from_app(&app).await?;
-    let routes = http::all_routes(verifier).merge(events::routes(sockets));
+    let routes = http::all_routes(verifier).merge(events::routes(sockets.clone()));
     let router = http::service(routes, app.clone());
+    events::push_while_watched(app.clone(), sockets);
     run_scheduled(&app, &clients.sqs);
     if app.config.simulate_workers {
         workers::Simulator {
