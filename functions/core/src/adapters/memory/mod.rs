@@ -44,7 +44,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use crate::adapters::local_sockets::LocalSockets;
+/// The pusher the in-memory wiring sends frames through (the dev server's own).
+pub use crate::adapters::local_sockets::LocalSockets;
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
 use crate::domain::farm::{FarmState, InFlight, QueuePlace};

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver as Receiver;
 
 use super::*;
-use crate::adapters::local_sockets::LocalSockets;
+use crate::adapters::memory::LocalSockets;
 use crate::adapters::memory::Memory;
 use crate::domain::caller::Caller;
 use crate::ports::jobs::{JobReport, Nonce, Transition};
