@@ -77,6 +77,146 @@ def default_of(template, value):
     return template["Parameters"].get(name, {}).get("Default")
 
 
+def statements(fn):
+    """A function's policy statements (its inline Statement lists)."""
+    return [
+        st for policy in fn["Properties"].get("Policies", []) if isinstance(policy, dict)
+        for st in policy.get("Statement", [])
+    ]
+
+
+def listed(value):
+    return value if isinstance(value, list) else [value]
+
+
+def check_live_events(template, resources, functions, params, watches):
+    """Live events (docs/DESIGN.md §11, docs/DEPLOY.md "Live events"): one WebSocket API whose
+    every route reaches the events function, which only this API may invoke; the connection
+    table with its keys and TTL; the Management API rights on this API's connections only, for
+    the two functions that post frames; each function's DynamoDB rights on its tables only; the
+    URLs the functions are told; the alarms; the output."""
+    apis = [n for n, r in resources.items()
+            if r["Type"] == "AWS::ApiGatewayV2::Api" and r["Properties"].get("ProtocolType") == "WEBSOCKET"]
+    check(apis == ["EventsApi"], f"one WebSocket API, EventsApi (found {apis})")
+    api = resources.get("EventsApi", {}).get("Properties", {})
+    check(api.get("RouteSelectionExpression") == "$request.body.action",
+          "EventsApi: routes selected by $request.body.action")
+    events = functions.get("EventsFunction", {})
+    check(events.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "events"
+          and events.get("Metadata", {}).get("BuildMethod") == "rust-cargolambda",
+          "EventsFunction: builds the events binary (rust-cargolambda)")
+    target_uri = ("arn:${AWS::Partition}:apigateway:${AWS::Region}:lambda:path/2015-03-31/functions/"
+                  "${EventsFunction.Arn}/invocations")
+    integrations = {n for n, r in resources.items()
+                    if r["Type"] == "AWS::ApiGatewayV2::Integration"
+                    and ref(r["Properties"].get("ApiId")) == "EventsApi"
+                    and r["Properties"].get("IntegrationType") == "AWS_PROXY"
+                    and r["Properties"].get("IntegrationUri") == {"Fn::Sub": target_uri}}
+    check(integrations, "EventsApi: an AWS_PROXY integration with EventsFunction")
+    routes = {}
+    for n, r in resources.items():
+        if r["Type"] == "AWS::ApiGatewayV2::Route" and ref(r["Properties"].get("ApiId")) == "EventsApi":
+            routes[r["Properties"].get("RouteKey")] = r["Properties"]
+    for key in ("$connect", "$disconnect", "subscribe", "unsubscribe", "$default"):
+        route = routes.get(key)
+        check(route is not None, f"EventsApi: no {key} route")
+        if route is None:
+            continue
+        target = route.get("Target", {})
+        target = target.get("Fn::Sub", "") if isinstance(target, dict) else target
+        check(any(target == f"integrations/${{{i}}}" for i in integrations),
+              f"EventsApi: the {key} route integrates with EventsFunction")
+        check(route.get("AuthorizationType", "NONE") == "NONE",
+              f"EventsApi: {key} has no authorizer (the function checks X-Origin-Secret at $connect)")
+    check(set(routes) == {"$connect", "$disconnect", "subscribe", "unsubscribe", "$default"},
+          f"EventsApi: exactly the five routes, found {sorted(routes)}")
+    stages = [r["Properties"] for r in resources.values()
+              if r["Type"] == "AWS::ApiGatewayV2::Stage" and ref(r["Properties"].get("ApiId")) == "EventsApi"]
+    check(len(stages) == 1, "EventsApi: one stage")
+    reserved = int(default_of(template, events.get("Properties", {}).get("ReservedConcurrentExecutions")) or 0)
+    for stage in stages[:1]:
+        check(stage.get("AutoDeploy") is True, "EventsStage: AutoDeploy")
+        check(ref(stage.get("StageName")) == "Stage", "EventsStage: named after Stage")
+        throttle = stage.get("DefaultRouteSettings", {})
+        rate, burst = throttle.get("ThrottlingRateLimit"), throttle.get("ThrottlingBurstLimit")
+        check(isinstance(rate, (int, float)) and isinstance(burst, int) and rate > 0 and burst > 0,
+              "EventsStage: a literal route throttle (DefaultRouteSettings rate and burst)")
+        if isinstance(rate, (int, float)) and isinstance(burst, int):
+            check(burst <= reserved, f"EventsStage: burst {burst} above events' {reserved} reserved instances")
+            check(rate * UNMEASURED_MS / 1000 <= reserved,
+                  f"EventsStage: rate {rate}/s keeps more than events' {reserved} instances busy at {UNMEASURED_MS:.0f} ms")
+        check("DestinationArn" in stage.get("AccessLogSettings", {}), "EventsStage: access logs")
+    # Only this API may invoke the function (and nothing else names it as a principal).
+    permissions = [r["Properties"] for r in resources.values()
+                   if r["Type"] == "AWS::Lambda::Permission" and ref(r["Properties"].get("FunctionName")) == "EventsFunction"]
+    expected_source = {"Fn::Sub": "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${EventsApi}/*"}
+    check(len(permissions) == 1
+          and permissions[0].get("Principal") == "apigateway.amazonaws.com"
+          and permissions[0].get("Action") == "lambda:InvokeFunction"
+          and permissions[0].get("SourceArn") == expected_source,
+          "EventsFunction: one lambda:InvokeFunction permission for apigateway, SourceArn EventsApi's")
+    check(not events.get("Properties", {}).get("Events"), "EventsFunction: no SAM event (the WebSocket API's integration only)")
+    # The table: on demand, pk S HASH + sk S RANGE, TTL on expires_at.
+    table = resources.get("EventsTable", {})
+    tp = table.get("Properties", {})
+    check(table.get("Type") == "AWS::DynamoDB::Table" and tp.get("BillingMode") == "PAY_PER_REQUEST",
+          "EventsTable: a DynamoDB table, on demand")
+    check(tp.get("KeySchema") == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+          and sorted((a["AttributeName"], a["AttributeType"]) for a in tp.get("AttributeDefinitions", []))
+          == [("pk", "S"), ("sk", "S")],
+          "EventsTable: keys pk (S, HASH) and sk (S, RANGE)")
+    check(tp.get("TimeToLiveSpecification") == {"AttributeName": "expires_at", "Enabled": True},
+          "EventsTable: TTL on expires_at")
+    # The Management API: ManageConnections on this API's connections only, for the two that post.
+    connections_arn = {"Fn::Sub": "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${EventsApi}/${Stage}/*/@connections/*"}
+    management_url = {"Fn::Sub": "https://${EventsApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/${Stage}"}
+    for name, fn in functions.items():
+        manage = [st for st in statements(fn)
+                  if any(str(a).startswith("execute-api:") for a in listed(st.get("Action")))]
+        env = fn["Properties"].get("Environment", {}).get("Variables", {})
+        if name in ("EventsFunction", "OutboxDispatcherFunction"):
+            check(len(manage) == 1 and listed(manage[0].get("Action")) == ["execute-api:ManageConnections"]
+                  and listed(manage[0].get("Resource")) == [connections_arn],
+                  f"{name}: execute-api:ManageConnections on EventsApi's @connections/* only")
+            check(env.get("EVENTS_MANAGEMENT_URL") == management_url, f"{name}: EVENTS_MANAGEMENT_URL of EventsApi's stage")
+            check(ref(env.get("EVENTS_TABLE")) == "EventsTable", f"{name}: EVENTS_TABLE from EventsTable")
+        else:
+            check(not manage, f"{name}: no execute-api rights (only events and outbox-dispatcher post frames)")
+            check("EVENTS_MANAGEMENT_URL" not in env, f"{name}: no EVENTS_MANAGEMENT_URL")
+        # DynamoDB: each function on its own tables only, the events table only for the two.
+        tables = set()
+        for st in statements(fn):
+            if any(str(a).startswith("dynamodb:") for a in listed(st.get("Action"))):
+                for item in listed(st.get("Resource")):
+                    target = item.get("Fn::GetAtt", [None])[0] if isinstance(item, dict) else None
+                    check(target in ("RateLimitTable", "EventsTable"),
+                          f"{name}: DynamoDB rights on {item}, not a table of this stack")
+                    tables.add(target)
+        if name in ("EventsFunction", "OutboxDispatcherFunction"):
+            check("EventsTable" in tables, f"{name}: DynamoDB rights on EventsTable")
+        else:
+            check("EventsTable" not in tables, f"{name}: no rights on EventsTable")
+    check(functions.get("EventsFunction") is None or
+          {t for st in statements(events) if any(str(a).startswith("dynamodb:") for a in listed(st.get("Action")))
+           for t in [i.get("Fn::GetAtt", [None])[0] for i in listed(st.get("Resource")) if isinstance(i, dict)]}
+          == {"EventsTable", "RateLimitTable"},
+          "EventsFunction: DynamoDB rights on EventsTable and RateLimitTable (connect and frame windows) only")
+    # links.events: the functions that answer the 202 and job reads are told the URL.
+    for name in ("RenderFunction", "JobsFunction"):
+        url = functions[name]["Properties"].get("Environment", {}).get("Variables", {}).get("EVENTS_URL")
+        text = json.dumps(url)
+        check(url is not None and "wss://" in text and ("EventsApi" in text or "EventsDomainName" in text),
+              f"{name}: EVENTS_URL, the live events' wss:// URL (links.events)")
+    # Alarms: the API's failed invocations, the dispatcher's failed pushes and closed connections.
+    check(any(watches("ExecutionError", "AWS/ApiGateway", {"Ref": "EventsApi"})),
+          "an alarm on EventsApi's ExecutionError (ApiId, Stage)")
+    for metric in ("EventPushesFailed", "EventPushesGone"):
+        check(any(watches(metric, "osurender", {"Ref": "OutboxDispatcherFunction"})),
+              f"an alarm on osurender {metric} of outbox-dispatcher")
+    output = template.get("Outputs", {}).get("EventsUrl", {})
+    check("wss://" in json.dumps(output.get("Value")), "Outputs: EventsUrl, the wss:// URL")
+
+
 def main(template_path, samconfig_path):
     template = yaml_parse(open(template_path).read())
     resources = template["Resources"]
@@ -85,7 +225,14 @@ def main(template_path, samconfig_path):
     functions = {
         name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"
     }
-    check(len(functions) == 11, f"11 functions expected, found {sorted(functions)}")
+    check(len(functions) == 12, f"12 functions expected, found {sorted(functions)}")
+    # The functions a WebSocket API's integration invokes (the live events' routes).
+    websocket = {
+        m.group(1)
+        for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Integration"
+        for m in [re.search(r"/functions/\$\{(\w+)\.Arn\}/", json.dumps(r["Properties"].get("IntegrationUri")))]
+        if m
+    }
 
     # Reserved concurrency: one instance of the singletons; every Postgres function bounded,
     # and together under the proxy's connection budget.
@@ -103,7 +250,8 @@ def main(template_path, samconfig_path):
             continue
         reserved = props.get("ReservedConcurrentExecutions")
         check(reserved is not None, f"{name}: a Postgres function needs ReservedConcurrentExecutions")
-        connections += int(default_of(template, reserved) or 0) * pool
+        own_pool = props.get("Environment", {}).get("Variables", {}).get("DB_POOL_SIZE")
+        connections += int(default_of(template, reserved) or 0) * int(own_pool or pool)
     check(
         0 < connections <= PROXY_CONNECTION_BUDGET,
         f"Postgres functions may open {connections} connections by default; "
@@ -324,7 +472,7 @@ def main(template_path, samconfig_path):
     for name, fn in functions.items():
         props = fn["Properties"]
         env = props.get("Environment", {}).get("Variables", {})
-        http = any(e.get("Type") == "Api" for e in props.get("Events", {}).values())
+        http = any(e.get("Type") == "Api" for e in props.get("Events", {}).values()) or name in websocket
         readable = set()
         for policy in props.get("Policies", []):
             for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
@@ -394,15 +542,17 @@ def main(template_path, samconfig_path):
                     f"Dashboard: no {metric} of {name}",
                 )
 
-    # Callbacks (issue 22): outbox-dispatcher alone runs in the callback subnets (the NAT
-    # gateway's), every other Postgres function in the private ones; every function knows
-    # whether callbacks can leave (CALLBACKS_EGRESS from the base's CallbackEgress).
+    # Callbacks (issue 22): outbox-dispatcher runs in the callback subnets (the NAT gateway's),
+    # and beside it only events (live events, issue 29: its answers go to API Gateway's public
+    # Management API, which no VPC endpoint serves); every other Postgres function in the private
+    # ones; every function knows whether callbacks can leave (CALLBACKS_EGRESS from the base's
+    # CallbackEgress).
     for name, fn in functions.items():
         vpc = fn["Properties"].get("VpcConfig", {})
-        if name == "OutboxDispatcherFunction":
+        if name in ("OutboxDispatcherFunction", "EventsFunction"):
             check(ref(vpc.get("SubnetIds")) == "CallbackSubnetIds"
                   and ref(vpc.get("SecurityGroupIds")) == "CallbackSecurityGroupIds",
-                  "OutboxDispatcherFunction: in CallbackSubnetIds with CallbackSecurityGroupIds")
+                  f"{name}: in CallbackSubnetIds with CallbackSecurityGroupIds")
         elif vpc:
             check(ref(vpc.get("SubnetIds")) == "VpcSubnetIds" and ref(vpc.get("SecurityGroupIds")) == "VpcSecurityGroupIds",
                   f"{name}: in VpcSubnetIds (no way out) with VpcSecurityGroupIds")
@@ -517,6 +667,8 @@ def main(template_path, samconfig_path):
     check(resources.get("PublicHealthCheck", {}).get("Condition") == "HasSyntheticCheck"
           and any(watches("HealthCheckStatus", "AWS/Route53", {"Ref": "PublicHealthCheck"})),
           "the synthetic /health check (parameter-gated) and its alarm")
+
+    check_live_events(template, resources, functions, params, watches)
 
     # The worker contract: a policy document, only what a render worker does, on this stack's things.
     worker = template.get("Outputs", {}).get("RenderWorkerPolicy", {}).get("Value", {}).get("Fn::Sub", [""])[0]

@@ -45,6 +45,7 @@ CONCURRENCY = {
     "LegacySkinsUploadFunction": "SkinsUploadReservedConcurrency",
     "JobWebhookFunction": "JobWebhookReservedConcurrency",
     "SkinIngestFunction": "SkinIngestReservedConcurrency",
+    "EventsFunction": "EventsReservedConcurrency",
 }
 
 
@@ -184,8 +185,16 @@ def reserved(app_template, app_values):
     return total
 
 
+def pool_size(props, pool):
+    """A function's Postgres connections per instance: its own literal DB_POOL_SIZE (events: 1),
+    else DbPoolSize's `pool`."""
+    own = props.get("Environment", {}).get("Variables", {}).get("DB_POOL_SIZE")
+    return int(own) if isinstance(own, (int, str)) else pool
+
+
 def connections(app_template, app_values):
-    """Connections the Postgres functions may open: reserved concurrency x DbPoolSize, summed."""
+    """Connections the Postgres functions may open: reserved concurrency x pool size (DbPoolSize,
+    or the function's own DB_POOL_SIZE), summed."""
     pool = int(app_values["DbPoolSize"])
     total = 0
     for name, resource in app_template["Resources"].items():
@@ -195,7 +204,7 @@ def connections(app_template, app_values):
         reserved = props.get("ReservedConcurrentExecutions")
         if isinstance(reserved, dict):
             reserved = app_values[reserved["Ref"]]
-        total += int(reserved) * pool
+        total += int(reserved) * pool_size(props, pool)
     return total
 
 
