@@ -93,6 +93,8 @@ pub enum Target {
 pub enum ClientFrame {
     Subscribe(Target),
     Unsubscribe(Target),
+    /// Keeps an idle connection open (API Gateway closes one idle 10 minutes): answered `pong`.
+    Ping,
 }
 
 /// Why a client frame could not be read: said in an `invalid_message` error frame.
@@ -114,8 +116,8 @@ struct RawFrame {
 }
 
 impl ClientFrame {
-    /// Reads a frame: a JSON object with `action` (`subscribe` or `unsubscribe`) and exactly one
-    /// of `job_id` and `key`, both strings.
+    /// Reads a frame: a JSON object with `action` `ping`, or `subscribe` or `unsubscribe` and
+    /// exactly one of `job_id` and `key`, both strings.
     pub fn parse(bytes: &[u8]) -> Result<Result<Self, MalformedFrameKey>, InvalidFrame> {
         let invalid = |why: &str| InvalidFrame(why.to_owned());
         if bytes.len() > MAX_CLIENT_FRAME_BYTES {
@@ -132,9 +134,10 @@ impl ClientFrame {
         let subscribe = match raw.action.as_deref() {
             Some("subscribe") => true,
             Some("unsubscribe") => false,
+            Some("ping") => return Ok(Ok(Self::Ping)),
             Some(other) => {
                 return Err(InvalidFrame(format!(
-                    "unknown action `{}`: `subscribe` or `unsubscribe`",
+                    "unknown action `{}`: `subscribe`, `unsubscribe` or `ping`",
                     other.chars().take(40).collect::<String>()
                 )))
             }
@@ -196,6 +199,8 @@ pub enum ServerFrame {
     Job(JobEvent),
     /// A frame was refused; the connection stays open.
     Error { code: ErrorCode, detail: String },
+    /// The answer to a `ping`.
+    Pong,
 }
 
 impl ServerFrame {
@@ -262,6 +267,7 @@ mod tests {
         ));
         let key = ApiKey::parse(KEY).unwrap();
         assert_eq!(frame, Ok(Ok(ClientFrame::Unsubscribe(Target::Key(key)))));
+        assert_eq!(parse(r#"{"action":"ping"}"#), Ok(Ok(ClientFrame::Ping)));
     }
 
     #[test]
@@ -326,5 +332,6 @@ mod tests {
             frame,
             r#"{"type":"error","code":"too_many_subscriptions","detail":"at most 100"}"#
         );
+        assert_eq!(ServerFrame::Pong.to_json(), r#"{"type":"pong"}"#);
     }
 }

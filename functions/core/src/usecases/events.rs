@@ -130,6 +130,7 @@ async fn answer(app: &App, id: &ConnectionId, frame: &[u8]) -> Vec<ServerFrame> 
         Ok(Ok(ClientFrame::Subscribe(Target::Key(key)))) => subscribe_key(app, id, &key)
             .await
             .unwrap_or_else(|refused| vec![refused]),
+        Ok(Ok(ClientFrame::Ping)) => vec![ServerFrame::Pong],
         Ok(Ok(ClientFrame::Unsubscribe(target))) => unsubscribe(app, id, &target)
             .await
             .map_or_else(|refused| vec![refused], |done| vec![done]),
