@@ -216,6 +216,9 @@ async fn bad_frames_get_error_frames_and_the_connection_stays_open() {
         socket.send_text(bad).await;
         assert_eq!(socket.error_code().await, "invalid_message", "{bad}");
     }
+    // A page's keep-alive.
+    socket.send(json!({ "action": "ping" })).await;
+    assert_eq!(socket.next().await, json!({ "type": "pong" }));
     let oversized = json!({ "action": "subscribe", "job_id": "x".repeat(5000) });
     socket.send(oversized).await;
     assert_eq!(socket.error_code().await, "invalid_message");
