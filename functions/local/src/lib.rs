@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 mod events;
-mod provision;
+pub mod provision;
 mod wakes;
 mod workers;
 
@@ -56,6 +56,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     let setup = aws::sdk_config(PROVISION_TIMEOUT, config.aws_endpoint_url.as_deref()).await;
     let (dynamodb, s3) = (aws::dynamodb(&setup), aws::s3(&setup));
     provision::rate_limit_table(&dynamodb, &config.rate_limit_table).await?;
+    provision::events_table(&dynamodb, &config.events_table).await?;
     provision::bucket(&s3, &config.replay_bucket).await?;
     provision::bucket(&s3, &config.artifact_bucket).await?;
     provision::sandbox_samples(&s3, &config.artifact_bucket).await?;

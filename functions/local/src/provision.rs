@@ -13,33 +13,55 @@ pub async fn rate_limit_table(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> anyhow::Result<()> {
+    table_with_ttl(client, table, &["pk"], "the rate-limit table").await
+}
+
+/// The live events' table (DESIGN.md §11): string keys `pk` and `sk`, on demand, TTL on
+/// `expires_at`.
+pub async fn events_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<()> {
+    table_with_ttl(client, table, &["pk", "sk"], "the events table").await
+}
+
+/// An on-demand table keyed by the string attributes `keys` (hash, then range), with TTL on
+/// `expires_at`, unless it exists.
+async fn table_with_ttl(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    keys: &[&str],
+    what: &str,
+) -> anyhow::Result<()> {
     let exists = client.describe_table().table_name(table).send().await;
     match exists {
         Ok(_) => return Ok(()),
         Err(e)
             if e.as_service_error()
                 .is_some_and(|e| e.is_resource_not_found_exception()) => {}
-        Err(e) => return Err(e).context("describing the rate-limit table"),
+        Err(e) => return Err(e).context(format!("describing {what}")),
     }
-    let created = client
+    let mut create = client
         .create_table()
         .table_name(table)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("pk")
-                .attribute_type(ScalarAttributeType::S)
-                .build()?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("pk")
-                .key_type(KeyType::Hash)
-                .build()?,
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await;
-    match created {
+        .billing_mode(BillingMode::PayPerRequest);
+    for (n, key) in keys.iter().enumerate() {
+        create = create
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*key)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(*key)
+                    .key_type(if n == 0 {
+                        KeyType::Hash
+                    } else {
+                        KeyType::Range
+                    })
+                    .build()?,
+            );
+    }
+    match create.send().await {
         Ok(_) => {}
         // Another process created it first.
         Err(e)
@@ -48,7 +70,7 @@ pub async fn rate_limit_table(
         {
             return Ok(())
         }
-        Err(e) => return Err(e).context("creating the rate-limit table"),
+        Err(e) => return Err(e).context(format!("creating {what}")),
     }
     client
         .update_time_to_live()
@@ -61,7 +83,7 @@ pub async fn rate_limit_table(
         )
         .send()
         .await
-        .context("enabling TTL on the rate-limit table")?;
+        .context(format!("enabling TTL on {what}"))?;
     Ok(())
 }
 
