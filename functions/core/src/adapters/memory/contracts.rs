@@ -79,3 +79,37 @@ async fn the_objects_keep_the_replay_skin_store_and_artifact_contracts() {
     contracts::objects::skins(&objects, place).await;
     contracts::artifacts::suite(&objects).await;
 }
+
+#[tokio::test]
+async fn the_connection_store_and_the_local_sockets_keep_their_contracts() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    use crate::domain::events::ConnectionId;
+
+    contracts::connections::suite(&MemoryConnections::default()).await;
+    let sockets = LocalSockets::default();
+    type Inbox = (UnboundedReceiver<String>, Vec<String>);
+    let inboxes: Mutex<HashMap<ConnectionId, Inbox>> = Mutex::default();
+    let open = async || {
+        let id = sockets.new_connection_id();
+        let frames = sockets.register(&id);
+        inboxes
+            .lock()
+            .unwrap()
+            .insert(id.clone(), (frames, Vec::new()));
+        id
+    };
+    let received = async |id: &ConnectionId| {
+        let mut inboxes = inboxes.lock().unwrap();
+        let (frames, seen) = inboxes.get_mut(id).expect("opened");
+        while let Ok(frame) = frames.try_recv() {
+            seen.push(frame);
+        }
+        seen.clone()
+    };
+    let close = async |id: &ConnectionId| sockets.unregister(id);
+    contracts::pushers::suite(&sockets, open, received, close).await;
+}

@@ -9,6 +9,7 @@
 
 pub mod artifacts;
 pub mod callbacks;
+pub mod connections;
 pub mod idempotency;
 pub mod jobs;
 pub mod keys;
@@ -16,6 +17,7 @@ pub mod leased;
 pub mod limiter;
 pub mod objects;
 pub mod policy;
+pub mod pushers;
 pub mod queue;
 pub mod release;
 pub mod secrets;
