@@ -7,6 +7,8 @@ use bytes::Bytes;
 
 use osurender_core::adapters::callback_sender::{CheckedAddresses, HttpCallbacks};
 use osurender_core::adapters::dynamo::DynamoRateLimiter;
+use osurender_core::adapters::dynamo_events::DynamoConnections;
+use osurender_core::adapters::management_api::ManagementApiPusher;
 use osurender_core::adapters::postgres::callbacks::PgCallbackStore;
 use osurender_core::adapters::postgres::idempotency::PgIdempotencyStore;
 use osurender_core::adapters::postgres::jobs::PgJobStore;
@@ -18,8 +20,10 @@ use osurender_core::adapters::s3::{S3Bucket, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
 use osurender_core::adapters::sqs::{SqsRenderQueue, SqsWake};
 use osurender_core::domain::callback::CallbackUrl;
+use osurender_core::domain::events::ConnectionId;
 use osurender_core::ports::callbacks::{CallbackClaim, KeyShares};
 use osurender_core::ports::contracts;
+use osurender_core::ports::events::{PushError, Pusher};
 use osurender_core::ports::jobs::{Admission, JobAdmission};
 use osurender_core::ports::skins::CLAIM_STALE_AFTER;
 use osurender_core::Clients;
@@ -211,4 +215,109 @@ async fn the_secrets_manager_store_keeps_the_ports_contract() {
     };
     let secrets = SecretsManagerStore::new(manager.clone());
     contracts::secrets::suite(&secrets, put).await;
+}
+
+#[tokio::test]
+async fn the_dynamodb_connection_store_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    // The dev server made the table at start, as template.yaml makes it on AWS.
+    let store = DynamoConnections::new(clients.dynamodb.clone(), &app.config.events_table);
+    contracts::connections::suite(&store).await;
+}
+
+/// A stand-in for API Gateway's Management API, held to its documented answers: `POST
+/// /@connections/{id}` is 200 for an open connection, 410 `GoneException` for one that is not,
+/// 403 `ForbiddenException` for a caller without the right (here: ids starting `forbidden`),
+/// 413 `PayloadTooLargeException` over 128 KiB. moto does not serve this API.
+mod management_api {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Bytes;
+    use axum::extract::{Path, State};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use axum::Router;
+
+    #[derive(Default)]
+    pub struct Fake {
+        pub open: Mutex<HashSet<String>>,
+        pub received: Mutex<HashMap<String, Vec<String>>>,
+    }
+
+    fn error(status: StatusCode, kind: &str) -> Response {
+        (
+            status,
+            [
+                ("x-amzn-errortype", kind),
+                ("content-type", "application/json"),
+            ],
+            format!(r#"{{"message":"{kind}"}}"#),
+        )
+            .into_response()
+    }
+
+    async fn post_to_connection(
+        State(fake): State<Arc<Fake>>,
+        Path(id): Path<String>,
+        body: Bytes,
+    ) -> Response {
+        if id.starts_with("forbidden") {
+            return error(StatusCode::FORBIDDEN, "ForbiddenException");
+        }
+        if body.len() > 128 * 1024 {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLargeException");
+        }
+        if !fake.open.lock().unwrap().contains(&id) {
+            return error(StatusCode::GONE, "GoneException");
+        }
+        let frame = String::from_utf8_lossy(&body).into_owned();
+        fake.received
+            .lock()
+            .unwrap()
+            .entry(id)
+            .or_default()
+            .push(frame);
+        StatusCode::OK.into_response()
+    }
+
+    /// The fake's endpoint (as `EVENTS_MANAGEMENT_URL`), and its state.
+    pub async fn start() -> (String, Arc<Fake>) {
+        let fake = Arc::new(Fake::default());
+        let router = Router::new()
+            .route("/prod/@connections/{id}", post(post_to_connection))
+            .with_state(fake.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        (format!("http://{addr}/prod"), fake)
+    }
+}
+
+#[tokio::test]
+async fn the_management_api_pusher_keeps_the_ports_contract() {
+    let (endpoint, fake) = management_api::start().await;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let pusher = ManagementApiPusher::new(&sdk, &endpoint);
+    let open = async || {
+        let id = ConnectionId::parse(&format!("conn{}", uuid::Uuid::new_v4().simple())).unwrap();
+        fake.open.lock().unwrap().insert(id.as_str().to_owned());
+        id
+    };
+    let received = async |id: &ConnectionId| {
+        let received = fake.received.lock().unwrap();
+        received.get(id.as_str()).cloned().unwrap_or_default()
+    };
+    let close = async |id: &ConnectionId| {
+        fake.open.lock().unwrap().remove(id.as_str());
+    };
+    contracts::pushers::suite(&pusher, open, received, close).await;
+    // A deployment without `execute-api:ManageConnections`: said, not taken for a closed one.
+    let forbidden = ConnectionId::parse("forbidden-1").unwrap();
+    assert_eq!(
+        pusher.push(&forbidden, "{}").await,
+        Err(PushError::Forbidden)
+    );
 }
