@@ -63,6 +63,8 @@ pub struct JanitorReport {
     pub outbox_events_deleted: u64,
     /// Presigned uploads' ingest claims past their day (skins/ingest.rs): deleted.
     pub skin_ingests_pruned: u64,
+    /// Live-event watches past their connections' longest life: deleted.
+    pub watches_pruned: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
@@ -91,6 +93,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
             .prune_ingests(ingest::CLAIMS_KEPT, PRUNE_BATCH.unsigned_abs())
     })
     .await?;
+    report.watches_pruned = in_batches(until, || app.pushes.prune_watches(PRUNE_BATCH)).await?;
     let retention = app.config.job_retention;
     let outbox_events_deleted = &AtomicU64::new(0);
     report.jobs_deleted = in_batches(until, || async move {

@@ -154,6 +154,7 @@ pub async fn receive(
             status,
             progress,
             calls_back,
+            pushes,
         } => {
             tracing::info!(%id, %status, progress, "job updated by its worker");
             // A job that ended frees its slot: the farm takes the next job in fair order.
@@ -163,7 +164,8 @@ pub async fn receive(
                 }
             };
             let wake = async {
-                if calls_back {
+                // The dispatcher sends callbacks and live-event pushes alike.
+                if calls_back || pushes {
                     callbacks::wake_dispatcher(app).await;
                 }
             };

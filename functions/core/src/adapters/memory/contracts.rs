@@ -15,6 +15,11 @@ async fn the_database_keeps_the_jobs_idempotency_and_skin_name_contracts() {
 }
 
 #[tokio::test]
+async fn the_database_keeps_the_push_queue_contract() {
+    contracts::pushes::suite(&MemoryDatabase::new(Calls::default())).await;
+}
+
+#[tokio::test]
 async fn the_database_keeps_the_fair_release_contract() {
     contracts::release::suite(&MemoryDatabase::new(Calls::default())).await;
 }

@@ -16,6 +16,7 @@ pub mod leased;
 pub mod limiter;
 pub mod objects;
 pub mod policy;
+pub mod pushes;
 pub mod queue;
 pub mod release;
 pub mod secrets;
