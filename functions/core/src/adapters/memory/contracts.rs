@@ -16,7 +16,8 @@ async fn the_database_keeps_the_jobs_idempotency_and_skin_name_contracts() {
 
 #[tokio::test]
 async fn the_database_keeps_the_push_queue_contract() {
-    contracts::pushes::suite(&MemoryDatabase::new(Calls::default())).await;
+    let database = MemoryDatabase::new(Calls::default());
+    contracts::pushes::suite(&database, &database).await;
 }
 
 #[tokio::test]
