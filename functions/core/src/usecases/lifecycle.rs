@@ -360,6 +360,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_change_that_queues_a_push_wakes_the_dispatcher() {
+        use crate::domain::events::Topic;
+        use crate::ports::events::CONNECTION_TTL;
+
+        let config =
+            Config::from_lookup(|name| (name == "WEBHOOK_SECRET").then(|| SECRET.to_owned()))
+                .unwrap();
+        let (app, memory) = App::in_memory(config);
+        let verifier = Verifier::from_app(&app).await.unwrap();
+        memory.database.occupy(JobStatus::Queued, 1);
+        let id = memory.database.job_ids()[0];
+        let send = |status: &str, progress: f64| {
+            let body = json!({
+                "status": status, "progress": progress, "job_id": id,
+                "timestamp": epoch_secs(), "nonce": uuid::Uuid::new_v4().to_string(),
+            })
+            .to_string();
+            let (app, verifier) = (&app, &verifier);
+            async move {
+                let signature = sign(SECRET.as_bytes(), body.as_bytes());
+                receive(app, verifier, id, Some(&signature), body.as_bytes())
+                    .await
+                    .unwrap()
+            }
+        };
+        send("downloading", 0.0).await;
+        assert!(
+            memory.wake.asked().is_empty(),
+            "an unwatched job without a callback wakes nothing"
+        );
+        app.pushes
+            .watch(&Topic::Job(id), Utc::now() + CONNECTION_TTL)
+            .await
+            .unwrap();
+        send("rendering", 10.0).await;
+        assert_eq!(
+            memory.wake.asked(),
+            [Duration::ZERO],
+            "a watched job's change queued a push: the dispatcher is woken to send it"
+        );
+        send("rendering", 10.0).await;
+        assert_eq!(memory.wake.asked().len(), 1, "no change, no push, no wake");
+    }
+
+    #[tokio::test]
     async fn refuses_to_run_without_a_secret() {
         assert_eq!(verifier(&[]).await.err(), Some(SecretError::Missing));
     }
