@@ -153,6 +153,32 @@ mod tests {
     use crate::support::config::Config;
 
     #[tokio::test]
+    async fn a_run_prunes_the_watches_that_ended() {
+        use crate::domain::events::Topic;
+        use crate::domain::JobId;
+
+        let (app, _memory) = App::in_memory(Config::from_lookup(|_| None).unwrap());
+        let ended = chrono::Utc::now() - chrono::Duration::seconds(1);
+        for _ in 0..3 {
+            app.pushes
+                .watch(&Topic::Job(JobId::new()), ended)
+                .await
+                .unwrap();
+        }
+        let open = chrono::Utc::now() + chrono::Duration::hours(1);
+        app.pushes
+            .watch(&Topic::Job(JobId::new()), open)
+            .await
+            .unwrap();
+        assert_eq!(run(&app).await.unwrap().watches_pruned, 3);
+        assert_eq!(
+            run(&app).await.unwrap().watches_pruned,
+            0,
+            "the open one stays"
+        );
+    }
+
+    #[tokio::test]
     async fn a_run_ends_what_will_not_finish_once() {
         let config = Config::from_lookup(|name| {
             matches!(name, "QUEUED_TTL" | "RENDER_STALL_TIMEOUT").then(|| "0".to_owned())
