@@ -369,6 +369,21 @@ END
 $$;
 
 --
+-- Name: count_job_event(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.count_job_event() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.status IS DISTINCT FROM OLD.status OR NEW.progress IS DISTINCT FROM OLD.progress THEN
+        NEW.event_seq := OLD.event_seq + 1;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: farm_state(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -463,6 +478,33 @@ BEGIN
                               NEW.error_retryable, NEW.thumb_key IS NOT NULL),
             NEW.client_ip);
     RETURN NEW;
+END
+$$;
+
+--
+-- Name: queue_job_push(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.queue_job_push() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT FROM event_watches
+         WHERE topic IN ('job#' || NEW.id,
+                         CASE WHEN NEW.client_ip LIKE 'key:%' THEN 'key#' || NEW.client_ip END)
+           AND until > now()
+    ) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO job_pushes (job_id, client, sequence, due_at)
+    VALUES (NEW.id, NEW.client_ip, NEW.event_seq, now())
+    ON CONFLICT (job_id) DO UPDATE
+       SET sequence = greatest(job_pushes.sequence, EXCLUDED.sequence),
+           due_at = now(),
+           attempts = 0,
+           leased_until = NULL;
+    RETURN NULL;
 END
 $$;
 
@@ -700,6 +742,15 @@ CREATE TABLE public.callback_dispatch (
 );
 
 --
+-- Name: event_watches; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.event_watches (
+    topic text NOT NULL,
+    until timestamp with time zone NOT NULL
+);
+
+--
 -- Name: fair_clients; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -799,6 +850,19 @@ CREATE TABLE public.job_counts (
 );
 
 --
+-- Name: job_pushes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_pushes (
+    job_id uuid NOT NULL,
+    client text NOT NULL,
+    sequence bigint NOT NULL,
+    due_at timestamp with time zone DEFAULT now() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    leased_until timestamp with time zone
+);
+
+--
 -- Name: jobs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -832,6 +896,7 @@ CREATE TABLE public.jobs (
     released_at timestamp with time zone,
     started_at timestamp with time zone,
     client_wide_network text,
+    event_seq bigint DEFAULT 0 NOT NULL,
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 
@@ -966,6 +1031,13 @@ ALTER TABLE ONLY public.callback_dispatch
     ADD CONSTRAINT callback_dispatch_pkey PRIMARY KEY (only_row);
 
 --
+-- Name: event_watches event_watches_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.event_watches
+    ADD CONSTRAINT event_watches_pkey PRIMARY KEY (topic);
+
+--
 -- Name: fair_clients fair_clients_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1013,6 +1085,13 @@ ALTER TABLE ONLY public.job_callbacks
 
 ALTER TABLE ONLY public.job_counts
     ADD CONSTRAINT job_counts_pkey PRIMARY KEY (one);
+
+--
+-- Name: job_pushes job_pushes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_pushes
+    ADD CONSTRAINT job_pushes_pkey PRIMARY KEY (job_id);
 
 --
 -- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1087,6 +1166,12 @@ CREATE INDEX api_keys_live ON public.api_keys USING btree (key_hash) WHERE (revo
 CREATE INDEX bans_in_force ON public.bans USING btree (until);
 
 --
+-- Name: event_watches_until; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX event_watches_until ON public.event_watches USING btree (until);
+
+--
 -- Name: fair_clients_by_finish; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1115,6 +1200,12 @@ CREATE INDEX job_callbacks_pending_by_client ON public.job_callbacks USING btree
 --
 
 CREATE INDEX job_callbacks_pending_by_job ON public.job_callbacks USING btree (job_id, sequence) WHERE (status = 'pending'::text);
+
+--
+-- Name: job_pushes_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_pushes_due ON public.job_pushes USING btree (due_at);
 
 --
 -- Name: jobs_active_by_client; Type: INDEX; Schema: public; Owner: -
@@ -1303,6 +1394,24 @@ CREATE TRIGGER jobs_count_truncates AFTER TRUNCATE ON public.jobs FOR EACH STATE
 CREATE TRIGGER jobs_count_updates AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS counted_old NEW TABLE AS counted_new FOR EACH STATEMENT EXECUTE FUNCTION public.count_job_changes();
 
 --
+-- Name: jobs jobs_event_seq; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_event_seq BEFORE UPDATE OF status, progress ON public.jobs FOR EACH ROW EXECUTE FUNCTION public.count_job_event();
+
+--
+-- Name: jobs jobs_push_changes; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_push_changes AFTER UPDATE OF status, progress ON public.jobs FOR EACH ROW WHEN ((new.event_seq <> old.event_seq)) EXECUTE FUNCTION public.queue_job_push();
+
+--
+-- Name: jobs jobs_push_inserts; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_push_inserts AFTER INSERT ON public.jobs FOR EACH ROW EXECUTE FUNCTION public.queue_job_push();
+
+--
 -- Name: jobs jobs_queue_callback; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1314,6 +1423,13 @@ CREATE TRIGGER jobs_queue_callback BEFORE UPDATE OF status, progress ON public.j
 
 ALTER TABLE ONLY public.job_callbacks
     ADD CONSTRAINT job_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+--
+-- Name: job_pushes job_pushes_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_pushes
+    ADD CONSTRAINT job_pushes_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 --
 -- Name: outbox_events outbox_events_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -15,6 +15,7 @@ use osurender_core::adapters::postgres::jobs::PgJobStore;
 use osurender_core::adapters::postgres::keys::PgKeyStore;
 use osurender_core::adapters::postgres::outbox::PgOutboxStore;
 use osurender_core::adapters::postgres::policy::PgPolicyStore;
+use osurender_core::adapters::postgres::pushes::PgPushQueue;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
 use osurender_core::adapters::s3::{S3Bucket, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
@@ -73,6 +74,14 @@ fn jobs_of(clients: &Clients) -> PgJobStore {
         Duration::from_secs(5),
         Duration::from_secs(30),
     )
+}
+
+#[tokio::test]
+async fn the_postgres_push_queue_keeps_the_ports_contract() {
+    let app = TestApp::spawn(&[]).await;
+    let clients = Clients::new(&app.config).await.unwrap();
+    let pushes = PgPushQueue::new(clients.pool.clone());
+    contracts::pushes::suite(&pushes, &jobs_of(&clients)).await;
 }
 
 #[tokio::test]

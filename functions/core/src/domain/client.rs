@@ -155,6 +155,12 @@ impl ClientKey {
         Self(name)
     }
 
+    /// A job's client as the store keeps it (`jobs.client_ip`): an address, a prefix, or a
+    /// key's client. Only for a name the store wrote.
+    pub fn stored(name: &str) -> Self {
+        Self(name.to_owned())
+    }
+
     /// A key's client as the store names it (`key:<uuid>`), if `name` is one.
     pub fn key_client(name: &str) -> Option<Self> {
         let id = name.strip_prefix(KEY_CLIENT_PREFIX)?;

@@ -248,6 +248,9 @@ pub struct JobRecord {
     pub wait: Option<QueueWait>,
     /// A sandbox key's job, shown as its age makes it (domain/sandbox.rs).
     pub sandbox: bool,
+    /// Grows by one with each change of its status or progress (`jobs.event_seq`): a live
+    /// event's `sequence`.
+    pub sequence: i64,
 }
 
 impl JobRecord {
@@ -425,11 +428,13 @@ pub struct Nonce {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransitionOutcome {
     /// `calls_back`: the change queued a callback (the job has a `callback_url`, and this was
-    /// a status change, or a progress update over 5 s after its last callback).
+    /// a status change, or a progress update over 5 s after its last callback). `pushes`: the
+    /// change queued a live-event push (the job, or its key, is watched).
     Applied {
         status: JobStatus,
         progress: f32,
         calls_back: bool,
+        pushes: bool,
     },
     NonceReused,
     UnknownJob,
@@ -572,6 +577,7 @@ mod tests {
             replay: None,
             wait: None,
             sandbox: false,
+            sequence: 0,
         }
     }
 

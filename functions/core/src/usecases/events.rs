@@ -358,7 +358,7 @@ pub fn job_event(record: &JobRecord) -> JobEvent {
         job_id: record.id,
         status: record.status,
         progress: record.progress,
-        sequence: 0, // TEMP
+        sequence: record.sequence,
         replay: record.replay.clone(),
         links,
         error_code: record.error_code.map(FailureCode::as_str),
@@ -503,7 +503,7 @@ async fn subscribers(app: &App, push: &DuePush) -> Result<Vec<ConnectionId>, Sto
 async fn finish(app: &App, record: &JobRecord) {
     let done = match next_sandbox_step(record) {
         Some(at) => app.pushes.push_at(record.id, at).await,
-        None => app.pushes.pushed(record.id, 0 /* TEMP */).await,
+        None => app.pushes.pushed(record.id, record.sequence).await,
     };
     if let Err(error) = done {
         // The lease runs out and the push goes out again: a duplicate the client drops.

@@ -63,6 +63,8 @@ pub struct JanitorReport {
     pub outbox_events_deleted: u64,
     /// Presigned uploads' ingest claims past their day (skins/ingest.rs): deleted.
     pub skin_ingests_pruned: u64,
+    /// Live-event watches past their connections' longest life: deleted.
+    pub watches_pruned: u64,
 }
 
 pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
@@ -91,6 +93,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
             .prune_ingests(ingest::CLAIMS_KEPT, PRUNE_BATCH.unsigned_abs())
     })
     .await?;
+    report.watches_pruned = in_batches(until, || app.pushes.prune_watches(PRUNE_BATCH)).await?;
     let retention = app.config.job_retention;
     let outbox_events_deleted = &AtomicU64::new(0);
     report.jobs_deleted = in_batches(until, || async move {
@@ -148,6 +151,32 @@ mod tests {
     use super::*;
     use crate::domain::JobStatus;
     use crate::support::config::Config;
+
+    #[tokio::test]
+    async fn a_run_prunes_the_watches_that_ended() {
+        use crate::domain::events::Topic;
+        use crate::domain::JobId;
+
+        let (app, _memory) = App::in_memory(Config::from_lookup(|_| None).unwrap());
+        let ended = chrono::Utc::now() - chrono::Duration::seconds(1);
+        for _ in 0..3 {
+            app.pushes
+                .watch(&Topic::Job(JobId::new()), ended)
+                .await
+                .unwrap();
+        }
+        let open = chrono::Utc::now() + chrono::Duration::hours(1);
+        app.pushes
+            .watch(&Topic::Job(JobId::new()), open)
+            .await
+            .unwrap();
+        assert_eq!(run(&app).await.unwrap().watches_pruned, 3);
+        assert_eq!(
+            run(&app).await.unwrap().watches_pruned,
+            0,
+            "the open one stays"
+        );
+    }
 
     #[tokio::test]
     async fn a_run_ends_what_will_not_finish_once() {

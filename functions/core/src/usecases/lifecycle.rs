@@ -154,6 +154,7 @@ pub async fn receive(
             status,
             progress,
             calls_back,
+            pushes,
         } => {
             tracing::info!(%id, %status, progress, "job updated by its worker");
             // A job that ended frees its slot: the farm takes the next job in fair order.
@@ -163,7 +164,8 @@ pub async fn receive(
                 }
             };
             let wake = async {
-                if calls_back {
+                // The dispatcher sends callbacks and live-event pushes alike.
+                if calls_back || pushes {
                     callbacks::wake_dispatcher(app).await;
                 }
             };
@@ -355,6 +357,51 @@ mod tests {
         assert!(!verifies(signature[..62].to_owned(), body).await);
         assert!(!verifies("not hex".into(), body).await);
         assert!(!verifies(String::new(), body).await);
+    }
+
+    #[tokio::test]
+    async fn a_change_that_queues_a_push_wakes_the_dispatcher() {
+        use crate::domain::events::Topic;
+        use crate::ports::events::CONNECTION_TTL;
+
+        let config =
+            Config::from_lookup(|name| (name == "WEBHOOK_SECRET").then(|| SECRET.to_owned()))
+                .unwrap();
+        let (app, memory) = App::in_memory(config);
+        let verifier = Verifier::from_app(&app).await.unwrap();
+        memory.database.occupy(JobStatus::Queued, 1);
+        let id = memory.database.job_ids()[0];
+        let send = |status: &str, progress: f64| {
+            let body = json!({
+                "status": status, "progress": progress, "job_id": id,
+                "timestamp": epoch_secs(), "nonce": uuid::Uuid::new_v4().to_string(),
+            })
+            .to_string();
+            let (app, verifier) = (&app, &verifier);
+            async move {
+                let signature = sign(SECRET.as_bytes(), body.as_bytes());
+                receive(app, verifier, id, Some(&signature), body.as_bytes())
+                    .await
+                    .unwrap()
+            }
+        };
+        send("downloading", 0.0).await;
+        assert!(
+            memory.wake.asked().is_empty(),
+            "an unwatched job without a callback wakes nothing"
+        );
+        app.pushes
+            .watch(&Topic::Job(id), Utc::now() + CONNECTION_TTL)
+            .await
+            .unwrap();
+        send("rendering", 10.0).await;
+        assert_eq!(
+            memory.wake.asked(),
+            [Duration::ZERO],
+            "a watched job's change queued a push: the dispatcher is woken to send it"
+        );
+        send("rendering", 10.0).await;
+        assert_eq!(memory.wake.asked().len(), 1, "no change, no push, no wake");
     }
 
     #[tokio::test]

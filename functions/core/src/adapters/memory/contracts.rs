@@ -15,6 +15,12 @@ async fn the_database_keeps_the_jobs_idempotency_and_skin_name_contracts() {
 }
 
 #[tokio::test]
+async fn the_database_keeps_the_push_queue_contract() {
+    let database = MemoryDatabase::new(Calls::default());
+    contracts::pushes::suite(&database, &database).await;
+}
+
+#[tokio::test]
 async fn the_database_keeps_the_fair_release_contract() {
     contracts::release::suite(&MemoryDatabase::new(Calls::default())).await;
 }

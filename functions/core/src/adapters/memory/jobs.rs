@@ -186,6 +186,7 @@ impl JobTransitions for MemoryDatabase {
         {
             job.started_at = Some(now);
         }
+        let changed = job.status != transition.to || job.progress != progress;
         job.status = transition.to;
         job.progress = progress;
         job.video_key = transition.video_key.clone().or(job.video_key.take());
@@ -194,10 +195,13 @@ impl JobTransitions for MemoryDatabase {
         job.error_code = transition.error_code.or(job.error_code);
         job.updated_at = Utc::now();
         job.deadline = transition.deadline_in.map(|within| job.updated_at + within);
+        let (id, status) = (job.id, job.status);
+        let pushes = changed && job_changed(&mut tables, id, true);
         Ok(TransitionOutcome::Applied {
-            status: job.status,
+            status,
             progress,
             calls_back,
+            pushes,
         })
     }
 }
@@ -208,7 +212,7 @@ impl JobHousekeeping for MemoryDatabase {
         let before = Utc::now() - ttl;
         let past_ttl = |job: &MemoryJob| job.status == JobStatus::Queued && job.created_at < before;
         let mut tables = self.statement("jobs.expire_queued");
-        Ok(sweep(&mut tables.jobs, past_ttl, |job| {
+        Ok(sweep(&mut tables, past_ttl, |job| {
             job.status = JobStatus::Expired;
             job.error = Some("no renderer took the job in time".into());
             job.updated_at = Utc::now();
@@ -222,7 +226,7 @@ impl JobHousekeeping for MemoryDatabase {
             working && job.deadline.unwrap_or(job.updated_at + stall_timeout) < now
         };
         let mut tables = self.statement("jobs.fail_stalled");
-        Ok(sweep(&mut tables.jobs, stalled, |job| {
+        Ok(sweep(&mut tables, stalled, |job| {
             job.status = JobStatus::Failed;
             job.error = Some("timed out".into());
             job.error_code = Some(FailureCode::TimedOut);
@@ -247,7 +251,7 @@ impl JobHousekeeping for MemoryDatabase {
                 .is_some_and(|at| started.iter().any(|later| *later > at));
             job.status == JobStatus::Queued && released && started_after
         };
-        Ok(sweep(&mut tables.jobs, passed_over, |job| {
+        Ok(sweep(&mut tables, passed_over, |job| {
             job.status = JobStatus::Failed;
             job.error = Some("no render worker took the job in time".into());
             job.error_code = Some(FailureCode::TimedOut);
@@ -268,6 +272,7 @@ impl JobHousekeeping for MemoryDatabase {
         let (jobs, events) = (tables.jobs.len(), tables.events.len());
         tables.jobs.retain(|j| !doomed.contains(&j.id));
         tables.events.retain(|e| !doomed.contains(&e.event.job_id));
+        tables.pushes.retain(|id, _| !doomed.contains(id));
         Ok(Deleted {
             jobs: (jobs - tables.jobs.len()) as u64,
             outbox_events: (events - tables.events.len()) as u64,
@@ -310,16 +315,20 @@ impl JobHousekeeping for MemoryDatabase {
     }
 }
 
-/// One janitor sweep of `jobs`: `end` applied to each job `due` picks. How many it ended.
+/// One janitor sweep of `jobs`: `end` applied to each job `due` picks (a change of its status,
+/// counted and pushed as any). How many it ended.
 fn sweep(
-    jobs: &mut [MemoryJob],
+    tables: &mut Tables,
     due: impl Fn(&MemoryJob) -> bool,
     end: impl Fn(&mut MemoryJob),
 ) -> u64 {
-    let mut ended = 0;
-    for job in jobs.iter_mut().filter(|job| due(job)) {
+    let mut ended = Vec::new();
+    for job in tables.jobs.iter_mut().filter(|job| due(job)) {
         end(job);
-        ended += 1;
+        ended.push(job.id);
     }
-    ended
+    for id in &ended {
+        job_changed(tables, *id, true);
+    }
+    ended.len() as u64
 }

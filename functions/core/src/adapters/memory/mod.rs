@@ -47,6 +47,7 @@ use chrono::{DateTime, Utc};
 /// The pusher the in-memory wiring sends frames through (the dev server's own).
 pub use crate::adapters::local_sockets::LocalSockets;
 use crate::domain::caller::Caller;
+use crate::domain::events::Topic;
 use crate::domain::failure::FailureCode;
 use crate::domain::farm::{FarmState, InFlight, QueuePlace};
 use crate::domain::hash::{ReplayHash, RequestHash};
@@ -232,6 +233,8 @@ struct MemoryJob {
     released_at: Option<DateTime<Utc>>,
     /// When a worker first reported it (jobs.started_at).
     started_at: Option<DateTime<Utc>>,
+    /// Its changes of status or progress (jobs.event_seq).
+    event_seq: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,6 +280,20 @@ struct Tables {
     fair_clock: f64,
     /// Each fair client's last finish tag (fair_clients).
     fair_clients: HashMap<String, f64>,
+    /// Watched topics by name, until when (event_watches).
+    watches: HashMap<String, DateTime<Utc>>,
+    /// Queued live-event pushes by job (job_pushes).
+    pushes: HashMap<JobId, MemoryPush>,
+}
+
+/// A queued push (a row of job_pushes).
+#[derive(Debug, Clone)]
+struct MemoryPush {
+    client: ClientKey,
+    sequence: i64,
+    due_at: DateTime<Utc>,
+    attempts: i32,
+    leased_until: Option<DateTime<Utc>>,
 }
 
 struct MemorySkin {
@@ -388,6 +405,7 @@ impl MemoryDatabase {
                 fair_start: 0.0,
                 released_at: Some(Utc::now()),
                 started_at: None,
+                event_seq: 0,
             });
         }
     }
@@ -471,7 +489,9 @@ impl MemoryDatabase {
             fair_start,
             released_at: None,
             started_at: None,
+            event_seq: 0,
         });
+        job_changed(tables, job.id, false);
         // Held until released (available_at 'infinity' in Postgres).
         if let Some(event) = job.held_event(tables.events.len() as i64 + 1) {
             tables.events.push(MemoryEvent {
@@ -482,6 +502,43 @@ impl MemoryDatabase {
         }
         Admission::Admitted(Vec::new())
     }
+}
+
+/// What V22's triggers do when a job is inserted (`bump` false) or its status or progress
+/// changed (`bump` true): the change is counted in its `event_seq`, and, if its job topic or
+/// its key's topic is watched, its push is queued or made due now. Called wherever a memory
+/// job changes. Whether a push was queued.
+fn job_changed(tables: &mut Tables, id: JobId, bump: bool) -> bool {
+    let Some(job) = tables.jobs.iter_mut().find(|j| j.id == id) else {
+        return false;
+    };
+    if bump {
+        job.event_seq += 1;
+    }
+    let (sequence, client) = (job.event_seq, job.client.clone());
+    let mut topics = vec![Topic::Job(id).name()];
+    if client.scope() == LimitScope::Key {
+        topics.push(Topic::Key(client.clone()).name());
+    }
+    let now = Utc::now();
+    let watched = topics
+        .iter()
+        .any(|topic| tables.watches.get(topic).is_some_and(|until| *until > now));
+    if !watched {
+        return false;
+    }
+    let push = tables.pushes.entry(id).or_insert(MemoryPush {
+        client,
+        sequence,
+        due_at: now,
+        attempts: 0,
+        leased_until: None,
+    });
+    push.sequence = push.sequence.max(sequence);
+    push.due_at = now;
+    push.attempts = 0;
+    push.leased_until = None;
+    true
 }
 
 fn key_of(claim: &Claim) -> (String, &'static str, String) {
@@ -628,6 +685,7 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         replay: job.replay.clone(),
         wait,
         sandbox: job.sandbox,
+        sequence: job.event_seq,
     };
     match job.sandbox {
         true => record.as_sandbox_shows(age),

@@ -278,7 +278,7 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        END,
        j.sandbox,
        CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END,
-       j.replay, j.error_code
+       j.replay, j.error_code, j.event_seq
   FROM jobs j";
 
 /// A SQL function's verdict, its row's first column, as one of `V`'s snake_case names; another
@@ -322,6 +322,7 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         sandbox: row.get(11),
         replay: row.get(13),
         error_code: row.get::<_, Option<&str>>(14).map(FailureCode::reported),
+        sequence: row.get(15),
     };
     Ok(match row.get::<_, Option<f64>>(12) {
         Some(age_secs) if record.sandbox => {

@@ -68,6 +68,8 @@ pub const FUNCTIONS: &[SqlFunction] = &[
     sql_function!("job_callback_client"),
     sql_function!("callback_backlog_full"),
     sql_function!("queue_job_callback"),
+    sql_function!("count_job_event"),
+    sql_function!("queue_job_push"),
     sql_function!("resolve_admission"),
     sql_function!("release_jobs"),
     sql_function!("farm_state"),

@@ -100,7 +100,7 @@ fn fresh_nonce() -> Nonce {
 }
 
 /// The job as a read shows it; it must be there.
-async fn found(store: &dyn JobReads, id: JobId) -> JobRecord {
+pub(super) async fn found(store: &dyn JobReads, id: JobId) -> JobRecord {
     let found = store.find(id).await.expect("answered");
     found.expect("the job is found")
 }
@@ -124,7 +124,7 @@ pub(super) async fn reported(
         .expect("answered")
 }
 
-async fn admitted(store: &dyn JobAdmission, job: &NewJob) {
+pub(super) async fn admitted(store: &dyn JobAdmission, job: &NewJob) {
     match store.admit(job, &ROOMY).await.expect("answered") {
         Admission::Admitted(events) => {
             let own: Vec<_> = events.iter().filter(|e| e.job_id == job.id).collect();
@@ -535,8 +535,10 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
             status: JobStatus::Downloading,
             progress: 0.0,
             calls_back: false,
+            pushes: false,
         },
-        "a legal report moves the job (one without a callback_url calls nothing back)"
+        "a legal report moves the job (one without a callback_url calls nothing back, an \
+         unwatched one pushes nothing)"
     );
     assert_eq!(
         reported(store, job.id, report(JobStatus::Rendering), Some(&nonce)).await,

@@ -18,6 +18,7 @@ pub mod limiter;
 pub mod objects;
 pub mod policy;
 pub mod pushers;
+pub mod pushes;
 pub mod queue;
 pub mod release;
 pub mod secrets;

@@ -13,8 +13,15 @@ use crate::ports::StoreError;
 /// insert did (the nonce was fresh) and only from a legal predecessor, which Postgres re-checks
 /// against the newest row version if another transaction changed the job meanwhile. Progress is
 /// per state: a report that changes the state without a progress starts it at 0.
+///
+/// `pushes`: the change queued a live-event push, as V22's trigger decides (its event_seq
+/// moved, and its job or its key is watched): the trigger's own insert is not visible to this
+/// statement. The sequence before is read from the statement's snapshot: a concurrent change
+/// may make it say so for nothing, which costs one needless wake.
 const TRANSITION_SQL: &str = "\
-WITH fresh AS (
+WITH before AS (
+    SELECT event_seq FROM jobs WHERE id = $1
+), fresh AS (
     INSERT INTO webhook_nonces (nonce, expires_at) VALUES ($2, $3)
     ON CONFLICT DO NOTHING
     RETURNING nonce
@@ -37,13 +44,20 @@ WITH fresh AS (
        AND EXISTS (SELECT FROM fresh)
     RETURNING status::text, progress,
               -- queue_job_callback (BEFORE UPDATE) set callback_at if it queued one
-              callback_url IS NOT NULL AND callback_at = now() AS calls_back
+              callback_url IS NOT NULL AND callback_at = now() AS calls_back,
+              event_seq IS DISTINCT FROM (SELECT event_seq FROM before)
+              AND EXISTS (SELECT FROM event_watches w
+                           WHERE w.topic IN ('job#' || id,
+                                             CASE WHEN client_ip LIKE 'key:%'
+                                                  THEN 'key#' || client_ip END)
+                             AND w.until > now()) AS pushes
 )
 SELECT EXISTS (SELECT FROM fresh),
        (SELECT status FROM moved),
        (SELECT progress FROM moved),
        (SELECT status::text FROM jobs WHERE id = $1),
-       (SELECT calls_back FROM moved)";
+       (SELECT calls_back FROM moved),
+       (SELECT pushes FROM moved)";
 
 #[async_trait]
 impl JobTransitions for PgJobStore {
@@ -85,6 +99,7 @@ impl JobTransitions for PgJobStore {
                 status: status_of(status)?,
                 progress: row.get(2),
                 calls_back: row.get::<_, Option<bool>>(4).unwrap_or(false),
+                pushes: row.get::<_, Option<bool>>(5).unwrap_or(false),
             },
             (true, None, None) => TransitionOutcome::UnknownJob,
             (true, None, Some(current)) => TransitionOutcome::Illegal {
