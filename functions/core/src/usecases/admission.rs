@@ -531,9 +531,8 @@ async fn store_and_admit(
                     None => {}
                 }
             };
-            // A keyed job may be followed by its key's live-event subscribers from the start.
             let wake = async {
-                if job.callback.is_some() || !caller.is_anonymous() {
+                if job.callback.is_some() || live_event_due(app, caller).await {
                     callbacks::wake_dispatcher(app).await;
                 }
             };
@@ -714,6 +713,16 @@ async fn discard_replay(app: &App, job: &NewJob) {
     if let Err(error) = app.replays.delete(&job.replay_key).await {
         tracing::warn!(%error, job_id = %job.id, "could not delete the replay of a refused job");
     }
+}
+
+/// Whether a keyed job's admission queued a live event (its key is followed: the insert
+/// queued its push), so the dispatcher is woken for it. An anonymous job is followed by its
+/// id only, known from this answer on, which queues nothing before it is subscribed.
+async fn live_event_due(app: &App, caller: &Caller) -> bool {
+    if caller.is_anonymous() {
+        return false;
+    }
+    matches!(app.pushes.next_due().await, Ok(Some(due)) if due.is_zero())
 }
 
 /// The response to an admitted render, and to every retry with its idempotency key.

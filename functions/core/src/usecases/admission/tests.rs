@@ -298,6 +298,18 @@ async fn a_job_with_a_callback_wakes_the_dispatcher_for_its_first_one() {
         memory.wake.asked().is_empty(),
         "a job without a callback wakes nothing"
     );
+    // Unless its key is followed live: its push is due from its admission.
+    let followed = keyed(14);
+    let until = chrono::Utc::now() + chrono::Duration::hours(1);
+    let topic = crate::domain::events::Topic::Key(followed.client.clone());
+    app.pushes.watch(&topic, until).await.unwrap();
+    admitted(submit_render(&app, &followed, None, valid()).await.outcome);
+    assert_eq!(
+        memory.wake.asked(),
+        [Duration::ZERO],
+        "a followed key's job wakes"
+    );
+    memory.wake.take_due();
     let with_callback = |replay| {
         form(
             replay,
@@ -319,11 +331,11 @@ async fn a_job_with_a_callback_wakes_the_dispatcher_for_its_first_one() {
     memory.wake.set_down(true);
     let other = include_bytes!("../../../../../tests/fixtures/replays/valid_1.osr");
     admitted(
-        submit_render(&app, &keyed(14), None, with_callback(other))
+        submit_render(&app, &keyed(15), None, with_callback(other))
             .await
             .outcome,
     );
-    assert_eq!(memory.database.job_ids().len(), 3);
+    assert_eq!(memory.database.job_ids().len(), 4);
 }
 
 #[tokio::test]
