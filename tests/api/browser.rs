@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::response::Html;
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::support::app::{accepted_job, wake_queue, TestApp};
 use crate::support::replays::valid_form;
@@ -64,18 +64,24 @@ async fn serve_page(html: String, seen: Seen) -> String {
     format!("http://{addr}/")
 }
 
+/// Waits until the page has reported a frame that `done` accepts.
+async fn until_seen(seen: &Seen, what: &str, done: impl Fn(&Value) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !seen.lock().unwrap().iter().any(&done) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the page never showed {what}: {:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_browser_follows_a_jobs_progress_over_its_own_websocket() {
     let wakes = wake_queue().await;
-    let app = TestApp::spawn(&[
-        ("SIMULATE_WORKERS", "1"),
-        ("RENDER_SPEED", "40"),
-        ("RENDER_OVERHEAD_SECS", "0"),
-        ("RELEASE_AHEAD", "0"),
-        ("OUTBOX_SWEEP_INTERVAL", "1"),
-        ("CALLBACK_WAKE_QUEUE_URL", wakes.as_str()),
-    ])
-    .await;
+    // The test plays the worker, after the page has subscribed: the page sees every step.
+    let app = TestApp::spawn(&[("CALLBACK_WAKE_QUEUE_URL", wakes.as_str())]).await;
     let job = accepted_job(app.render("198.51.100.40", valid_form()).await).await;
     let seen = Seen::default();
     let url = serve_page(page(&app.events_url(), &job), seen.clone()).await;
@@ -99,34 +105,49 @@ async fn a_browser_follows_a_jobs_progress_over_its_own_websocket() {
         .map(Browser)
         .unwrap_or_else(|error| panic!("starting {binary} (apt-get install chromium): {error}"));
 
-    let completed = |frames: &[Value]| {
-        frames
-            .iter()
-            .any(|f| f["type"] == "job" && f["job_id"] == job && f["status"] == "completed")
+    let state = |status: &'static str| {
+        let job = job.clone();
+        move |frame: &Value| {
+            frame["type"] == "job" && frame["job_id"] == job && frame["status"] == status
+        }
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    while !completed(&seen.lock().unwrap()) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the page saw no completion: {:?}",
-            seen.lock().unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_seen(&seen, "its queued state", state("queued")).await;
+    app.report_ok(&job, json!({ "status": "downloading", "progress": 40 }))
+        .await;
+    until_seen(&seen, "downloading", state("downloading")).await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 50 }))
+        .await;
+    until_seen(&seen, "rendering", state("rendering")).await;
+    let video_key = app.put_rendered_video(&job).await;
+    app.report_ok(
+        &job,
+        json!({ "status": "completed", "video_key": video_key, "thumb_key": "renders/t.jpg" }),
+    )
+    .await;
+    until_seen(&seen, "completed", state("completed")).await;
     drop(browser);
     let _ = std::fs::remove_dir_all(&profile);
 
     let frames = seen.lock().unwrap().clone();
     assert_eq!(frames[0]["type"], "subscribed", "{frames:?}");
     let jobs: Vec<&Value> = frames.iter().filter(|f| f["type"] == "job").collect();
-    let progress: Vec<f64> = jobs
+    let statuses: Vec<&str> = jobs.iter().map(|f| f["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        statuses,
+        ["queued", "downloading", "rendering", "completed"]
+    );
+    let sequences: Vec<i64> = jobs
         .iter()
-        .map(|f| f["progress"].as_f64().unwrap())
+        .map(|f| f["sequence"].as_i64().unwrap())
         .collect();
     assert!(
-        progress.windows(2).all(|pair| pair[0] <= pair[1]),
-        "{progress:?}"
+        sequences.windows(2).all(|pair| pair[0] < pair[1]),
+        "{sequences:?}"
     );
-    assert!(jobs.len() >= 3, "the page saw the job move: {jobs:?}");
-    assert_eq!(progress.last(), Some(&100.0));
+    assert_eq!(jobs[2]["progress"], 50.0);
+    assert!(
+        jobs[3]["links"]["video"].as_str().is_some(),
+        "{:?}",
+        jobs[3]
+    );
 }

@@ -129,6 +129,27 @@ pub fn step_at(age: Duration) -> (i64, Option<Duration>) {
     (reached as i64, STEPS.get(reached).copied())
 }
 
+/// The step of its schedule a sandbox job showing `status` at `progress` has reached: its
+/// live events' `sequence`. Read from the state shown, not the clock, so a frame's sequence is
+/// that of the state it carries.
+pub fn step_of(status: JobStatus, progress: f32) -> i64 {
+    let rank = |status| match status {
+        JobStatus::Queued => 0,
+        JobStatus::Downloading => 1,
+        JobStatus::Rendering => 2,
+        JobStatus::Completed | JobStatus::Failed | JobStatus::Expired => 3,
+    };
+    let shown = (rank(status), progress);
+    let outcome = Outcome::of_stored(status);
+    STEPS
+        .iter()
+        .filter(|&&at| {
+            let (status, progress) = state_at(at, outcome);
+            (rank(status), progress) <= shown
+        })
+        .count() as i64
+}
+
 /// The callbacks of a sandbox job: each state change, and one progress update while it
 /// renders, at the age it happens; what `state_at` shows then.
 pub fn callback_schedule(outcome: Outcome) -> Vec<(Duration, JobStatus, f32)> {
@@ -144,6 +165,17 @@ pub fn callback_schedule(outcome: Outcome) -> Vec<(Duration, JobStatus, f32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_step_a_state_shows_is_the_step_of_its_age() {
+        for outcome in [Outcome::Completed, Outcome::Failed] {
+            for ms in (0..11_000).step_by(50) {
+                let age = Duration::from_millis(ms);
+                let (status, progress) = state_at(age, outcome);
+                assert_eq!(step_of(status, progress), step_at(age).0, "{ms} ms");
+            }
+        }
+    }
 
     #[test]
     fn a_sandbox_job_steps_through_its_schedule() {

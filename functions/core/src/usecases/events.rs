@@ -349,6 +349,15 @@ fn next_sandbox_step(record: &JobRecord) -> Option<chrono::DateTime<Utc>> {
     Some(record.created_at + chrono::Duration::from_std(next).ok()?)
 }
 
+/// A job's sequence: its stored count of changes, and for a sandbox job the steps of its
+/// schedule it shows too (they change what it shows, not its row).
+fn sequence(record: &JobRecord) -> i64 {
+    match record.sandbox {
+        true => record.sequence + sandbox::step_of(record.status, record.progress),
+        false => record.sequence,
+    }
+}
+
 /// A job's state as a `job` frame carries it.
 pub fn job_event(record: &JobRecord) -> JobEvent {
     let links = (record.status == JobStatus::Completed)
@@ -358,7 +367,7 @@ pub fn job_event(record: &JobRecord) -> JobEvent {
         job_id: record.id,
         status: record.status,
         progress: record.progress,
-        sequence: record.sequence,
+        sequence: sequence(record),
         replay: record.replay.clone(),
         links,
         error_code: record.error_code.map(FailureCode::as_str),
