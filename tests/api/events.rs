@@ -241,15 +241,12 @@ async fn bad_frames_get_error_frames_and_the_connection_stays_open() {
         jobs.push(app.submit(&format!("198.51.101.{n}")).await);
     }
     for job in &jobs[..100] {
-        socket.subscribe_job(job).await;
-        assert_eq!(socket.next().await["type"], "subscribed");
-        assert_eq!(socket.next().await["type"], "job");
+        socket.follow_job(job).await;
     }
     socket.subscribe_job(&jobs[100]).await;
     assert_eq!(socket.error_code().await, "too_many_subscriptions");
     // One already held is no new one.
-    socket.subscribe_job(&jobs[0]).await;
-    assert_eq!(socket.next().await["type"], "subscribed");
+    socket.follow_job(&jobs[0]).await;
 }
 
 #[tokio::test]
@@ -262,16 +259,13 @@ async fn frames_over_the_connections_rate_are_refused_with_an_error_frame() {
     let mut socket = app.events("198.51.100.25").await;
     let job = app.submit("198.51.100.25").await;
     for _ in 0..3 {
-        socket.subscribe_job(&job).await;
-        assert_eq!(socket.next().await["type"], "subscribed");
-        assert_eq!(socket.next().await["type"], "job");
+        socket.follow_job(&job).await;
     }
     socket.subscribe_job(&job).await;
     assert_eq!(socket.error_code().await, "rate_limited");
     // Another connection has its own window.
     let mut other = app.events("198.51.100.25").await;
-    other.subscribe_job(&job).await;
-    assert_eq!(other.next().await["type"], "subscribed");
+    other.follow_job(&job).await;
 }
 
 #[tokio::test]

@@ -63,6 +63,16 @@ impl Socket {
             .await;
     }
 
+    /// Subscribes to `job_id` and reads the answer: `subscribed`, then the job's state.
+    pub async fn follow_job(&mut self, job_id: &str) -> Value {
+        self.subscribe_job(job_id).await;
+        let subscribed = self.next().await;
+        assert_eq!(subscribed["type"], "subscribed", "{subscribed}");
+        let state = self.next().await;
+        assert_eq!(state["type"], "job", "{state}");
+        state
+    }
+
     /// Subscribes with the key a `Bearer …` header carries.
     pub async fn subscribe_key(&mut self, bearer: &str) {
         let key = bearer.strip_prefix("Bearer ").unwrap_or(bearer);

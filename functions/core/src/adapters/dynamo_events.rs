@@ -80,28 +80,42 @@ impl DynamoConnections {
         }
     }
 
-    /// Every item of one partition (at most `MAX_PAGES` pages).
-    async fn partition(&self, pk: String) -> Result<Vec<Item>, StoreError> {
+    /// At most `limit` items of one partition (read in at most `MAX_PAGES` pages); with
+    /// `unexpired_at`, only those whose `expires_at` is after it (TTL deletes lazily).
+    async fn partition(
+        &self,
+        pk: String,
+        unexpired_at: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::new();
         let mut start: Option<Item> = None;
         for _ in 0..MAX_PAGES {
-            let page = self
+            let mut query = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .consistent_read(true)
                 .key_condition_expression("pk = :pk")
                 .expression_attribute_values(":pk", s(pk.clone()))
-                .set_exclusive_start_key(start.take())
+                .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+                .set_exclusive_start_key(start.take());
+            if let Some(now) = unexpired_at {
+                query = query
+                    .filter_expression("expires_at > :now")
+                    .expression_attribute_values(":now", n(now));
+            }
+            let page = query
                 .send()
                 .await
                 .map_err(|e| failed("reading a partition", e))?;
             items.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
-                Some(next) if !next.is_empty() => start = Some(next),
-                _ => return Ok(items),
+                Some(next) if !next.is_empty() && items.len() < limit => start = Some(next),
+                _ => break,
             }
         }
+        items.truncate(limit);
         Ok(items)
     }
 
@@ -178,7 +192,7 @@ impl ConnectionStore for DynamoConnections {
     }
 
     async fn close(&self, id: &ConnectionId) -> Result<(), StoreError> {
-        let items = self.partition(connection_pk(id)).await?;
+        let items = self.partition(connection_pk(id), None, usize::MAX).await?;
         let mut keys = Vec::with_capacity(items.len() * 2);
         for item in items {
             let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
@@ -340,38 +354,13 @@ impl ConnectionStore for DynamoConnections {
         topic: &Topic,
         limit: usize,
     ) -> Result<Vec<ConnectionId>, StoreError> {
-        let now = Utc::now().timestamp();
-        let mut found = Vec::new();
-        let mut start: Option<Item> = None;
-        for _ in 0..MAX_PAGES {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .filter_expression("expires_at > :now")
-                .expression_attribute_values(":pk", s(topic_pk(topic)))
-                .expression_attribute_values(":now", n(now))
-                .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| failed("reading a topic's subscribers", e))?;
-            for item in page.items.unwrap_or_default() {
-                if let Some(Ok(id)) = item
-                    .get("sk")
-                    .and_then(|sk| sk.as_s().ok())
-                    .map(|sk| ConnectionId::parse(sk))
-                {
-                    found.push(id);
-                }
-            }
-            match page.last_evaluated_key {
-                Some(next) if !next.is_empty() && found.len() < limit => start = Some(next),
-                _ => break,
-            }
-        }
-        found.truncate(limit);
-        Ok(found)
+        let items = self
+            .partition(topic_pk(topic), Some(Utc::now().timestamp()), limit)
+            .await?;
+        Ok(items
+            .iter()
+            .filter_map(|item| item.get("sk")?.as_s().ok())
+            .filter_map(|sk| ConnectionId::parse(sk).ok())
+            .collect())
     }
 }
