@@ -89,7 +89,11 @@ async fn a_completed_jobs_artifact_links_redirect_to_fresh_presigned_urls() {
     let links = app.job(&job).await["links"].clone();
     assert_eq!(
         links,
-        json!({ "self": format!("/v1/jobs/{job}"), "video": format!("/v1/jobs/{job}/video") }),
+        json!({
+            "self": format!("/v1/jobs/{job}"),
+            "video": format!("/v1/jobs/{job}/video"),
+            "events": app.events_url(),
+        }),
         "a completed job links its video (and no thumbnail it has not)"
     );
     let redirect = get(format!("/v1/jobs/{job}/video")).await;
