@@ -684,7 +684,7 @@ CREATE TABLE public.api_keys (
     denied_options text[] DEFAULT '{}'::text[] NOT NULL,
     max_replay_length_secs integer,
     weight integer DEFAULT 1 NOT NULL,
-    CONSTRAINT api_keys_denied_options_check CHECK ((denied_options <@ ARRAY['motion_blur'::text, 'storyboard'::text, 'video'::text, 'skin'::text])),
+    CONSTRAINT api_keys_denied_options_check CHECK ((denied_options <@ ARRAY['motion_blur'::text, 'storyboard'::text, 'video'::text, 'skin'::text, 'motion_blur_960fps'::text, 'load_storyboard'::text, 'load_video'::text, 'show_scoreboard'::text, 'show_avatars_on_scoreboard'::text])),
     CONSTRAINT api_keys_key_hash_check CHECK ((octet_length(key_hash) = 32)),
     CONSTRAINT api_keys_kind_check CHECK ((kind = ANY (ARRAY['live'::text, 'sandbox'::text]))),
     CONSTRAINT api_keys_max_active_check CHECK ((max_active > 0)),

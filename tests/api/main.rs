@@ -23,6 +23,7 @@ mod idempotency;
 mod keys;
 mod lifecycle;
 mod listing;
+mod options;
 mod origin;
 mod outcomes;
 mod policy;

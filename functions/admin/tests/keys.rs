@@ -571,7 +571,7 @@ async fn the_lambda_form_runs_the_same_commands() {
     assert_eq!(listed["keys"][0]["id"], created["id"]);
     for shown in [&created, &listed["keys"][0]] {
         assert_eq!(shown["max_resolution"], "720p", "{shown}");
-        assert_eq!(shown["deny"], json!(["video", "skin"]), "{shown}");
+        assert_eq!(shown["deny"], json!(["load_video", "skin"]), "{shown}");
         assert_eq!(shown["max_replay_length"], 300, "{shown}");
     }
     // As a request's lookup reads the key: its entitlements came with it.
@@ -582,7 +582,7 @@ async fn the_lambda_form_runs_the_same_commands() {
         .unwrap()
         .unwrap();
     let limits = record.summary.limits;
-    assert_eq!(limits.entitlements.denied.to_string(), "video,skin");
+    assert_eq!(limits.entitlements.denied.to_string(), "load_video,skin");
     assert_eq!(limits.max_replay_length, Some(300));
     for (id, bad) in [
         ("empty", json!({})),

@@ -134,3 +134,33 @@ fn every_route_is_in_every_endpoint_table() {
         }
     }
 }
+
+/// README's option table has one row per option, in order: our name, o!rdr's, what it takes
+/// and its default, as the code has them.
+#[test]
+fn readmes_option_table_is_the_code() {
+    use osurender_core::domain::render::{OptionKind, RenderOptions};
+    let readme = section(include_str!("../../../README.md"), "## Render options");
+    let rows: Vec<Vec<&str>> = readme
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| line.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), RenderOptions::SPECS.len(), "one row per option");
+    for (row, spec) in rows.iter().zip(RenderOptions::SPECS) {
+        assert_eq!(row[1], format!("`{}`", spec.name));
+        assert_eq!(row[2], format!("`{}`", spec.ordr_name), "{}", spec.name);
+        let (takes, default) = match spec.kind {
+            OptionKind::Bool(default) => ("boolean".to_owned(), format!("`{default}`")),
+            OptionKind::Percent(default) => ("0–100".to_owned(), format!("`{default}`")),
+            OptionKind::CursorSize(default) => ("0.5–2".to_owned(), format!("`{default:?}`")),
+            OptionKind::Skin | OptionKind::Resolution => continue,
+        };
+        assert_eq!(
+            (row[3], row[4]),
+            (takes.as_str(), default.as_str()),
+            "{}",
+            spec.name
+        );
+    }
+}

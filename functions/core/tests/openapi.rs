@@ -239,12 +239,19 @@ fn defaults_are_the_codes() {
     let mut documented = BTreeMap::new();
     defaults(&doc, "", &mut documented);
 
+    // Every option under our name but `resolution`, which the server decides (a generated
+    // client would send it and a 720p key would be refused); no legacy name has a default (a
+    // client would send both names).
     let options = serde_json::to_value(RenderOptions::default()).unwrap();
-    let mut expected: BTreeMap<String, Value> = options
-        .as_object()
-        .unwrap()
+    let mut expected: BTreeMap<String, Value> = RenderOptions::SPECS
         .iter()
-        .map(|(field, value)| (format!("{RENDER_FORM}/{field}/default"), value.clone()))
+        .filter(|spec| spec.name != "resolution")
+        .map(|spec| {
+            (
+                format!("{RENDER_FORM}/{}/default", spec.name),
+                options[spec.name].clone(),
+            )
+        })
         .collect();
     expected.insert(
         format!("{JOBS_LIMIT}/schema/default"),
@@ -284,6 +291,43 @@ fn defaults_are_the_codes() {
     );
     let size = "/paths/~1v1~1skins~1upload/post/requestBody/content/application~1json/schema/properties/size";
     assert_eq!(at(&format!("{size}/minimum")), json!(MIN_ARCHIVE_BYTES));
+}
+
+/// The form lists every option under our name, o!rdr's name in its description, and each
+/// legacy name as deprecated; a field the form takes that is not an option is one of ours.
+#[test]
+fn the_form_lists_every_option() {
+    let doc = document();
+    let form = doc
+        .pointer(RENDER_FORM)
+        .and_then(Value::as_object)
+        .expect("the render form's properties");
+    for spec in RenderOptions::SPECS {
+        let property = &form[spec.name];
+        let description = property["description"].as_str().unwrap_or_default();
+        assert!(
+            spec.name == spec.ordr_name || description.contains(&format!("`{}`", spec.ordr_name)),
+            "{}: its description names o!rdr's `{}`",
+            spec.name,
+            spec.ordr_name
+        );
+    }
+    for (old, _) in osurender_core::domain::render::LEGACY_NAMES {
+        assert_eq!(form[old]["deprecated"], true, "{old}");
+    }
+    let ours = [
+        "replay",
+        "replay_url",
+        "callback_url",
+        "sandbox_outcome",
+        "client_reference",
+    ];
+    for name in form.keys() {
+        assert!(
+            RenderOptions::names_option(name) || ours.contains(&name.as_str()),
+            "the form's `{name}` is no option and none of ours"
+        );
+    }
 }
 
 /// Each documented resolution is accepted (`2160p` as `4k`), and a job's `config` shows one of

@@ -6,39 +6,72 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::render::{RenderOptions, Resolution};
+use super::render::{RenderOptions, Resolution, SkinName, LEGACY_NAMES};
 
-/// A render option that can be denied: the ones that cost the workers more when asked for.
-/// The cheap ones that are on by default (snaking, the hit error meter, the key overlay) and
-/// `bg_dim` cannot be: a client can always ask for them or turn them off.
+/// A render option that can be denied: the ones that cost the farm more when asked for, in
+/// frames or in reads from osu!. The cheap ones (volumes, dims, HUD toggles drawn from the
+/// replay) cannot be: a client can always ask for them or turn them off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeniableOption {
-    /// `motion_blur=true`: frame blending multiplies the frames rendered.
+    /// `motion_blur_960fps=true`: frame blending multiplies the frames rendered.
     MotionBlur,
-    /// `storyboard=true`.
+    /// `load_storyboard=true`.
     Storyboard,
-    /// `video=true`: the beatmap's background video decoded alongside.
+    /// `load_video=true`: the beatmap's background video decoded alongside.
     Video,
     /// A `skin` other than the built-in `Default`.
     Skin,
+    /// `show_scoreboard=true` (on by default): the beatmap's leaderboard read from osu!.
+    Scoreboard,
+    /// `show_avatars_on_scoreboard=true`: an avatar downloaded per player shown.
+    Avatars,
 }
 
 impl DeniableOption {
-    pub const ALL: [Self; 4] = [Self::MotionBlur, Self::Storyboard, Self::Video, Self::Skin];
-    pub const NAMES: &str = "motion_blur, storyboard, video, skin";
+    pub const ALL: [Self; 6] = [
+        Self::MotionBlur,
+        Self::Storyboard,
+        Self::Video,
+        Self::Skin,
+        Self::Scoreboard,
+        Self::Avatars,
+    ];
+    pub const NAMES: &str =
+        "motion_blur_960fps, load_storyboard, load_video, skin, show_scoreboard, show_avatars_on_scoreboard";
 
-    /// The form field the option is asked for with.
+    /// The option's name (the form field's, in snake_case).
     pub fn field(self) -> &'static str {
         match self {
-            Self::MotionBlur => "motion_blur",
-            Self::Storyboard => "storyboard",
-            Self::Video => "video",
+            Self::MotionBlur => "motion_blur_960fps",
+            Self::Storyboard => "load_storyboard",
+            Self::Video => "load_video",
             Self::Skin => "skin",
+            Self::Scoreboard => "show_scoreboard",
+            Self::Avatars => "show_avatars_on_scoreboard",
         }
     }
 
+    /// Every name the option is sent under: ours, o!rdr's and the legacy one (a deny list
+    /// stored before the rename still reads).
+    fn names(self) -> impl Iterator<Item = &'static str> {
+        let field = self.field();
+        let spec = RenderOptions::SPECS
+            .iter()
+            .find(move |spec| spec.name == field);
+        let legacy = LEGACY_NAMES.iter().find(move |(_, now)| *now == field);
+        [
+            Some(field),
+            spec.map(|spec| spec.ordr_name),
+            legacy.map(|(old, _)| *old),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|option| option.field() == name)
+        Self::ALL
+            .into_iter()
+            .find(|option| option.names().any(|known| known == name))
     }
 
     fn bit(self) -> u8 {
@@ -48,10 +81,24 @@ impl DeniableOption {
     /// Whether `options` asks for it.
     fn asked(self, options: &RenderOptions) -> bool {
         match self {
-            Self::MotionBlur => options.motion_blur,
-            Self::Storyboard => options.storyboard,
-            Self::Video => options.video,
+            Self::MotionBlur => options.motion_blur_960fps,
+            Self::Storyboard => options.load_storyboard,
+            Self::Video => options.load_video,
             Self::Skin => !options.skin.is_default(),
+            Self::Scoreboard => options.show_scoreboard,
+            Self::Avatars => options.show_avatars_on_scoreboard,
+        }
+    }
+
+    /// Turns it off: what a render that did not name it gets when it is denied.
+    fn turn_off(self, options: &mut RenderOptions) {
+        match self {
+            Self::MotionBlur => options.motion_blur_960fps = false,
+            Self::Storyboard => options.load_storyboard = false,
+            Self::Video => options.load_video = false,
+            Self::Skin => options.skin = SkinName::default(),
+            Self::Scoreboard => options.show_scoreboard = false,
+            Self::Avatars => options.show_avatars_on_scoreboard = false,
         }
     }
 }
@@ -129,6 +176,18 @@ pub struct NotPermitted {
     pub reason: String,
 }
 
+impl NotPermitted {
+    /// Names the option as the form sent it (o!rdr's or a legacy name), when it did.
+    pub fn as_sent(mut self, sent: impl Fn(&str) -> bool) -> Self {
+        let named = DeniableOption::parse(self.field)
+            .and_then(|option| option.names().find(|name| sent(name)));
+        if let Some(name) = named {
+            self.field = name;
+        }
+        self
+    }
+}
+
 impl Entitlements {
     /// The resolution of a render that asks for none: the service's default, or the highest
     /// permitted when that is lower (a client that never names a resolution is not refused for
@@ -136,6 +195,20 @@ impl Entitlements {
     pub fn default_resolution(&self) -> Resolution {
         self.max_resolution
             .map_or(Resolution::default(), |max| max.min(Resolution::default()))
+    }
+
+    /// Fits what a render did not name (`sent` says which names it did) to these
+    /// entitlements: the default resolution within them, and a denied option that is on by
+    /// default (`show_scoreboard`) off. A client is only refused for what it asked for.
+    pub fn fit_unnamed(&self, options: &mut RenderOptions, sent: impl Fn(&str) -> bool) {
+        if !sent("resolution") {
+            options.resolution = self.default_resolution();
+        }
+        for option in self.denied.iter() {
+            if !option.names().any(&sent) {
+                option.turn_off(options);
+            }
+        }
     }
 
     /// Refuses the first option `options` asks for beyond these entitlements: the resolution,
@@ -158,7 +231,7 @@ impl Entitlements {
             }),
             Some(option) => Err(NotPermitted {
                 field: option.field(),
-                reason: "not permitted for this client; leave it false".into(),
+                reason: "not permitted for this client; leave it false or out".into(),
             }),
             None => Ok(()),
         }
@@ -168,17 +241,20 @@ impl Entitlements {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::render::SkinName;
 
     #[test]
     fn deny_lists_parse_and_show_in_a_fixed_order() {
         let denied = DeniedOptions::parse(" video, motion_blur ,,skin").unwrap();
-        assert_eq!(denied.to_string(), "motion_blur,video,skin");
+        assert_eq!(denied.to_string(), "motion_blur_960fps,load_video,skin");
+        assert_eq!(
+            DeniedOptions::parse("loadVideo,showScoreboard"),
+            DeniedOptions::parse("load_video,show_scoreboard")
+        );
         assert_eq!(DeniedOptions::parse(&denied.to_string()), Ok(denied));
         assert_eq!(DeniedOptions::parse(""), Ok(DeniedOptions::default()));
         assert_eq!(
-            DeniedOptions::parse("video,snaking_in"),
-            Err(UnknownOption("snaking_in".into()))
+            DeniedOptions::parse("video,slider_snaking_in"),
+            Err(UnknownOption("slider_snaking_in".into()))
         );
         for option in DeniableOption::ALL {
             assert!(DeniableOption::NAMES.contains(option.field()));
@@ -191,9 +267,10 @@ mod tests {
         let options = RenderOptions {
             skin: SkinName::parse("Custom").unwrap(),
             resolution: Resolution::Uhd4k,
-            motion_blur: true,
-            storyboard: true,
-            video: true,
+            motion_blur_960fps: true,
+            load_storyboard: true,
+            load_video: true,
+            show_avatars_on_scoreboard: true,
             ..RenderOptions::default()
         };
         assert_eq!(Entitlements::default().permit(&options), Ok(()));
@@ -207,26 +284,38 @@ mod tests {
         };
         let refused = |options: RenderOptions| entitlements.permit(&options).map_err(|e| e.field);
         assert_eq!(refused(RenderOptions::default()), Ok(()));
+        for option in DeniableOption::ALL {
+            assert!(
+                RenderOptions::SPECS
+                    .iter()
+                    .any(|spec| spec.name == option.field()),
+                "{} is an option",
+                option.field()
+            );
+        }
         let with = |change: fn(&mut RenderOptions)| {
             let mut options = RenderOptions::default();
             change(&mut options);
             refused(options)
         };
         assert_eq!(with(|o| o.resolution = Resolution::Hd720), Ok(()));
-        assert_eq!(with(|o| o.video = true), Ok(()));
-        assert_eq!(with(|o| o.snaking_in = false), Ok(()));
+        assert_eq!(with(|o| o.load_video = true), Ok(()));
+        assert_eq!(with(|o| o.slider_snaking_in = false), Ok(()));
         assert_eq!(
             with(|o| o.resolution = Resolution::Qhd1440),
             Err("resolution")
         );
-        assert_eq!(with(|o| o.motion_blur = true), Err("motion_blur"));
+        assert_eq!(
+            with(|o| o.motion_blur_960fps = true),
+            Err("motion_blur_960fps")
+        );
         assert_eq!(
             with(|o| o.skin = SkinName::parse("Other").unwrap()),
             Err("skin")
         );
         let both = with(|o| {
             o.resolution = Resolution::Uhd4k;
-            o.motion_blur = true;
+            o.motion_blur_960fps = true;
         });
         assert_eq!(both, Err("resolution"), "the resolution is checked first");
     }
@@ -249,5 +338,29 @@ mod tests {
             capped(Resolution::Uhd4k).default_resolution(),
             Resolution::Hd1080
         );
+    }
+
+    /// A denied option a render did not name is turned off, not refused; one it named is kept
+    /// (and refused by `permit`).
+    #[test]
+    fn an_unnamed_denied_option_is_turned_off() {
+        let entitlements = Entitlements {
+            max_resolution: Some(Resolution::Hd720),
+            denied: DeniedOptions::parse("show_scoreboard,skin").unwrap(),
+        };
+        let mut options = RenderOptions::default();
+        entitlements.fit_unnamed(&mut options, |_| false);
+        assert!(!options.show_scoreboard);
+        assert_eq!(options.resolution, Resolution::Hd720);
+        assert_eq!(entitlements.permit(&options), Ok(()));
+
+        let mut named = RenderOptions::from_fields([("showScoreboard", "true")]).unwrap();
+        entitlements.fit_unnamed(&mut named, |name| name == "showScoreboard");
+        assert!(named.show_scoreboard);
+        let refused = entitlements.permit(&named).unwrap_err();
+        assert_eq!(refused.field, "show_scoreboard");
+        let refused = refused.as_sent(|name| name == "showScoreboard");
+        assert_eq!(refused.field, "showScoreboard");
+        assert!(refused.to_string().starts_with("showScoreboard: "));
     }
 }

@@ -9,8 +9,9 @@ use multer::{Constraints, Multipart, SizeLimit};
 pub const MAX_TEXT_FIELD_BYTES: usize = 1024;
 /// Room for the text fields and the part headers next to the file.
 const FORM_OVERHEAD_BYTES: usize = 64 * 1024;
-/// A render form has about ten parts; a flood of tiny parts is not a form.
-const MAX_PARTS: usize = 32;
+/// A render form has at most about sixty parts (the replay, o!rdr's fifty-odd options, a few
+/// of ours); a flood of tiny parts is not a form.
+pub const MAX_PARTS: usize = 96;
 
 /// An uploaded file, read whole but never past its limit.
 #[derive(Debug, Clone)]
@@ -271,7 +272,7 @@ mod tests {
             read(b"garbage without a boundary".to_vec()).await,
             Err(FormError::Malformed(_))
         ));
-        let many: Vec<_> = (0..40)
+        let many: Vec<_> = (0..=MAX_PARTS)
             .map(|i| part(&format!("f{i}"), None, b"x"))
             .collect();
         assert_eq!(

@@ -1237,7 +1237,10 @@ mod tests {
         .unwrap();
         let entitlements = c.anonymous_entitlements;
         assert_eq!(entitlements.max_resolution, Some(Resolution::Hd720));
-        assert_eq!(entitlements.denied.to_string(), "motion_blur,video");
+        assert_eq!(
+            entitlements.denied.to_string(),
+            "motion_blur_960fps,load_video"
+        );
         let c = config(&[("ANONYMOUS_MAX_RESOLUTION", ""), ("ANONYMOUS_DENY", "")]).unwrap();
         assert_eq!(c.anonymous_entitlements, Entitlements::default());
         for (name, value) in [

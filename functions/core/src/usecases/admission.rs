@@ -277,7 +277,8 @@ fn check_sandbox_outcome(
 
 /// Step 3, last: options within the caller's entitlements, which came with the caller (the
 /// key's record, or the configuration): refused here, no quota is spent and nothing is read.
-/// A form without `resolution` gets the default within them.
+/// What a form does not name is fitted to them: the default resolution within them, a denied
+/// option that is on by default turned off.
 fn check_entitlements(
     app: &App,
     caller: &Caller,
@@ -285,11 +286,10 @@ fn check_entitlements(
     mut options: RenderOptions,
 ) -> Result<RenderOptions, Rejection> {
     let entitlements = caller.entitlements(app.config.anonymous_entitlements);
-    if last_field(fields, "resolution").is_none() {
-        options.resolution = entitlements.default_resolution();
-    }
+    entitlements.fit_unnamed(&mut options, |name| last_field(fields, name).is_some());
     entitlements
         .permit(&options)
+        .map_err(|refused| refused.as_sent(|name| last_field(fields, name).is_some()))
         .map_err(|refused| Rejection::OptionNotPermitted {
             field: refused.field,
             detail: refused.to_string(),

@@ -28,7 +28,7 @@ use crate::usecases::skins::admin::{self as skins, SkinCommand};
 pub const USAGE: &str = "\
 usage: osurender-admin keys create --name NAME [--render-limit 60/minute] [--max-active 20] [--sandbox]
                                     [--max-resolution 720p|1080p|1440p|4k]
-                                    [--deny motion_blur,storyboard,video,skin]
+                                    [--deny motion_blur_960fps,load_storyboard,load_video,skin,...]
                                     [--max-replay-length SECONDS] [--weight 1]
        osurender-admin keys list [--limit 100]
        osurender-admin keys revoke ID
@@ -717,7 +717,7 @@ mod tests {
             ("keys list --limit 0", "1 to 1000"),
             (
                 "keys create --name x --deny bg_dim",
-                "`bg_dim` is not an option that can be denied (one of motion_blur, storyboard, video, skin)",
+                "`bg_dim` is not an option that can be denied (one of motion_blur_960fps, load_storyboard, load_video, skin, show_scoreboard, show_avatars_on_scoreboard)",
             ),
             (
                 "keys create --name x --max-resolution 8k",
