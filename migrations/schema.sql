@@ -54,7 +54,7 @@ DECLARE
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
         'replay', 'sandbox_failure', 'render_cost', 'fair_weight', 'client_wide_network',
-        'max_active_per_wide_network'];
+        'max_active_per_wide_network', 'client_reference'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -200,7 +200,7 @@ BEGIN
                       video_key, thumb_key,
                       error, error_code, error_retryable,
                       callback_url, callback_seq, callback_at,
-                      render_cost, fair_start, fair_finish, released_at)
+                      render_cost, fair_start, fair_finish, released_at, client_reference)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, v_wide_network, p ->> 'skin',
             p -> 'config', p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb),
             v_sandbox,
@@ -214,7 +214,7 @@ BEGIN
             p ->> 'callback_url', jsonb_array_length(v_callbacks),
             CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END,
             v_cost, v_start, v_start + v_cost / v_weight,
-            CASE WHEN NOT v_sandbox AND NOT v_fair THEN now() END);
+            CASE WHEN NOT v_sandbox AND NOT v_fair THEN now() END, p ->> 'client_reference');
     INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',
@@ -897,6 +897,8 @@ CREATE TABLE public.jobs (
     started_at timestamp with time zone,
     client_wide_network text,
     event_seq bigint DEFAULT 0 NOT NULL,
+    client_reference text,
+    CONSTRAINT jobs_client_reference_check CHECK (((char_length(client_reference) >= 1) AND (char_length(client_reference) <= 128))),
     CONSTRAINT jobs_progress_check CHECK (((progress >= (0)::double precision) AND (progress <= (100)::double precision)))
 );
 

@@ -71,6 +71,7 @@
 --   with the job;
 -- - max_active_per_wide_network (V19): the wide network's cap on active jobs (checked after the
 --   network's), none for a key's job;
+-- - client_reference (V24): the client's own label, stored with the job;
 -- - render_cost, fair_weight (V18): the job's expected render-seconds and its client's weight.
 --   With them the job waits in the queue of record (released_at NULL) with its fair tags:
 --   start = max(fair_clock, its fair client's last finish tag in fair_clients), finish = start +
@@ -117,7 +118,7 @@ DECLARE
         'sandbox_active_ms', 'sandbox_video_key', 'sandbox_thumb_key', 'callback_url',
         'callbacks', 'client_network', 'max_active_per_network', 'max_anonymous_queued',
         'replay', 'sandbox_failure', 'render_cost', 'fair_weight', 'client_wide_network',
-        'max_active_per_wide_network'];
+        'max_active_per_wide_network', 'client_reference'];
     v_wrong text;
 BEGIN
     -- The argument first, before any lock (see above).
@@ -263,7 +264,7 @@ BEGIN
                       video_key, thumb_key,
                       error, error_code, error_retryable,
                       callback_url, callback_seq, callback_at,
-                      render_cost, fair_start, fair_finish, released_at)
+                      render_cost, fair_start, fair_finish, released_at, client_reference)
     VALUES (v_id, v_client, p ->> 'client_addr', v_network, v_wide_network, p ->> 'skin',
             p -> 'config', p ->> 'replay_key', v_hash, nullif(p -> 'replay', 'null'::jsonb),
             v_sandbox,
@@ -277,7 +278,7 @@ BEGIN
             p ->> 'callback_url', jsonb_array_length(v_callbacks),
             CASE WHEN jsonb_array_length(v_callbacks) > 0 THEN now() END,
             v_cost, v_start, v_start + v_cost / v_weight,
-            CASE WHEN NOT v_sandbox AND NOT v_fair THEN now() END);
+            CASE WHEN NOT v_sandbox AND NOT v_fair THEN now() END, p ->> 'client_reference');
     INSERT INTO job_callbacks (job_id, sequence, url, body, available_at)
     SELECT v_id, c.n, p ->> 'callback_url',
            job_callback_body(v_id, c.n::integer, c.step ->> 'status',

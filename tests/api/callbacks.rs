@@ -68,14 +68,20 @@ async fn instance(app: &TestApp, allow_private: bool) -> App {
 async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
     let app = TestApp::spawn(&[]).await;
     let key = app.create_key("60/minute", 20).await;
-    let anonymous = problem(
-        app.render("203.0.113.20", callback_form("https://93.184.216.34/hook"))
-            .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_field",
-    )
-    .await;
-    assert!(anonymous.to_string().contains("API key"), "{anonymous}");
+    // Without a key: 401 with the code that means "needs a key", and no quota read.
+    let anonymous = app
+        .render("203.0.113.20", callback_form("https://93.184.216.34/hook"))
+        .await;
+    assert_eq!(header(&anonymous, "x-ratelimit-remaining"), None);
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+    let anonymous = problem(anonymous, StatusCode::UNAUTHORIZED, "api_key_required").await;
+    assert!(
+        anonymous["detail"]
+            .as_str()
+            .unwrap()
+            .contains("callback_url"),
+        "{anonymous}"
+    );
     for refused in [
         "http://93.184.216.34/hook",
         "https://127.0.0.1/hook",

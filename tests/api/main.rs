@@ -9,6 +9,7 @@
 
 mod support;
 
+mod bots;
 mod browser;
 mod budget;
 mod callbacks;

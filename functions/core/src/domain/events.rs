@@ -245,6 +245,9 @@ pub struct JobEvent {
     pub error_code: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
+    /// The client's own label for the job, if it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_reference: Option<String>,
 }
 
 #[cfg(test)]

@@ -21,10 +21,12 @@ pub enum FailureCode {
     UploadFailed,
     /// The worker was stopped (a deploy, a spot reclaim) before it finished.
     WorkerStopped,
+    /// No worker took the queued job within `QUEUED_TTL`: the janitor ended it `expired`.
+    QueueExpired,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 11] = [
+    pub const ALL: [FailureCode; 12] = [
         Self::RenderFailed,
         Self::TimedOut,
         Self::BeatmapNotFound,
@@ -36,6 +38,7 @@ impl FailureCode {
         Self::ReplayUnrenderable,
         Self::UploadFailed,
         Self::WorkerStopped,
+        Self::QueueExpired,
     ];
 
     /// The failures that are the replay's own, whoever submits it and with whatever skin and
@@ -57,6 +60,7 @@ impl FailureCode {
             Self::ReplayUnrenderable => "replay_unrenderable",
             Self::UploadFailed => "upload_failed",
             Self::WorkerStopped => "worker_stopped",
+            Self::QueueExpired => "queue_expired",
         }
     }
 
@@ -77,6 +81,7 @@ impl FailureCode {
                 | Self::SkinDownloadFailed
                 | Self::UploadFailed
                 | Self::WorkerStopped
+                | Self::QueueExpired
         )
     }
 }

@@ -55,6 +55,33 @@ impl std::fmt::Display for JobId {
     }
 }
 
+/// A client's own label for a job (`client_reference`): 1 to 128 characters, none of them a
+/// control character. Stored with the job and echoed in its reads, callbacks and live events,
+/// so a bot can match the first callback before it has stored the job id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ClientReference(String);
+
+impl ClientReference {
+    pub const FIELD: &str = "client_reference";
+    pub const MAX_CHARS: usize = 128;
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let chars = text.chars().count();
+        if chars == 0 || chars > Self::MAX_CHARS || text.chars().any(char::is_control) {
+            return Err(format!(
+                "must be 1 to {} printable characters",
+                Self::MAX_CHARS
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// `queued → downloading → rendering → completed | failed`, plus `expired` for queued jobs
 /// the janitor ends. The first three are active: they hold a per-client and a global slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -118,6 +145,22 @@ super::named_values!(JobStatus, "job status");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_reference_is_short_printable_text() {
+        for ok in [
+            "a",
+            "discord:1234/5678",
+            "émoji 🎉 ok",
+            &"x".repeat(128),
+            &"é".repeat(128),
+        ] {
+            assert_eq!(ClientReference::parse(ok).unwrap().as_str(), ok);
+        }
+        for bad in ["", &"x".repeat(129), "a\nb", "tab\there", "nul\0", "\u{7f}"] {
+            assert!(ClientReference::parse(bad).is_err(), "{bad:?}");
+        }
+    }
     use JobStatus::*;
 
     #[test]

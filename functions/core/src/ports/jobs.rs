@@ -15,7 +15,7 @@ use crate::domain::failure::FailureCode;
 pub use crate::domain::farm::{ActiveWork, QueueWait};
 use crate::domain::farm::{FarmState, RenderCost, Weight};
 use crate::domain::hash::{Md5, ReplayHash};
-use crate::domain::job::{JobId, JobStatus};
+use crate::domain::job::{ClientReference, JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
@@ -154,6 +154,8 @@ pub struct NewJob {
     /// `None` for a key client.
     pub wide_network: Option<ClientKey>,
     pub options: RenderOptions,
+    /// The client's own label for the job, echoed wherever the job is shown.
+    pub client_reference: Option<ClientReference>,
     pub replay_key: String,
     pub replay_sha256: ReplayHash,
     /// What the replay says, shown with the job, in its callbacks and in its queue message.
@@ -251,9 +253,20 @@ pub struct JobRecord {
     /// Grows by one with each change of its status or progress (`jobs.event_seq`): a live
     /// event's `sequence`.
     pub sequence: i64,
+    /// The client's own label for the job (`client_reference`), if it gave one.
+    pub client_reference: Option<String>,
 }
 
 impl JobRecord {
+    /// Why the job ended without a video: its code, and for an expired job of a release that
+    /// stored none, `queue_expired`. `None` unless failed or expired.
+    pub fn failure(&self) -> Option<FailureCode> {
+        match self.status {
+            JobStatus::Expired => Some(self.error_code.unwrap_or(FailureCode::QueueExpired)),
+            _ => self.error_code,
+        }
+    }
+
     /// A sandbox job as its `age` makes it: stored final, shown moving through its states
     /// (domain/sandbox.rs), its sample artifacts only once completed, its sample failure only
     /// once failed. While it shows queued, its place is the one a real job submitted with it
@@ -578,6 +591,7 @@ mod tests {
             wait: None,
             sandbox: false,
             sequence: 0,
+            client_reference: None,
         }
     }
 

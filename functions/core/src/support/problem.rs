@@ -95,8 +95,10 @@ pub enum Rejection {
     /// (unknown, revoked): the detail says which.
     InvalidApiKey(String),
     /// A request without `Authorization` where only a key may ask: the job listing (issue 19:
-    /// an address is not an identity, so it lists no one's jobs).
-    ApiKeyRequired,
+    /// an address is not an identity, so it lists no one's jobs), or a render with a
+    /// `callback_url` (the service would send traffic anywhere for anyone). The detail says what
+    /// needed the key.
+    ApiKeyRequired(&'static str),
     NonceReused,
     /// A genuine report, signed for another job than the URL's: a replay attempt.
     WrongJob,
@@ -306,7 +308,7 @@ impl Rejection {
             Self::StaleTimestamp => &STALE_TIMESTAMP,
             Self::NonceReused => &NONCE_REUSED,
             Self::InvalidApiKey(_) => &INVALID_API_KEY,
-            Self::ApiKeyRequired => &API_KEY_REQUIRED,
+            Self::ApiKeyRequired(_) => &API_KEY_REQUIRED,
             Self::WrongJob => &WRONG_JOB,
             Self::IllegalTransition(_) => &ILLEGAL_TRANSITION,
             Self::StorageFailed => &STORAGE_FAILED,
@@ -369,11 +371,7 @@ impl Rejection {
                 .unwrap_or_default(),
             Self::StaleTimestamp => "the timestamp is too far from the server's clock".into(),
             Self::NonceReused => "this nonce was already used; sign each report afresh".into(),
-            Self::ApiKeyRequired => {
-                "listing jobs needs `Authorization: Bearer <key>`; without a key, follow each \
-                 job by the job_id its 202 gave"
-                    .into()
-            }
+            Self::ApiKeyRequired(detail) => (*detail).into(),
             Self::WrongJob => {
                 "the signed report names another job (`job_id`); it applies only to that job".into()
             }
@@ -576,7 +574,7 @@ impl IntoResponse for Rejection {
             let challenge = match &self {
                 Self::InvalidApiKey(_) => "Bearer error=\"invalid_token\"",
                 // No credential was sent: the bare scheme (RFC 6750 §3).
-                Self::ApiKeyRequired => "Bearer",
+                Self::ApiKeyRequired(_) => "Bearer",
                 _ => "HMAC-SHA256 header=\"X-Signature\"",
             };
             headers.insert(

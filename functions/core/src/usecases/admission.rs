@@ -32,7 +32,7 @@ use crate::domain::deadline;
 use crate::domain::farm::{RenderCost, Weight};
 use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::{ReplayHash, RequestHash};
-use crate::domain::job::JobId;
+use crate::domain::job::{ClientReference, JobId};
 use crate::domain::rate::{LimitScope, RateDecision};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::{self, ReplayInfo, ReplayLimits, ReplaySummary};
@@ -119,6 +119,7 @@ struct Keyed {
 struct RenderRequest {
     replay: ReplayFile,
     options: RenderOptions,
+    client_reference: Option<ClientReference>,
     key: Option<IdempotencyKey>,
     callback: Option<CallbackUrl>,
     /// A sandbox key's request: how its job ends (`sandbox_outcome`); `None` for a real job.
@@ -143,7 +144,7 @@ async fn validate_request<S: BodyStream>(
         sha256: ReplayHash::of(&file.bytes),
         bytes: file.bytes,
     };
-    let options = check_render_options(&form.fields)?;
+    let (options, client_reference) = check_render_options(&form.fields)?;
     let options = check_entitlements(app, caller, &form.fields, options)?;
     let key = idempotency_key.map(IdempotencyKey::parse).transpose()?;
     // Step 3 has refused any field that is not text.
@@ -156,6 +157,7 @@ async fn validate_request<S: BodyStream>(
     Ok(RenderRequest {
         replay,
         options,
+        client_reference,
         key,
         callback,
         sandbox,
@@ -227,9 +229,12 @@ fn check_replay_rules(
         .map_err(|e| Rejection::ReplayRefused(ReplayRule::InvalidMd5, e.to_string()))
 }
 
-/// Step 3: skin name and render options, every bad field reported (`invalid_params`): the
-/// fields that are not text first, then the options in form order.
-fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions, Rejection> {
+/// Step 3: skin name, render options and `client_reference`, every bad field reported
+/// (`invalid_params`): the fields that are not text first, then the options in form order,
+/// then the reference.
+fn check_render_options(
+    fields: &[(String, TextValue)],
+) -> Result<(RenderOptions, Option<ClientReference>), Rejection> {
     let mut texts = Vec::with_capacity(fields.len());
     let mut invalid = Vec::new();
     for (name, value) in fields {
@@ -241,13 +246,21 @@ fn check_render_options(fields: &[(String, TextValue)]) -> Result<RenderOptions,
             }),
         }
     }
-    match RenderOptions::from_fields(texts) {
-        Ok(options) if invalid.is_empty() => Ok(options),
-        Ok(_) => Err(Rejection::InvalidParams(invalid)),
-        Err(errors) => {
-            invalid.extend(errors.into_iter().map(InvalidParam::from));
-            Err(Rejection::InvalidParams(invalid))
-        }
+    let options = RenderOptions::from_fields(texts).map_err(|errors| {
+        invalid.extend(errors.into_iter().map(InvalidParam::from));
+    });
+    let reference = match last_field(fields, ClientReference::FIELD) {
+        Some(TextValue::Text(text)) => ClientReference::parse(text).map(Some).map_err(|reason| {
+            invalid.push(InvalidParam {
+                name: ClientReference::FIELD.into(),
+                reason,
+            })
+        }),
+        _ => Ok(None),
+    };
+    match (options, reference) {
+        (Ok(options), Ok(reference)) if invalid.is_empty() => Ok((options, reference)),
+        _ => Err(Rejection::InvalidParams(invalid)),
     }
 }
 
@@ -314,6 +327,10 @@ fn render_request_hash(request: &RenderRequest) -> RequestHash {
     let mut parts: Vec<&[u8]> = vec![request.replay.sha256.as_bytes(), &options[..]];
     if let Some(callback) = &request.callback {
         parts.push(callback.as_str().as_bytes());
+    }
+    if let Some(reference) = &request.client_reference {
+        parts.push(b"client_reference=");
+        parts.push(reference.as_str().as_bytes());
     }
     // A sandbox job that fails is another request than one that completes; the default
     // leaves the hash as it was before the field existed.
@@ -494,6 +511,7 @@ async fn store_and_admit(
     let RenderRequest {
         replay,
         options,
+        client_reference,
         callback,
         ..
     } = request;
@@ -506,6 +524,7 @@ async fn store_and_admit(
         network: caller.network.clone(),
         wide_network: caller.wide_network.clone(),
         options,
+        client_reference,
         replay_key: id.replay_key(),
         replay_sha256: replay.sha256,
         replay: replay.info.clone(),

@@ -57,8 +57,9 @@ pub fn parse_callback(
         return Err(Rejection::CallbacksUnavailable);
     }
     if caller.key.is_none() {
-        return Err(invalid_callback(
-            &"only a client with an API key can set a callback",
+        return Err(Rejection::ApiKeyRequired(
+            "a `callback_url` needs `Authorization: Bearer <key>`: only a client with an API key \
+             can set one (without a key, follow the job by its job_id or live events)",
         ));
     }
     let allow_private = app.config.allow_private_callbacks;
@@ -359,7 +360,7 @@ mod tests {
         assert_eq!(parse_callback(&app, &keyed, None), Ok(None));
         let refused = parse_callback(&app, &anonymous, Some("https://bot.example/"));
         assert!(
-            matches!(refused, Err(Rejection::InvalidField(_))),
+            matches!(refused, Err(Rejection::ApiKeyRequired(_))),
             "{refused:?}"
         );
         let refused = parse_callback(&app, &keyed, Some("http://bot.example/"));

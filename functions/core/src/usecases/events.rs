@@ -370,8 +370,9 @@ pub fn job_event(record: &JobRecord) -> JobEvent {
         sequence: sequence(record),
         replay: record.replay.clone(),
         links,
-        error_code: record.error_code.map(FailureCode::as_str),
-        retryable: record.error_code.map(FailureCode::retryable),
+        error_code: record.failure().map(FailureCode::as_str),
+        retryable: record.failure().map(FailureCode::retryable),
+        client_reference: record.client_reference.clone(),
     }
 }
 

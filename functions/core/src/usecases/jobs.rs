@@ -119,7 +119,10 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
     if caller.is_anonymous() {
         // An address is shared (NAT, carrier, office) and borrowed (any page a browser
         // visits): it lists no one's jobs. Refused before any quota is spent.
-        return Submission::refused(Rejection::ApiKeyRequired);
+        return Submission::refused(Rejection::ApiKeyRequired(
+            "listing jobs needs `Authorization: Bearer <key>`; without a key, follow each job by \
+             the job_id its 202 gave",
+        ));
     }
     let rate = match limit_reads(app, &caller.client).await {
         Ok(rate) => rate,
@@ -304,6 +307,8 @@ pub struct JobView {
     artifacts: Option<Artifacts>,
     /// A sandbox key's job: simulated, never rendered (domain/sandbox.rs).
     sandbox: bool,
+    /// The client's own label for the job, if it gave one.
+    client_reference: Option<String>,
     links: Links,
 }
 
@@ -351,6 +356,7 @@ impl JobView {
     /// `artifacts`: the links of `GET /v1/jobs/{id}`; always `None` in a list.
     fn new(app: &App, job: JobRecord, artifacts: Option<Artifacts>) -> Self {
         let links = Links::of(&job, app.config.events_url.as_deref());
+        let failure = job.failure();
         Self {
             job_id: job.id,
             status: job.status,
@@ -360,12 +366,13 @@ impl JobView {
             created_at: job.created_at,
             updated_at: job.updated_at,
             error: job.error,
-            error_code: job.error_code.map(FailureCode::as_str),
-            retryable: job.error_code.map(FailureCode::retryable),
+            error_code: failure.map(FailureCode::as_str),
+            retryable: failure.map(FailureCode::retryable),
             config: job.config,
             replay: job.replay,
             artifacts,
             sandbox: job.sandbox,
+            client_reference: job.client_reference,
             links,
         }
     }

@@ -215,6 +215,7 @@ impl JobHousekeeping for MemoryDatabase {
         Ok(sweep(&mut tables, past_ttl, |job| {
             job.status = JobStatus::Expired;
             job.error = Some("no renderer took the job in time".into());
+            job.error_code = Some(FailureCode::QueueExpired);
             job.updated_at = Utc::now();
         }))
     }

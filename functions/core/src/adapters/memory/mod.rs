@@ -235,6 +235,8 @@ struct MemoryJob {
     started_at: Option<DateTime<Utc>>,
     /// Its changes of status or progress (jobs.event_seq).
     event_seq: i64,
+    /// The client's own label (jobs.client_reference).
+    client_reference: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,6 +408,7 @@ impl MemoryDatabase {
                 released_at: Some(Utc::now()),
                 started_at: None,
                 event_seq: 0,
+                client_reference: None,
             });
         }
     }
@@ -490,6 +493,7 @@ impl MemoryDatabase {
             released_at: None,
             started_at: None,
             event_seq: 0,
+            client_reference: job.client_reference.as_ref().map(|r| r.as_str().to_owned()),
         });
         job_changed(tables, job.id, false);
         // Held until released (available_at 'infinity' in Postgres).
@@ -686,6 +690,7 @@ fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
         wait,
         sandbox: job.sandbox,
         sequence: job.event_seq,
+        client_reference: job.client_reference.clone(),
     };
     match job.sandbox {
         true => record.as_sandbox_shows(age),

@@ -176,7 +176,10 @@ UPDATE job_callbacks c
   FROM due, jobs j
   LEFT JOIN api_keys k ON j.client_ip = 'key:' || k.id::text AND k.revoked_at IS NULL
  WHERE c.id = due.id AND j.id = c.job_id
-RETURNING c.id, c.job_id, c.sequence, c.url, c.body, c.attempts, k.signing_secret";
+RETURNING c.id, c.job_id, c.sequence, c.url,
+          -- The job's client_reference (V24), as every callback of the job carries it.
+          c.body || jsonb_strip_nulls(jsonb_build_object('client_reference', j.client_reference)),
+          c.attempts, k.signing_secret";
 
 #[async_trait]
 impl LeasedQueue for PgCallbackStore {

@@ -27,7 +27,7 @@ use crate::adapters::postgres::{self as db, millis};
 use crate::domain::caller::Caller;
 use crate::domain::client::ClientKey;
 use crate::domain::failure::FailureCode;
-use crate::domain::job::{JobId, JobStatus};
+use crate::domain::job::{ClientReference, JobId, JobStatus};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::ReplayInfo;
 use crate::domain::sandbox;
@@ -149,6 +149,7 @@ struct AdmitArgs<'a> {
     sandbox_failure: Option<SandboxFailure>,
     callback_url: Option<&'a str>,
     callbacks: Vec<AdmitCallback>,
+    client_reference: Option<&'a str>,
 }
 
 /// How a sandbox job with `sandbox_outcome=failed` failed (domain/sandbox.rs' sample).
@@ -227,6 +228,7 @@ impl<'a> AdmitArgs<'a> {
                     progress,
                 })
                 .collect(),
+            client_reference: job.client_reference.as_ref().map(ClientReference::as_str),
         }
     }
 }
@@ -278,7 +280,7 @@ SELECT j.id, j.status::text, j.progress, j.created_at, j.updated_at, j.error, j.
        END,
        j.sandbox,
        CASE WHEN j.sandbox THEN extract(epoch FROM now() - j.created_at)::float8 END,
-       j.replay, j.error_code, j.event_seq
+       j.replay, j.error_code, j.event_seq, j.client_reference
   FROM jobs j";
 
 /// A SQL function's verdict, its row's first column, as one of `V`'s snake_case names; another
@@ -323,6 +325,7 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         replay: row.get(13),
         error_code: row.get::<_, Option<&str>>(14).map(FailureCode::reported),
         sequence: row.get(15),
+        client_reference: row.get(16),
     };
     Ok(match row.get::<_, Option<f64>>(12) {
         Some(age_secs) if record.sandbox => {

@@ -68,6 +68,7 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
         network: caller.network.clone(),
         wide_network: caller.wide_network.clone(),
         options: RenderOptions::default(),
+        client_reference: None,
         replay_key: id.replay_key(),
         replay_sha256: ReplayHash::of(replay.as_bytes()),
         replay: replay_info("contract player", "fedcba9876543210fedcba9876543210"),

@@ -13,7 +13,8 @@ use crate::ports::StoreError;
 
 const EXPIRE_QUEUED_SQL: &str = "\
 UPDATE jobs
-   SET status = 'expired', error = 'no renderer took the job in time', updated_at = now()
+   SET status = 'expired', error = 'no renderer took the job in time',
+       error_code = 'queue_expired', error_retryable = true, updated_at = now()
  WHERE status = 'queued' AND created_at < now() - $1 * interval '1 millisecond'";
 
 /// Released jobs still queued past `$1` ms (jobs_released_waiting: at most the farm's room)

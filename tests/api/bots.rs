@@ -1,0 +1,118 @@
+//! What a bot ported from o!rdr relies on (issue 32): its own reference in every view of a job,
+//! an expired job that says why, an anonymous callback refused as needing a key.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::support::app::{problem, TestApp};
+use crate::support::callbacks::{sweep_callbacks, Receiver};
+use crate::support::replays::{render_form, unique_replay};
+
+/// The first callback can arrive before the bot has stored the job id: the reference it chose
+/// is in every callback, every read, every list item and every live event of the job.
+#[tokio::test]
+async fn a_client_reference_is_echoed_wherever_the_job_is_shown() {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key("60/minute", 20).await;
+    let reference = "discord:1234567890/987654321 ✓";
+    let form = render_form(
+        unique_replay(),
+        "a.osr",
+        &[
+            ("callback_url", &receiver.url("/hook")),
+            ("client_reference", reference),
+        ],
+    );
+    let job = app.submit_with("203.0.113.80", &key.bearer, form).await;
+    assert_eq!(app.job(&job).await["client_reference"], reference);
+    let listed = app.list_as(&key, "").await;
+    assert_eq!(
+        listed["items"][0]["client_reference"], reference,
+        "{listed}"
+    );
+
+    let mut socket = app.events("203.0.113.80").await;
+    let state = socket.follow_job(&job).await;
+    assert_eq!(state["client_reference"], reference, "{state}");
+
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 5 }))
+        .await;
+    sweep_callbacks(&app.instance().await).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 2);
+    for callback in &received {
+        assert_eq!(
+            callback.json["client_reference"], reference,
+            "{}",
+            callback.json
+        );
+    }
+
+    // A job without one shows none: null in reads, absent from callbacks and events.
+    let plain = app
+        .submit_with(
+            "203.0.113.80",
+            &key.bearer,
+            render_form(unique_replay(), "a.osr", &[]),
+        )
+        .await;
+    assert_eq!(app.job(&plain).await["client_reference"], json!(null));
+}
+
+#[tokio::test]
+async fn a_bad_client_reference_is_listed_with_the_other_bad_fields() {
+    let app = TestApp::spawn(&[]).await;
+    let long = "x".repeat(129);
+    for bad in [long.as_str(), "", "line\nbreak"] {
+        let form = render_form(
+            unique_replay(),
+            "a.osr",
+            &[("show_pp_counter", "maybe"), ("client_reference", bad)],
+        );
+        let body = problem(
+            app.render("203.0.113.81", form).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+        )
+        .await;
+        let names: Vec<&str> = body["invalid_params"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["show_pp_counter", "client_reference"], "{body}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+}
+
+/// One rule for a key that no longer counts (revoked, unknown): refused on every route, a
+/// public job's read too, never read as if anonymous (a bot would not notice its key died).
+#[tokio::test]
+async fn a_revoked_key_is_refused_everywhere() {
+    let app = TestApp::spawn(&[("API_KEY_CACHE_TTL", "1")]).await;
+    let key = app.create_key("60/minute", 20).await;
+    let job = app
+        .submit_with(
+            "203.0.113.82",
+            &key.bearer,
+            render_form(unique_replay(), "a.osr", &[]),
+        )
+        .await;
+    app.revoke_key(&key).await;
+    // Once the instance's cached lookup has expired (API_KEY_CACHE_TTL).
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    for path in [
+        format!("/v1/jobs/{job}"),
+        format!("/v1/jobs/{job}/video"),
+        "/v1/jobs".to_owned(),
+        "/v1/skins".to_owned(),
+    ] {
+        let read = app.get_with("203.0.113.82", &key.bearer, &path).await;
+        assert_eq!(read.status(), StatusCode::UNAUTHORIZED, "{path}");
+        problem(read, StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    }
+    // Without the key, the job is anyone's to read by its id.
+    assert_eq!(app.job(&job).await["status"], "queued");
+}
