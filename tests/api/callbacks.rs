@@ -232,7 +232,10 @@ async fn each_status_change_is_posted_signed_and_in_order() {
     assert_eq!(received[3].json["progress"], 100.0);
     assert_eq!(
         received[3].json["links"],
-        json!({ "status": format!("/v1/jobs/{job}"), "video": format!("/v1/jobs/{job}/video") }),
+        json!({
+            "status": app.url(&format!("/v1/jobs/{job}")),
+            "video": app.url(&format!("/v1/jobs/{job}/video"))
+        }),
         "the completed callback links the video"
     );
     assert_eq!(received[2].json["links"].get("video"), None);

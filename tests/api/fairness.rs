@@ -290,7 +290,7 @@ async fn a_duplicate_names_its_job_only_to_a_key() {
     let response = app.render_with(ip, &key.bearer, form()).await;
     assert_eq!(
         response.headers()["location"],
-        format!("/v1/jobs/{job}").as_str()
+        app.url(&format!("/v1/jobs/{job}")).as_str()
     );
     let keyed = problem(response, StatusCode::CONFLICT, "duplicate_replay").await;
     assert_eq!(keyed["job_id"], job.as_str());

@@ -739,7 +739,11 @@ async fn job_reads_filter_and_never_show_the_client() {
     );
     let job: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(job["job_id"], jobs[3]);
-    assert_eq!(job["links"]["self"], format!("/v1/jobs/{}", jobs[3]));
+    assert_eq!(
+        job["links"]["self"],
+        app.url(&format!("/v1/jobs/{}", jobs[3])),
+        "links are absolute (PUBLIC_BASE_URL; the dev server's own address)"
+    );
     for field in ["created_at", "updated_at"] {
         assert!(job[field].as_str().is_some(), "{field}");
     }

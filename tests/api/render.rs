@@ -25,7 +25,7 @@ async fn admits_a_valid_replay_and_records_job_outbox_and_object() {
     assert_eq!(reset % 60, 0, "a 5/minute window ends on a minute");
     let body: serde_json::Value = response.json().await.unwrap();
     let job_id = body["job_id"].as_str().unwrap();
-    assert_eq!(location, format!("/v1/jobs/{job_id}"));
+    assert_eq!(location, app.url(&format!("/v1/jobs/{job_id}")));
     assert_eq!(body["status"], "queued");
     assert_eq!(body["links"]["status"], location);
 

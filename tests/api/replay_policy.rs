@@ -359,7 +359,12 @@ async fn a_keys_listing_finds_a_players_or_a_beatmaps_jobs() {
     let next = first["next"].as_str().unwrap();
     assert!(next.contains("player=alice"), "{next}");
     assert_eq!(
-        ids(&app.list_as(&key, next.trim_start_matches("/v1/jobs")).await),
+        ids(&app
+            .list_as(
+                &key,
+                next.split_once("/v1/jobs").map_or(next, |(_, query)| query)
+            )
+            .await),
         [jobs[0].clone()]
     );
     for bad in ["?beatmap_md5=xyz", "?player=", "?player=a%00b"] {

@@ -90,8 +90,8 @@ async fn a_completed_jobs_artifact_links_redirect_to_fresh_presigned_urls() {
     assert_eq!(
         links,
         json!({
-            "self": format!("/v1/jobs/{job}"),
-            "video": format!("/v1/jobs/{job}/video"),
+            "self": app.url(&format!("/v1/jobs/{job}")),
+            "video": app.url(&format!("/v1/jobs/{job}/video")),
             "events": app.events_url(),
         }),
         "a completed job links its video (and no thumbnail it has not)"

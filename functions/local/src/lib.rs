@@ -99,6 +99,9 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     config
         .events_url
         .get_or_insert_with(|| format!("ws://{}/v1/events", reachable(addr)));
+    if config.public_base_url.is_none() {
+        config.public_base_url = format!("http://{}", reachable(addr)).parse().ok();
+    }
     let mut app = clients.app(config);
     // Live events go to this process's own sockets, as API Gateway's Management API would.
     let sockets = Arc::new(events::Sockets::default());

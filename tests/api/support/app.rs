@@ -186,7 +186,7 @@ impl TestApp {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         vars.retain(|_, v| v != UNSET);
-        let config = osurender_core::Config::from_lookup(|name| vars.get(name).cloned())
+        let mut config = osurender_core::Config::from_lookup(|name| vars.get(name).cloned())
             .expect("test config is valid");
         // The tests' requests come through our edge: with the origin secret it adds.
         let mut edge_headers = reqwest::header::HeaderMap::new();
@@ -199,6 +199,10 @@ impl TestApp {
             .expect("dev server starts");
         let addr = server.addr;
         tokio::spawn(server.finished());
+        // As the dev server does: links absolute under its own address, for every instance.
+        if config.public_base_url.is_none() {
+            config.public_base_url = format!("http://{addr}").parse().ok();
+        }
 
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         TestApp {
@@ -221,8 +225,12 @@ impl TestApp {
         }
     }
 
+    /// `path` on this server; a link the server gave (absolute already) as it is.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        match path.starts_with('/') {
+            true => format!("http://{}{}", self.addr, path),
+            false => path.to_owned(),
+        }
     }
 
     /// `POST /v1/render` as if Cloudflare forwarded it for `client_ip`.

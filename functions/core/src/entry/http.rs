@@ -79,8 +79,28 @@ pub fn service(routes: Router<App>, app: App) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), from_our_edge))
         .layer(middleware::from_fn_with_state(app.clone(), within_deadline))
         .layer(middleware::from_fn(no_store))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            absolute_location,
+        ))
         .layer(middleware::from_fn(trace_request))
         .with_state(app)
+}
+
+/// A `Location` that is a path (a 409's, a stored 202's) is made absolute under
+/// `PUBLIC_BASE_URL`, as every link is.
+async fn absolute_location(State(app): State<App>, request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let absolute = response
+        .headers()
+        .get(header::LOCATION)
+        .and_then(|location| location.to_str().ok())
+        .filter(|location| location.starts_with('/'))
+        .and_then(|path| HeaderValue::try_from(app.config.link(path)).ok());
+    if let Some(location) = absolute {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
 }
 
 /// How long past its deadline a request's handler may run before it is abandoned. Every

@@ -66,7 +66,5 @@ fn log_decision(caller: Option<&Caller>, submission: &Submission<Reply<JobId>>) 
 }
 
 fn submission_response(app: &App, submission: Submission<Reply<JobId>>) -> Response {
-    submission.respond_replayable(|job_id| {
-        admitted_response(job_id, app.config.events_url.as_deref()).respond(false)
-    })
+    submission.respond_replayable(|job_id| admitted_response(&app.config, job_id).respond(false))
 }

@@ -175,6 +175,10 @@ pub struct Config {
     pub cors_allow_origin: Option<String>,
     /// The live events' WebSocket URL clients are shown (`links.events`); none: not shown.
     pub events_url: Option<String>,
+    /// Where clients reach this API (`https://render.example.com`, no trailing slash): every
+    /// link (`links.*`, `Location`, a page's `next`) is absolute under it, in answers, callbacks
+    /// and live events. None: links are paths (the dev server sets its own address).
+    pub public_base_url: Option<PublicBaseUrl>,
     /// Where API Gateway's Management API posts to this deployment's connections; none: no
     /// frames are pushed from this process (the dev server pushes to its own sockets).
     pub events_management_url: Option<String>,
@@ -534,6 +538,13 @@ impl Config {
                 .into(),
             cors_allow_origin: lookup("CORS_ALLOW_ORIGIN").filter(|origin| !origin.is_empty()),
             events_url: lookup("EVENTS_URL").filter(|url| !url.is_empty()),
+            public_base_url: match lookup("PUBLIC_BASE_URL").filter(|url| !url.trim().is_empty()) {
+                None => None,
+                Some(url) => Some(url.parse().map_err(|reason| ConfigError {
+                    name: "PUBLIC_BASE_URL",
+                    reason,
+                })?),
+            },
             events_management_url: lookup("EVENTS_MANAGEMENT_URL").filter(|url| !url.is_empty()),
             events_table: env.string("EVENTS_TABLE", "osurender-events"),
             replay_bucket,
@@ -640,7 +651,45 @@ pub const MAX_CALLBACK_TIMEOUT: Duration = Duration::from_secs(20);
 /// lost (a third: the write itself still gets the rest).
 const SETTLE_SHARE_OF_DEADLINE: u32 = 3;
 
+/// An `http(s)://host[:port][/prefix]` URL that links are made absolute under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicBaseUrl(String);
+
+impl FromStr for PublicBaseUrl {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let url = text.trim().trim_end_matches('/');
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or_else(|| format!("`{text}`: expected an http(s):// URL"))?;
+        let host = rest.split('/').next().unwrap_or_default();
+        if host.is_empty() || url.contains(['?', '#', ' ']) {
+            return Err(format!(
+                "`{text}`: expected a scheme, a host and at most a path"
+            ));
+        }
+        Ok(Self(url.to_owned()))
+    }
+}
+
+impl PublicBaseUrl {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl Config {
+    /// `path` (`/v1/jobs/…`) as clients are shown it: absolute under `PUBLIC_BASE_URL`, or as
+    /// it is without one.
+    pub fn link(&self, path: &str) -> String {
+        match &self.public_base_url {
+            Some(base) if path.starts_with('/') => format!("{}{path}", base.as_str()),
+            _ => path.to_owned(),
+        }
+    }
+
     /// What a write leaves of the request's deadline for settling its outcome if no answer
     /// comes: one `settle_call` (bounded as it is), at most a third of the deadline.
     pub fn settle_reserve(&self, settle_call: Duration) -> Duration {

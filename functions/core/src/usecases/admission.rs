@@ -42,6 +42,7 @@ use crate::ports::jobs::{
     Admission, CapacityLimits, Load, NewJob, NoRoom, Occupancy, OccupancyLook, Resolved,
 };
 use crate::ports::outbox::OutboxEvent;
+use crate::support::config::Config;
 use crate::support::estimate;
 use crate::support::problem::{InvalidParam, Rejection, ReplayRule};
 use crate::usecases::app::App;
@@ -529,7 +530,7 @@ async fn store_and_admit(
         replay_sha256: replay.sha256,
         replay: replay.info.clone(),
         completes: claim.map(|claim| {
-            let response = admitted_response(id, app.config.events_url.as_deref());
+            let response = admitted_response(&app.config, id);
             (claim, response)
         }),
         sandbox: request.sandbox,
@@ -745,10 +746,10 @@ async fn live_event_due(app: &App, caller: &Caller) -> bool {
 }
 
 /// The response to an admitted render, and to every retry with its idempotency key.
-pub fn admitted_response(job_id: JobId, events_url: Option<&str>) -> StoredResponse {
-    let location = job_id.status_path();
+pub fn admitted_response(config: &Config, job_id: JobId) -> StoredResponse {
+    let location = config.link(&job_id.status_path());
     let mut links = json!({ "status": location });
-    if let Some(url) = events_url {
+    if let Some(url) = &config.events_url {
         links["events"] = json!(url);
     }
     StoredResponse {

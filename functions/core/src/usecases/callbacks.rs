@@ -21,6 +21,7 @@ use crate::ports::callbacks::{
 use crate::ports::leased::{LeaseClaim, Retry};
 use crate::ports::wake::MAX_WAKE_DELAY;
 use crate::ports::StoreError;
+use crate::support::config::Config;
 use crate::support::metrics;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
@@ -150,6 +151,21 @@ async fn wake_after(app: &App, after: Duration) {
     };
     tracing::warn!(%error, ?after, "waking the dispatcher failed; the scheduled sweep sends the callbacks");
     metrics::wake_failed();
+}
+
+/// The body's `links` (stored as paths) absolute under `PUBLIC_BASE_URL`, as reads show them.
+fn with_absolute_links(config: &Config, mut body: serde_json::Value) -> serde_json::Value {
+    if let Some(links) = body
+        .get_mut("links")
+        .and_then(|links| links.as_object_mut())
+    {
+        for link in links.values_mut() {
+            if let Some(path) = link.as_str() {
+                *link = serde_json::Value::String(config.link(path));
+            }
+        }
+    }
+    body
 }
 
 fn invalid_callback(reason: &dyn std::fmt::Display) -> Rejection {
@@ -301,7 +317,8 @@ async fn send(app: &App, sender: &dyn CallbackSender, callback: &Callback) -> Se
         Ok(url) => url,
         Err(reason) => return Sent::GiveUp(retry(format!("callback_url: {reason}"))),
     };
-    let body = serde_json::to_vec(&callback.body).expect("JSON values serialize");
+    let body = with_absolute_links(&app.config, callback.body.clone());
+    let body = serde_json::to_vec(&body).expect("JSON values serialize");
     let signature = callback::signature(secret.expose().as_bytes(), epoch_secs(), &body);
     match sender.send(&url, SignedBody { body, signature }).await {
         Ok(()) => Sent::Delivered(callback.id),

@@ -26,6 +26,7 @@ use crate::ports::events::{DuePush, PushError, Pushed, Pusher, Subscribed, CONNE
 use crate::ports::jobs::{JobQuery, JobRecord};
 use crate::ports::limiter::Hit;
 use crate::ports::StoreError;
+use crate::support::config::Config;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 use crate::usecases::callbacks;
@@ -184,7 +185,7 @@ async fn subscribe_job(
     }
     Ok(vec![
         ServerFrame::Subscribed(Subject::Job { job_id: job }),
-        ServerFrame::Job(job_event(&record)),
+        ServerFrame::Job(job_event(&app.config, &record)),
     ])
 }
 
@@ -214,7 +215,7 @@ async fn subscribe_key(
     let mut scheduled = false;
     for record in page.jobs.into_iter().filter(|job| job.status.is_active()) {
         scheduled |= schedule_sandbox_step(app, &record).await;
-        frames.push(ServerFrame::Job(job_event(&record)));
+        frames.push(ServerFrame::Job(job_event(&app.config, &record)));
     }
     if scheduled {
         callbacks::wake_dispatcher(app).await;
@@ -359,9 +360,9 @@ fn sequence(record: &JobRecord) -> i64 {
 }
 
 /// A job's state as a `job` frame carries it.
-pub fn job_event(record: &JobRecord) -> JobEvent {
+pub fn job_event(config: &Config, record: &JobRecord) -> JobEvent {
     let links = (record.status == JobStatus::Completed)
-        .then(|| serde_json::to_value(Links::of(record, None)).ok())
+        .then(|| serde_json::to_value(Links::of(config, record, false)).ok())
         .flatten();
     JobEvent {
         job_id: record.id,
@@ -444,7 +445,7 @@ async fn push_job(app: &App, pusher: &dyn Pusher, push: DuePush) -> PushReport {
             return failed;
         }
     };
-    let frame = ServerFrame::Job(job_event(&record)).to_json();
+    let frame = ServerFrame::Job(job_event(&app.config, &record)).to_json();
     let report = stream::iter(targets)
         .map(|id| {
             let frame = &frame;

@@ -28,6 +28,7 @@ use crate::domain::text;
 pub use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::{JobRecord, PageCursor};
 use crate::ports::StoreError;
+use crate::support::config::Config;
 use crate::support::estimate;
 use crate::support::problem::{InvalidParam, Rejection};
 use crate::usecases::app::App;
@@ -144,7 +145,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
                 limit: query.limit,
                 next: next_cursor
                     .as_deref()
-                    .map(|cursor| next_path(query, cursor)),
+                    .map(|cursor| app.config.link(&next_path(query, cursor))),
                 next_cursor,
             })
         }
@@ -327,9 +328,11 @@ pub(crate) struct Links {
 }
 
 impl Links {
-    pub(crate) fn of(job: &JobRecord, events_url: Option<&str>) -> Self {
+    /// The job's links, absolute under `PUBLIC_BASE_URL` when it is set; `events` when the
+    /// deployment has live events and `with_events`.
+    pub(crate) fn of(config: &Config, job: &JobRecord, with_events: bool) -> Self {
         let completed = job.status == JobStatus::Completed;
-        let path = job.id.status_path();
+        let path = config.link(&job.id.status_path());
         let artifact = |key: &Option<String>, noun: &str| {
             key.as_ref()
                 .filter(|_| completed)
@@ -338,7 +341,7 @@ impl Links {
         Self {
             video: artifact(&job.video_key, "video"),
             thumbnail: artifact(&job.thumb_key, "thumbnail"),
-            events: events_url.map(str::to_owned),
+            events: config.events_url.clone().filter(|_| with_events),
             this: path,
         }
     }
@@ -355,7 +358,7 @@ struct Artifacts {
 impl JobView {
     /// `artifacts`: the links of `GET /v1/jobs/{id}`; always `None` in a list.
     fn new(app: &App, job: JobRecord, artifacts: Option<Artifacts>) -> Self {
-        let links = Links::of(&job, app.config.events_url.as_deref());
+        let links = Links::of(&app.config, &job, true);
         let failure = job.failure();
         Self {
             job_id: job.id,
