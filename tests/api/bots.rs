@@ -4,9 +4,24 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::support::app::{problem, TestApp};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::callbacks::{sweep_callbacks, Receiver};
-use crate::support::replays::{render_form, unique_replay};
+use crate::support::replays::{render_form, unique_replay, valid_form};
+
+/// Waits, if needed, for a minute with 20 s left: the requests that follow count in one
+/// minute's windows.
+async fn within_one_minute() {
+    let into_minute = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60;
+    if into_minute > 40 {
+        tokio::time::sleep(Duration::from_secs(61 - into_minute)).await;
+    }
+}
 
 /// The first callback can arrive before the bot has stored the job id: the reference it chose
 /// is in every callback, every read, every list item and every live event of the job.
@@ -115,4 +130,42 @@ async fn a_revoked_key_is_refused_everywhere() {
     }
     // Without the key, the job is anyone's to read by its id.
     assert_eq!(app.job(&job).await["status"], "queued");
+}
+
+/// Waiting costs no quota: a refusal for the service's state (here a full queue) after the
+/// rate limit gives the client's and its network's hits back, so a bot that retries after
+/// `Retry-After` and a neighbour on its /24 are not locked out by waiting; a client that
+/// hammers is limited again after twice its quota.
+#[tokio::test]
+async fn a_refusal_for_the_services_state_gives_its_hit_back() {
+    let app = TestApp::spawn(&[
+        ("MAX_QUEUED", "1"),
+        ("RATE_LIMIT_RENDER", "3/minute"),
+        ("RATE_LIMIT_RENDER_NETWORK", "6/minute"),
+    ])
+    .await;
+    within_one_minute().await;
+    // Another network fills the queue.
+    accepted_job(app.render("198.51.100.1", valid_form()).await).await;
+    let (bot, neighbour) = ("203.0.113.90", "203.0.113.91");
+    for _ in 0..3 {
+        let refused = app.render(bot, valid_form()).await;
+        assert_eq!(
+            header(&refused, "x-ratelimit-remaining"),
+            Some(3),
+            "nothing spent"
+        );
+        assert!(header(&refused, "retry-after").is_some());
+        problem(refused, StatusCode::SERVICE_UNAVAILABLE, "queue_full").await;
+    }
+    // The network's window was given back too: the neighbour still has its whole quota.
+    let refused = app.render(neighbour, valid_form()).await;
+    assert_eq!(header(&refused, "x-ratelimit-remaining"), Some(3));
+    problem(refused, StatusCode::SERVICE_UNAVAILABLE, "queue_full").await;
+    // Hammering: given back as often as the limit (3 more), then the hits are kept.
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        statuses.push(app.render(bot, valid_form()).await.status().as_u16());
+    }
+    assert_eq!(statuses, [503, 503, 503, 429, 429, 429], "{statuses:?}");
 }

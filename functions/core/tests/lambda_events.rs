@@ -60,6 +60,11 @@ impl RateLimiter for RecordingLimiter {
             retry_after: 30,
         })
     }
+
+    /// Every hit is refused here: there is never one to give back.
+    async fn give_back(&self, hit: Hit<'_>) -> Result<(), LimiterUnavailable> {
+        panic!("no hit of {} was counted to give back", hit.endpoint)
+    }
 }
 
 /// The configuration of `vars` alone.

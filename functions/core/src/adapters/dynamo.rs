@@ -84,4 +84,37 @@ impl RateLimiter for DynamoRateLimiter {
             )),
         }
     }
+
+    async fn give_back(&self, hit: Hit<'_>) -> Result<(), LimiterUnavailable> {
+        let (counter, _) = hit.counter();
+        // Only an item that exists and counts a hit: never below zero, never an item made
+        // (without its TTL) for a window that has been pruned.
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(counter))
+            .update_expression("ADD hits :minus_one")
+            .condition_expression("hits > :zero")
+            .expression_attribute_values(":minus_one", AttributeValue::N("-1".into()))
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .send();
+        let outcome = deadline::within(update)
+            .await
+            .map_err(|expired| LimiterUnavailable(expired.to_string()))?;
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(failure))
+                if matches!(
+                    failure.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(other) => Err(LimiterUnavailable(
+                aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
+            )),
+        }
+    }
 }

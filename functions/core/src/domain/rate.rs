@@ -119,6 +119,14 @@ pub struct RateDecision {
 }
 
 impl RateDecision {
+    /// The decision once its hit was given back: one more request remains.
+    pub fn given_back(self) -> Self {
+        Self {
+            remaining: self.remaining.saturating_add(1).min(self.limit),
+            ..self
+        }
+    }
+
     pub fn new(policy: &'static str, limit: RateLimit, hits_after: Option<u64>, now: u64) -> Self {
         let (_, end) = limit.window(now);
         let limit_n = limit.requests;

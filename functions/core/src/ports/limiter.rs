@@ -36,4 +36,9 @@ impl Hit<'_> {
 pub trait RateLimiter: Send + Sync {
     /// Counts `hit`'s request in its window.
     async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable>;
+
+    /// Takes back one counted `hit` (the same endpoint, client and window): a request refused
+    /// after the rate limit for the service's state, not its own, spends no quota. Never below
+    /// zero; a window that has ended or been pruned is left alone.
+    async fn give_back(&self, hit: Hit<'_>) -> Result<(), LimiterUnavailable>;
 }

@@ -33,7 +33,7 @@ use crate::domain::farm::{RenderCost, Weight};
 use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{ClientReference, JobId};
-use crate::domain::rate::{LimitScope, RateDecision};
+use crate::domain::rate::LimitScope;
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::{self, ReplayInfo, ReplayLimits, ReplaySummary};
 use crate::domain::sandbox;
@@ -51,7 +51,7 @@ use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
 use crate::usecases::policy::{check_caller_ban_during, check_intake_open, check_player_ban};
 use crate::usecases::request::{
-    check_file, check_rate_windows, read_form, Counted, FormUpload, Submission, Window,
+    check_file, count_rate_windows, read_form, Counted, FormUpload, Spent, Submission, Window,
 };
 use crate::usecases::skins;
 
@@ -397,34 +397,36 @@ async fn admit(
             retry_after: left.as_secs_f64().ceil() as u64,
         });
     }
-    let rate = match check_render_rate(app, caller).await {
-        Ok(rate) => rate,
+    let spent = match check_render_rate(app, caller).await {
+        Ok(spent) => spent,
         Err(rejection) => return Submission::refused(rejection),
     };
-    // The skin's registry row: after the rate limit, which bounds these reads (DESIGN.md §2).
-    if let Err(rejection) = skins::check_renderable(app, &request.options.skin).await {
-        return Submission {
-            outcome: Err(rejection),
-            rate,
-        };
-    }
-    // Step 5a, with the capacity steps: a paused intake inserts and stores nothing.
-    if let Err(rejection) = check_intake_open(app, caller).await {
-        return Submission {
-            outcome: Err(rejection),
-            rate,
-        };
-    }
-    if let Some(url) = &request.callback {
-        if let Err(rejection) = check_callback_host(app, url).await {
-            return Submission {
-                outcome: Err(rejection),
-                rate,
-            };
-        }
-    }
-    let outcome = enqueue(app, caller, request, occupancy, keyed).await;
+    let outcome = admit_counted(app, caller, request, occupancy, keyed).await;
+    // Waiting costs no quota: a refusal for the service's state gives the hits back (the
+    // client's, its network's), so a client that honours Retry-After is not locked out.
+    let rate = match &outcome {
+        Err(rejection) if rejection.is_the_services() => spent.give_back(app).await,
+        _ => spent.rate,
+    };
     Submission { outcome, rate }
+}
+
+/// Steps 4a–10, once the rate limit has counted the request.
+async fn admit_counted(
+    app: &App,
+    caller: &Caller,
+    request: RenderRequest,
+    occupancy: Occupancy,
+    keyed: Keyed,
+) -> Result<Reply<JobId>, Rejection> {
+    // The skin's registry row: after the rate limit, which bounds these reads (DESIGN.md §2).
+    skins::check_renderable(app, &request.options.skin).await?;
+    // Step 5a, with the capacity steps: a paused intake inserts and stores nothing.
+    check_intake_open(app, caller).await?;
+    if let Some(url) = &request.callback {
+        check_callback_host(app, url).await?;
+    }
+    enqueue(app, caller, request, occupancy, keyed).await
 }
 
 /// Step 3b's refusal. It names the job only to a key's client: an address may be shared (a
@@ -435,7 +437,7 @@ fn duplicate(caller: &Caller, existing: JobId) -> Rejection {
 
 /// Step 4: the client's window, then an anonymous client's network's and its wide network's,
 /// each only for a request the ones before allowed (`check_rate_windows`).
-async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDecision>, Rejection> {
+async fn check_render_rate(app: &App, caller: &Caller) -> Result<Spent, Rejection> {
     let limits = &app.config.rate_limits;
     let windows = [
         Window {
@@ -454,7 +456,7 @@ async fn check_render_rate(app: &App, caller: &Caller) -> Result<Option<RateDeci
             counted: Counted::WideNetwork,
         },
     ];
-    check_rate_windows(app, caller, &windows).await
+    count_rate_windows(app, caller, &windows).await
 }
 
 /// Steps 5–10. The unlocked occupancy look refuses early without storing or claiming anything;

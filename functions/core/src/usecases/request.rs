@@ -107,16 +107,22 @@ pub async fn check_rate_limit_as(
     counter: &ClientKey,
     scope: LimitScope,
 ) -> Result<Option<RateDecision>, Rejection> {
-    match app
-        .limiter
-        .hit(Hit {
-            endpoint,
-            client: counter,
-            limit,
-            now: epoch_secs(),
-        })
-        .await
-    {
+    let hit = Hit {
+        endpoint,
+        client: counter,
+        limit,
+        now: epoch_secs(),
+    };
+    check_hit(app, hit, scope).await
+}
+
+/// `hit` counted: its decision, or the refusal (over the limit, or no limiter).
+async fn check_hit(
+    app: &App,
+    hit: Hit<'_>,
+    scope: LimitScope,
+) -> Result<Option<RateDecision>, Rejection> {
+    match app.limiter.hit(hit).await {
         Ok(rate) if rate.allowed => Ok(Some(rate)),
         Ok(rate) => Err(Rejection::RateLimited(rate, scope)),
         Err(error) if app.config.rate_limit_fail_open => {
@@ -160,7 +166,73 @@ pub async fn check_rate_windows(
     caller: &Caller,
     windows: &[Window],
 ) -> Result<Option<RateDecision>, Rejection> {
-    let mut client_rate = None;
+    count_rate_windows(app, caller, windows)
+        .await
+        .map(|spent| spent.rate)
+}
+
+/// What a request's windows counted (`count_rate_windows`): the client's decision, and each
+/// hit counted, to give back when the request is then refused for the service's state.
+#[derive(Debug)]
+pub struct Spent {
+    pub rate: Option<RateDecision>,
+    hits: Vec<(&'static str, RateLimit, ClientKey, u64)>,
+}
+
+/// The window counting the hits a client was given back: as many per window as its limit, so
+/// a client that hammers a full queue is limited again after twice its quota (the rate limit
+/// still shields the database), while one that honours `Retry-After` never spends any.
+pub const GIVEN_BACK_ENDPOINT: &str = "given_back";
+
+impl Spent {
+    /// Gives the counted hits back, each once its scale's `given_back` window allows it (best
+    /// effort: a limiter that fails keeps the hit, as if the refusal had come before); the
+    /// client's decision as it stands after.
+    pub async fn give_back(self, app: &App) -> Option<RateDecision> {
+        let mut client_back = false;
+        for (i, (endpoint, limit, client, now)) in self.hits.iter().enumerate() {
+            let allowance = Hit {
+                endpoint: GIVEN_BACK_ENDPOINT,
+                client,
+                limit: *limit,
+                now: *now,
+            };
+            match app.limiter.hit(allowance).await {
+                Ok(decision) if decision.allowed => {}
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "the given-back window could not be read");
+                    break;
+                }
+            }
+            let hit = Hit {
+                endpoint,
+                client,
+                limit: *limit,
+                now: *now,
+            };
+            match app.limiter.give_back(hit).await {
+                Ok(()) => client_back |= i == 0,
+                Err(error) => tracing::warn!(%error, endpoint, "a hit could not be given back"),
+            }
+        }
+        match client_back {
+            true => self.rate.map(RateDecision::given_back),
+            false => self.rate,
+        }
+    }
+}
+
+/// `check_rate_windows`, keeping what it counted (`Spent`).
+pub async fn count_rate_windows(
+    app: &App,
+    caller: &Caller,
+    windows: &[Window],
+) -> Result<Spent, Rejection> {
+    let mut spent = Spent {
+        rate: None,
+        hits: Vec::new(),
+    };
     for window in windows {
         let (counter, scope) = match window.counted {
             Counted::Client => (Some(&caller.client), caller.client.scope()),
@@ -170,12 +242,24 @@ pub async fn check_rate_windows(
         let Some(counter) = counter else {
             continue;
         };
-        let rate = check_rate_limit_as(app, window.endpoint, window.limit, counter, scope).await?;
+        let now = epoch_secs();
+        let hit = Hit {
+            endpoint: window.endpoint,
+            client: counter,
+            limit: window.limit,
+            now,
+        };
+        let rate = check_hit(app, hit, scope).await?;
+        if rate.is_some() {
+            spent
+                .hits
+                .push((window.endpoint, window.limit, counter.clone(), now));
+        }
         if window.counted == Counted::Client {
-            client_rate = rate;
+            spent.rate = rate;
         }
     }
-    Ok(client_rate)
+    Ok(spent)
 }
 
 pub fn epoch_secs() -> u64 {

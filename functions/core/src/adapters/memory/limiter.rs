@@ -39,4 +39,15 @@ impl RateLimiter for MemoryLimiter {
         }
         Ok(hit.decision(allowed.then_some(*count)))
     }
+
+    async fn give_back(&self, hit: Hit<'_>) -> Result<(), LimiterUnavailable> {
+        self.calls.record("limiter.give_back");
+        if self.down.is_down() {
+            return Err(LimiterUnavailable("the limiter is down".into()));
+        }
+        if let Some(count) = lock(&self.hits).get_mut(&hit.counter().0) {
+            *count = count.saturating_sub(1);
+        }
+        Ok(())
+    }
 }

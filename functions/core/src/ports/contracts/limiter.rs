@@ -70,4 +70,31 @@ pub async fn suite(limiter: &dyn RateLimiter) {
         next_window.allowed && next_window.remaining == 2,
         "the next window starts afresh: {next_window:?}"
     );
+
+    // A hit given back is as if never counted: the window full again has room for one.
+    let limit: RateLimit = "3/minute".parse().expect("a limit");
+    let counted = |now| Hit {
+        endpoint: "contract",
+        client: &client,
+        limit,
+        now,
+    };
+    limiter.give_back(counted(now + 4)).await.expect("answers");
+    let back = hit(limiter, "contract", &client, now + 5).await;
+    assert!(back.allowed && back.remaining == 0, "given back: {back:?}");
+    assert!(!hit(limiter, "contract", &client, now + 6).await.allowed);
+    // Never below zero, and a window never counted is not made.
+    let fresh = fresh_client();
+    let never = Hit {
+        client: &fresh,
+        ..counted(now)
+    };
+    for _ in 0..3 {
+        limiter.give_back(never).await.expect("answers");
+    }
+    for remaining in [2, 1, 0] {
+        let first = hit(limiter, "contract", &fresh, now).await;
+        assert!(first.allowed && first.remaining == remaining, "{first:?}");
+    }
+    assert!(!hit(limiter, "contract", &fresh, now).await.allowed);
 }

@@ -95,12 +95,29 @@ const ADMITTED: [&str; 9] = [
 
 /// What a render refused by a capacity pre-check does: the look, the three windows, then the
 /// load read for its `Retry-After`; nothing stored.
-const REFUSED_AT_CAPACITY: [&str; 5] = [
+/// Refused for the service's state after the rate limit: the three windows' hits given back,
+/// each once its given-back window allows it.
+const GIVEN_BACK: [&str; 6] = [
+    "limiter.hit",
+    "limiter.give_back",
+    "limiter.hit",
+    "limiter.give_back",
+    "limiter.hit",
+    "limiter.give_back",
+];
+
+const REFUSED_AT_CAPACITY: [&str; 11] = [
     "jobs.occupancy",
     "limiter.hit",
     "limiter.hit",
     "limiter.hit",
     "jobs.load",
+    GIVEN_BACK[0],
+    GIVEN_BACK[1],
+    GIVEN_BACK[2],
+    GIVEN_BACK[3],
+    GIVEN_BACK[4],
+    GIVEN_BACK[5],
 ];
 
 #[tokio::test]
@@ -645,7 +662,8 @@ async fn an_unknown_skin_is_looked_up_after_the_rate_limit() {
     let (app, memory) = App::in_memory(config(&[]));
     let upload = form(VALID_REPLAY, "play.osr", &[("skin", "NoSuchSkin")]);
     let refused = submit_render(&app, &client(21), None, upload).await;
-    assert!(refused.rate.is_some(), "the rate limit was counted first");
+    let rate = refused.rate.expect("the rate limit was counted first");
+    assert_eq!(rate.remaining, rate.limit, "and its hit given back");
     assert_eq!(refused.outcome.unwrap_err().code(), "unknown_skin");
     assert_eq!(
         memory.calls.take(),
@@ -654,7 +672,13 @@ async fn an_unknown_skin_is_looked_up_after_the_rate_limit() {
             "limiter.hit",
             "limiter.hit",
             "limiter.hit",
-            "skin_names.state"
+            "skin_names.state",
+            GIVEN_BACK[0],
+            GIVEN_BACK[1],
+            GIVEN_BACK[2],
+            GIVEN_BACK[3],
+            GIVEN_BACK[4],
+            GIVEN_BACK[5],
         ]
     );
     let upload = form(VALID_REPLAY, "play.osr", &[("skin", "default")]);
