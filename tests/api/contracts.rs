@@ -17,6 +17,7 @@ use osurender_core::adapters::postgres::outbox::PgOutboxStore;
 use osurender_core::adapters::postgres::policy::PgPolicyStore;
 use osurender_core::adapters::postgres::pushes::PgPushQueue;
 use osurender_core::adapters::postgres::skins::PgSkinRegistry;
+use osurender_core::adapters::replay_fetch::HttpReplays;
 use osurender_core::adapters::s3::{S3Bucket, S3SkinStore};
 use osurender_core::adapters::secrets::SecretsManagerStore;
 use osurender_core::adapters::sqs::{SqsRenderQueue, SqsWake};
@@ -171,6 +172,29 @@ async fn the_callback_address_check_and_sender_keep_the_ports_contract() {
     })
     .await;
     contracts::callbacks::sender(&HttpCallbacks::new(Duration::from_secs(3), false)).await;
+}
+
+/// The HTTP replay fetch against a loopback server (the development switch lets it reach
+/// loopback); the guard's refusals are tests/api/replay_url.rs'.
+#[tokio::test]
+async fn the_http_replay_fetch_keeps_the_ports_contract() {
+    use axum::routing::get;
+    let body = bytes::Bytes::from_static(b"a replay");
+    let served_body = body.clone();
+    let router = axum::Router::new()
+        .route("/a.osr", get(move || async move { served_body.clone() }))
+        .route("/big", get(|| async { vec![0u8; 4000] }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let served = contracts::replay_urls::Served {
+        ok: format!("http://{addr}/a.osr"),
+        body,
+        big: format!("http://{addr}/big"),
+        missing: format!("http://{addr}/missing"),
+    };
+    let fetcher = HttpReplays::new(Duration::from_secs(3), true);
+    contracts::replay_urls::suite(&fetcher, &served).await;
 }
 
 #[tokio::test]

@@ -30,6 +30,7 @@ mod outcomes;
 mod policy;
 mod render;
 mod replay_policy;
+mod replay_url;
 mod request_ids;
 mod rotation;
 mod sandbox;

@@ -36,7 +36,11 @@ impl CallbackAddresses for CheckedAddresses {
     }
 }
 
-fn check_literal(url: &CallbackUrl, address: IpAddr, allow_private: bool) -> Result<(), SendError> {
+pub(super) fn check_literal(
+    url: &CallbackUrl,
+    address: IpAddr,
+    allow_private: bool,
+) -> Result<(), SendError> {
     if allow_private || is_public(address) {
         Ok(())
     } else {
@@ -114,7 +118,7 @@ impl CallbackSender for HttpCallbacks {
 }
 
 /// The resolver's own refusal if that is why the send failed, else the error as text.
-fn send_error(error: reqwest::Error) -> SendError {
+pub(super) fn send_error(error: reqwest::Error) -> SendError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     while let Some(cause) = source {
         if let Some(refusal) = cause.downcast_ref::<SendError>() {
@@ -178,8 +182,8 @@ fn lookup_error(host: &str, error: &std::io::Error) -> SendError {
 }
 
 /// reqwest's resolver for callbacks: the system's, refusing what `is_public` refuses.
-struct CheckedResolver {
-    allow_private: bool,
+pub(super) struct CheckedResolver {
+    pub(super) allow_private: bool,
 }
 
 impl Resolve for CheckedResolver {

@@ -9,6 +9,7 @@ pub mod management_api;
 pub mod memory;
 pub mod postgres;
 pub mod presign;
+pub mod replay_fetch;
 pub mod s3;
 pub mod secrets;
 pub mod sqs;

@@ -19,6 +19,7 @@ use crate::adapters::postgres::policy::PgPolicyStore;
 use crate::adapters::postgres::pushes::PgPushQueue;
 use crate::adapters::postgres::skins::PgSkinRegistry;
 use crate::adapters::postgres::{self as db, PostgresCheck};
+use crate::adapters::replay_fetch::HttpReplays;
 use crate::adapters::s3::{S3Bucket, S3SkinStore};
 use crate::adapters::secrets::{DatabaseSecret, SecretsManagerStore};
 use crate::adapters::sqs::{SqsRenderQueue, SqsWake};
@@ -30,6 +31,10 @@ use crate::ports::{Ports, StoreError};
 use crate::support::aws;
 use crate::support::config::Config;
 use crate::usecases::app::App;
+
+/// How long a `replay_url` fetch may take, connection included; the request's deadline bounds it
+/// too (DESIGN.md §2, "Replays by URL").
+const REPLAY_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The clients behind `App` (each a cheap handle to a shared pool), for the adapters and for
 /// callers that provision or inspect resources.
@@ -122,6 +127,10 @@ impl Clients {
             callback_addresses: Arc::new(CheckedAddresses {
                 allow_private: config.allow_private_callbacks,
             }),
+            replay_fetcher: Arc::new(HttpReplays::new(
+                REPLAY_FETCH_TIMEOUT,
+                config.allow_private_callbacks,
+            )),
             skins: Arc::new(S3SkinStore::new(
                 self.s3.clone(),
                 self.sdk.clone(),

@@ -34,6 +34,7 @@ pub struct Ports {
     pub queue: Arc<dyn queue::EventPublisher>,
     pub callbacks: Arc<callbacks::CallbackQueue>,
     pub callback_addresses: Arc<dyn callbacks::CallbackAddresses>,
+    pub replay_fetcher: Arc<dyn replays::ReplayFetcher>,
     pub skins: Arc<dyn skins::SkinStore>,
     pub skin_names: Arc<dyn skins::SkinRegistry>,
     pub idempotency: Arc<dyn idempotency::IdempotencyStore>,

@@ -1,6 +1,8 @@
 //! The replay store port (step 10): replays under `replays/{job_id}.osr` (adapters/s3.rs), and the
-//! error every object store reports.
+//! error every object store reports; and the fetch of a replay a client names by URL
+//! (`replay_url`, adapters/replay_fetch.rs).
 
+use crate::domain::callback::CallbackUrl;
 use crate::domain::deadline::Expired;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -53,4 +55,23 @@ impl From<Expired> for StorageError {
 pub trait ReplayStore: Send + Sync {
     async fn put(&self, key: &str, body: Bytes) -> Result<(), StorageError>;
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}
+
+/// Why a replay could not be fetched from its URL (`replay_url`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The body is (or says it is) longer than the cap: a 413, as an upload's would be.
+    #[error("the replay at the URL is larger than {0} bytes")]
+    TooLarge(usize),
+    /// Anything else, said to the client as it is: never a resolved address.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Fetches the replay a client names by URL: under the callbacks' address guard (every address
+/// the host resolves to public, the connection made to the addresses checked, no redirects, no
+/// proxy), streamed and stopped at the cap, within its own timeout and the request's deadline.
+#[async_trait]
+pub trait ReplayFetcher: Send + Sync {
+    async fn fetch(&self, url: &CallbackUrl, max_bytes: usize) -> Result<Bytes, FetchError>;
 }

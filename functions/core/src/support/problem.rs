@@ -34,6 +34,9 @@ pub enum Rejection {
     InvalidFile(String),
     FileTooLarge(String),
     InvalidReplay(String),
+    /// The replay named by `replay_url` could not be fetched: why, without any address the
+    /// host resolved to.
+    ReplayUrlFailed(String),
     /// A well-formed replay the render policy refuses (domain/replay: `RENDER_MODES`, Autoplay,
     /// `MAX_REPLAY_LENGTH`, no input): which rule, and why.
     ReplayRefused(ReplayRule, String),
@@ -223,6 +226,7 @@ problem_kinds! {
     INVALID_FILE: "invalid_file", BAD_REQUEST, "Invalid file", Never;
     FILE_TOO_LARGE: "file_too_large", PAYLOAD_TOO_LARGE, "File too large", Never;
     INVALID_REPLAY: "invalid_replay", UNSUPPORTED_MEDIA_TYPE, "Invalid replay", Never;
+    REPLAY_URL_FAILED: "replay_url_failed", UNPROCESSABLE_ENTITY, "Replay URL failed", Never;
     UNSUPPORTED_MODE: "unsupported_mode", UNPROCESSABLE_ENTITY, "Unsupported game mode", Never;
     AUTOPLAY_REPLAY: "autoplay_replay", UNPROCESSABLE_ENTITY, "Autoplay replay", Never;
     REPLAY_TOO_LONG: "replay_too_long", UNPROCESSABLE_ENTITY, "Replay too long", Never;
@@ -276,6 +280,7 @@ impl Rejection {
         match self {
             Self::InvalidFile(_) => &INVALID_FILE,
             Self::FileTooLarge(_) => &FILE_TOO_LARGE,
+            Self::ReplayUrlFailed(_) => &REPLAY_URL_FAILED,
             Self::InvalidReplay(_) => &INVALID_REPLAY,
             Self::ReplayRefused(rule, _) => match rule {
                 ReplayRule::UnsupportedMode => &UNSUPPORTED_MODE,
@@ -358,6 +363,7 @@ impl Rejection {
         match self {
             Self::InvalidFile(d)
             | Self::FileTooLarge(d)
+            | Self::ReplayUrlFailed(d)
             | Self::InvalidReplay(d)
             | Self::ReplayRefused(_, d)
             | Self::InvalidSkin(d)

@@ -83,13 +83,21 @@ pub async fn submit_render<S: BodyStream>(
     // Step 0b: a banned address or key reads no form, spends no quota (DESIGN.md §2); then
     // steps 1–3, which on a cold instance overlap the policy's first read.
     let validation = validate_request(app, caller, idempotency_key, upload);
-    let request = match check_caller_ban_during(app, caller, validation).await {
+    let form = match check_caller_ban_during(app, caller, validation).await {
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
+    // A replay named by URL is fetched after the rate limit (by_url.rs), which it then spent.
+    let (request, counted) = match form.replay {
+        Replay::Uploaded(replay) => (form.settings.with(replay), None),
+        Replay::At(url) => match by_url::fetch_replay(app, caller, &url).await {
+            Ok((replay, spent)) => (form.settings.with(replay), Some(spent)),
+            Err(refused) => return refused,
+        },
+    };
     // Step 3c: a banned player's replay, before any read or quota (DESIGN.md §2).
     if let Err(rejection) = check_player_ban(app, &request.replay.info.player).await {
-        return Submission::refused(rejection);
+        return refused_after(rejection, counted);
     }
     let keyed = Keyed {
         request_hash: render_request_hash(&request),
@@ -104,8 +112,51 @@ pub async fn submit_render<S: BodyStream>(
     };
     match look(app, caller, &request.replay, &keyed).await {
         Ok(Looked::Replay(response)) => Submission::replayed(response),
-        Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, keyed).await,
-        Err(rejection) => Submission::refused(rejection),
+        Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, keyed, counted).await,
+        Err(rejection) => refused_after(rejection, counted),
+    }
+}
+
+/// A refusal, with the rate limit's headers when the request was counted already (a replay
+/// named by URL is, before its checks).
+fn refused_after(rejection: Rejection, counted: Option<Spent>) -> Submission<Reply<JobId>> {
+    Submission {
+        outcome: Err(rejection),
+        rate: counted.and_then(|spent| spent.rate),
+    }
+}
+
+/// Where the form's replay is: uploaded (and checked, steps 1–2a), or at a URL to fetch.
+enum Replay {
+    Uploaded(ReplayFile),
+    At(CallbackUrl),
+}
+
+/// A form that passed steps 1–3: its replay, and the rest of the request.
+struct ValidForm {
+    replay: Replay,
+    settings: RenderSettings,
+}
+
+/// What a render request asks besides its replay.
+struct RenderSettings {
+    options: RenderOptions,
+    client_reference: Option<ClientReference>,
+    key: Option<IdempotencyKey>,
+    callback: Option<CallbackUrl>,
+    sandbox: Option<sandbox::Outcome>,
+}
+
+impl RenderSettings {
+    fn with(self, replay: ReplayFile) -> RenderRequest {
+        RenderRequest {
+            replay,
+            options: self.options,
+            client_reference: self.client_reference,
+            key: self.key,
+            callback: self.callback,
+            sandbox: self.sandbox,
+        }
     }
 }
 
@@ -135,15 +186,15 @@ async fn validate_request<S: BodyStream>(
     caller: &Caller,
     idempotency_key: Option<&HeaderValue>,
     upload: FormUpload<S>,
-) -> Result<RenderRequest, Rejection> {
+) -> Result<ValidForm, Rejection> {
     let spec = render_form_spec(app);
     let form = read_form(spec, upload).await?;
-    let file = check_file(form.file, &spec, ".osr")?;
-    let summary = check_replay_structure(&file)?;
-    let replay = ReplayFile {
-        info: check_replay_rules(app, caller, &summary)?,
-        sha256: ReplayHash::of(&file.bytes),
-        bytes: file.bytes,
+    let replay = match by_url::replay_url(app, &form)? {
+        Some(url) => Replay::At(url),
+        None => {
+            let file = check_file(form.file, &spec, ".osr")?;
+            Replay::Uploaded(check_replay(app, caller, file)?)
+        }
     };
     let (options, client_reference) = check_render_options(&form.fields)?;
     let options = check_entitlements(app, caller, &form.fields, options)?;
@@ -155,13 +206,25 @@ async fn validate_request<S: BodyStream>(
     };
     let callback = parse_callback(app, caller, callback)?;
     let sandbox = check_sandbox_outcome(caller, &form.fields)?;
-    Ok(RenderRequest {
+    Ok(ValidForm {
         replay,
-        options,
-        client_reference,
-        key,
-        callback,
-        sandbox,
+        settings: RenderSettings {
+            options,
+            client_reference,
+            key,
+            callback,
+            sandbox,
+        },
+    })
+}
+
+/// Steps 2 and 2a of a replay's bytes, uploaded or fetched.
+fn check_replay(app: &App, caller: &Caller, file: UploadedFile) -> Result<ReplayFile, Rejection> {
+    let summary = check_replay_structure(&file)?;
+    Ok(ReplayFile {
+        info: check_replay_rules(app, caller, &summary)?,
+        sha256: ReplayHash::of(&file.bytes),
+        bytes: file.bytes,
     })
 }
 
@@ -382,24 +445,28 @@ async fn look(
 }
 
 /// Steps 3b–10, with the request's key (if any) not yet claimed.
+/// `counted`: the rate limit's count when it came first (a replay named by URL).
 async fn admit(
     app: &App,
     caller: &Caller,
     request: RenderRequest,
     occupancy: Occupancy,
     keyed: Keyed,
+    counted: Option<Spent>,
 ) -> Submission<Reply<JobId>> {
     if let Some(existing) = occupancy.duplicate {
-        return Submission::refused(duplicate(caller, existing));
+        return refused_after(duplicate(caller, existing), counted);
     }
     if let Some(left) = occupancy.failed_recently {
-        return Submission::refused(Rejection::ReplayFailedRecently {
-            retry_after: left.as_secs_f64().ceil() as u64,
-        });
+        let retry_after = left.as_secs_f64().ceil() as u64;
+        return refused_after(Rejection::ReplayFailedRecently { retry_after }, counted);
     }
-    let spent = match check_render_rate(app, caller).await {
-        Ok(spent) => spent,
-        Err(rejection) => return Submission::refused(rejection),
+    let spent = match counted {
+        Some(spent) => spent,
+        None => match check_render_rate(app, caller).await {
+            Ok(spent) => spent,
+            Err(rejection) => return Submission::refused(rejection),
+        },
     };
     let outcome = admit_counted(app, caller, request, occupancy, keyed).await;
     // Waiting costs no quota: a refusal for the service's state gives the hits back (the
@@ -765,5 +832,6 @@ pub fn admitted_response(config: &Config, job_id: JobId) -> StoredResponse {
     }
 }
 
+mod by_url;
 #[cfg(test)]
 mod tests;

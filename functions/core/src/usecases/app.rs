@@ -12,7 +12,7 @@ use crate::ports::jobs::{JobAdmission, JobHousekeeping, JobReads, JobRelease, Jo
 use crate::ports::limiter::RateLimiter;
 use crate::ports::outbox::OutboxQueue;
 use crate::ports::queue::EventPublisher;
-use crate::ports::replays::ReplayStore;
+use crate::ports::replays::{ReplayFetcher, ReplayStore};
 use crate::ports::secrets::SecretStore;
 use crate::ports::skins::{SkinRegistry, SkinStore};
 use crate::ports::wake::DispatcherWake;
@@ -45,6 +45,8 @@ pub struct App {
     /// dispatcher's alone: `callbacks::sweep` is handed the sender.)
     pub callbacks: Arc<CallbackQueue>,
     pub callback_addresses: Arc<dyn CallbackAddresses>,
+    /// What fetches a replay named by URL (`replay_url`).
+    pub replay_fetcher: Arc<dyn ReplayFetcher>,
     /// What wakes the dispatcher when a callback is queued or falls due; none without a wake
     /// queue (`callbacks::wake_dispatcher`).
     pub wake: Option<Arc<dyn DispatcherWake>>,
@@ -105,6 +107,7 @@ impl App {
             queue: ports.queue,
             callbacks: ports.callbacks,
             callback_addresses: ports.callback_addresses,
+            replay_fetcher: ports.replay_fetcher,
             wake: ports.wake,
             connections: ports.connections,
             pusher: ports.pusher,

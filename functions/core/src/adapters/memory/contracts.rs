@@ -15,6 +15,20 @@ async fn the_database_keeps_the_jobs_idempotency_and_skin_name_contracts() {
 }
 
 #[tokio::test]
+async fn the_replay_urls_keep_the_fetch_contract() {
+    let urls = MemoryReplayUrls::default();
+    let served = contracts::replay_urls::Served {
+        ok: "https://replays.example/a.osr".into(),
+        body: Bytes::from_static(b"a replay"),
+        big: "https://replays.example/big".into(),
+        missing: "https://replays.example/missing".into(),
+    };
+    urls.serve(&served.ok, served.body.clone());
+    urls.serve(&served.big, Bytes::from(vec![0; 4000]));
+    contracts::replay_urls::suite(&urls, &served).await;
+}
+
+#[tokio::test]
 async fn the_database_keeps_the_push_queue_contract() {
     let database = MemoryDatabase::new(Calls::default());
     contracts::pushes::suite(&database, &database).await;

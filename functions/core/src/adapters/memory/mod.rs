@@ -20,6 +20,7 @@ mod outbox;
 mod policy;
 mod pushes;
 mod queue;
+mod replay_urls;
 mod secrets;
 mod skin_names;
 mod wake;
@@ -31,6 +32,7 @@ pub use limiter::MemoryLimiter;
 pub use objects::MemoryObjects;
 pub use policy::MemoryPolicy;
 pub use queue::MemoryQueue;
+pub use replay_urls::MemoryReplayUrls;
 pub use secrets::MemorySecrets;
 pub use wake::MemoryWake;
 
@@ -88,6 +90,8 @@ pub struct Memory {
     pub policy: Arc<MemoryPolicy>,
     pub secrets: Arc<MemorySecrets>,
     pub callbacks: Arc<MemoryCallbacks>,
+    /// Replays served at URLs (`replay_url`).
+    pub replay_urls: Arc<MemoryReplayUrls>,
     pub wake: Arc<MemoryWake>,
     pub connections: Arc<MemoryConnections>,
     /// The sockets frames are pushed to: a test registers a connection to read its frames.
@@ -107,6 +111,7 @@ impl Memory {
             policy: Arc::default(),
             secrets: Arc::new(MemorySecrets::default()),
             callbacks: Arc::default(),
+            replay_urls: Arc::default(),
             wake: Arc::default(),
             connections: Arc::default(),
             sockets: Arc::default(),
@@ -124,6 +129,7 @@ impl Memory {
             queue: self.queue.clone(),
             callbacks: self.callbacks.clone(),
             callback_addresses: self.callbacks.clone(),
+            replay_fetcher: self.replay_urls.clone(),
             skins: self.objects.clone(),
             skin_names: self.database.clone(),
             idempotency: self.database.clone(),

@@ -21,6 +21,7 @@ pub mod pushers;
 pub mod pushes;
 pub mod queue;
 pub mod release;
+pub mod replay_urls;
 pub mod secrets;
 pub mod skin_names;
 pub mod wake;

@@ -1,0 +1,80 @@
+//! A replay named by URL (`replay_url`, issue 32): a bot passes a Discord attachment's URL
+//! instead of downloading and uploading it. The URL follows the callbacks' rules (https; in
+//! development `ALLOW_PRIVATE_CALLBACKS=true` also lets it reach loopback over http) and is
+//! fetched under their address guard (ports/replays.rs `ReplayFetcher`), only once the rate
+//! limit has counted the request: whoever can submit a render can make the service fetch, at
+//! most as often as its render limit, at most `MAX_REPLAY_BYTES` each, within a few seconds.
+//! The bytes then get every check an upload gets, with the same codes.
+
+use crate::domain::callback::CallbackUrl;
+use crate::domain::caller::Caller;
+use crate::domain::form::{last_field, Form, TextValue, UploadedFile};
+use crate::domain::job::JobId;
+use crate::ports::idempotency::Reply;
+use crate::ports::replays::FetchError;
+use crate::support::problem::Rejection;
+use crate::usecases::app::App;
+use crate::usecases::request::{Spent, Submission};
+
+use super::{check_render_rate, check_replay, ReplayFile};
+
+/// The form field that names the replay by URL.
+pub const REPLAY_URL_FIELD: &str = "replay_url";
+
+/// Step 1 of a form that names its replay by URL: exactly one of `replay` (the file) and
+/// `replay_url`, and a URL the callbacks' rules allow. `None`: the form uploads its replay.
+pub(super) fn replay_url(app: &App, form: &Form) -> Result<Option<CallbackUrl>, Rejection> {
+    let invalid = |reason: &str| Rejection::InvalidField(format!("{REPLAY_URL_FIELD}: {reason}"));
+    let text = match last_field(&form.fields, REPLAY_URL_FIELD) {
+        None => return Ok(None),
+        Some(TextValue::Text(text)) => text,
+        Some(_) => return Err(invalid("must be a URL of at most 1024 bytes")),
+    };
+    if form.file.is_some() {
+        return Err(invalid(
+            "send exactly one of `replay` (the file) and `replay_url`",
+        ));
+    }
+    CallbackUrl::parse(text, app.config.allow_private_callbacks)
+        .map(Some)
+        .map_err(|reason| invalid(&reason))
+}
+
+/// Step 4, then steps 1–2a of a replay named by URL: the rate limit counts the request before
+/// anything is fetched for it (a fetch that fails keeps the hit: it was work done for the
+/// client); then the bytes get an upload's checks, in its order and with its codes. A refusal
+/// carries the rate limit's headers.
+pub(super) async fn fetch_replay(
+    app: &App,
+    caller: &Caller,
+    url: &CallbackUrl,
+) -> Result<(ReplayFile, Spent), Submission<Reply<JobId>>> {
+    let spent = check_render_rate(app, caller)
+        .await
+        .map_err(Submission::refused)?;
+    let max = app.config.max_replay_bytes;
+    let fetched = match app.replay_fetcher.fetch(url, max).await {
+        Ok(bytes) if bytes.is_empty() => Err(Rejection::InvalidFile(format!(
+            "the replay at `{REPLAY_URL_FIELD}` is empty"
+        ))),
+        Ok(bytes) => check_replay(
+            app,
+            caller,
+            UploadedFile {
+                file_name: String::new(),
+                bytes,
+            },
+        ),
+        Err(FetchError::TooLarge(limit)) => Err(Rejection::FileTooLarge(format!(
+            "the replay at `{REPLAY_URL_FIELD}` is larger than {limit} bytes"
+        ))),
+        Err(FetchError::Failed(why)) => Err(Rejection::ReplayUrlFailed(why)),
+    };
+    match fetched {
+        Ok(replay) => Ok((replay, spent)),
+        Err(rejection) => Err(Submission {
+            outcome: Err(rejection),
+            rate: spent.rate,
+        }),
+    }
+}

@@ -1,0 +1,195 @@
+//! Replays by URL (issue 32): `replay_url` instead of the file, fetched after the rate limit
+//! under the callbacks' address guard, capped, then checked as an upload is.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::http::{header, StatusCode as AxumStatus};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::replays::{fixture, render_form, unique_replay};
+
+/// A replay host on loopback: `/replay.osr` (a valid replay), `/big` (past the cap, declared),
+/// `/streamed-big` (past the cap, no length), `/empty`, `/junk`, `/moved` (a redirect to
+/// `/replay.osr`); anything else is 404.
+async fn replay_host(replay: Vec<u8>) -> SocketAddr {
+    let big = vec![0u8; 40_000];
+    let router = Router::new()
+        .route("/replay.osr", get(move || async move { replay.clone() }))
+        .route("/big", get(move || async move { big.clone() }))
+        .route(
+            "/streamed-big",
+            get(|| async {
+                let chunks = (0..40).map(|_| Ok::<_, std::io::Error>(vec![0u8; 1000]));
+                Body::from_stream(futures_util::stream::iter(chunks))
+            }),
+        )
+        .route("/empty", get(|| async { Vec::<u8>::new() }))
+        .route("/junk", get(|| async { b"not a replay".to_vec() }))
+        .route(
+            "/moved",
+            get(|| async {
+                let mut response: Response = AxumStatus::FOUND.into_response();
+                response
+                    .headers_mut()
+                    .insert(header::LOCATION, "/replay.osr".parse().unwrap());
+                response
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+/// A form without the file: `replay_url` and `fields`.
+fn url_form(url: &str, fields: &[(&str, &str)]) -> reqwest::multipart::Form {
+    fields.iter().fold(
+        reqwest::multipart::Form::new().text("replay_url", url.to_owned()),
+        |form, (name, value)| form.text(name.to_string(), value.to_string()),
+    )
+}
+
+#[tokio::test]
+async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
+    let app = TestApp::spawn(&[
+        ("ALLOW_PRIVATE_CALLBACKS", "true"),
+        ("MAX_REPLAY_BYTES", "30000"),
+        ("RATE_LIMIT_RENDER", "20/minute"),
+        ("MAX_ACTIVE_JOBS_PER_IP", "100"),
+    ])
+    .await;
+    let replay = unique_replay();
+    let host = replay_host(replay.clone()).await;
+    let at = |path: &str| format!("http://{host}{path}");
+    let ip = "203.0.113.100";
+
+    let admitted = app.render(ip, url_form(&at("/replay.osr"), &[])).await;
+    assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(19));
+    let job = accepted_job(admitted).await;
+    let read = app.job(&job).await;
+    assert_eq!(read["status"], "queued");
+    assert!(read["replay"]["player"].is_string(), "{read}");
+    // The stored replay is the bytes fetched.
+    let stored = app
+        .s3
+        .get_object()
+        .bucket(&app.bucket)
+        .key(format!("replays/{job}.osr"))
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert_eq!(&stored[..], &replay[..]);
+
+    // Every failure names the URL's problem, never an address; each spent its hit.
+    for (path, status, code) in [
+        ("/big", StatusCode::PAYLOAD_TOO_LARGE, "file_too_large"),
+        (
+            "/streamed-big",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "file_too_large",
+        ),
+        ("/empty", StatusCode::BAD_REQUEST, "invalid_file"),
+        (
+            "/junk",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_replay",
+        ),
+        (
+            "/moved",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "replay_url_failed",
+        ),
+        (
+            "/missing",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "replay_url_failed",
+        ),
+    ] {
+        let refused = app.render(ip, url_form(&at(path), &[])).await;
+        assert!(
+            header(&refused, "x-ratelimit-remaining").is_some(),
+            "{path}"
+        );
+        let body = problem(refused, status, code).await;
+        let detail = body["detail"].as_str().unwrap();
+        assert!(!detail.contains("127.0.0.1:"), "{path}: {detail}");
+    }
+    let body = problem(
+        app.render(ip, url_form(&at("/missing"), &[])).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "replay_url_failed",
+    )
+    .await;
+    assert!(body["detail"].as_str().unwrap().contains("404"), "{body}");
+
+    // Exactly one of the file and the URL; a URL the callbacks' rules refuse; both before
+    // the rate limit.
+    let both = render_form(
+        fixture("valid_0.osr"),
+        "a.osr",
+        &[("replay_url", &at("/replay.osr"))],
+    );
+    for form in [
+        both,
+        url_form("ftp://example.com/a.osr", &[]),
+        url_form("not a url", &[]),
+    ] {
+        let refused = app.render(ip, form).await;
+        assert_eq!(header(&refused, "x-ratelimit-remaining"), None);
+        let body: Value = problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+        assert!(
+            body["detail"].as_str().unwrap().starts_with("replay_url"),
+            "{body}"
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+}
+
+/// Without the development switch, a host that is or resolves to a private address is refused
+/// by the guard: the service is no proxy into its own network.
+#[tokio::test]
+async fn a_replay_url_may_not_reach_a_private_address() {
+    let app = TestApp::spawn(&[]).await;
+    let host = replay_host(unique_replay()).await;
+    for url in [
+        format!("https://127.0.0.1:{}/replay.osr", host.port()),
+        format!("https://localhost:{}/replay.osr", host.port()),
+        "https://10.1.2.3/replay.osr".to_owned(),
+        format!("http://127.0.0.1:{}/replay.osr", host.port()),
+    ] {
+        let refused = app.render("203.0.113.101", url_form(&url, &[])).await;
+        let status = refused.status();
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            matches!(
+                (status, body["code"].as_str()),
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    Some("replay_url_failed" | "invalid_field")
+                )
+            ),
+            "{url}: {status} {body}"
+        );
+        // What the host resolved to is never told: only what the client named.
+        let detail = body["detail"].as_str().unwrap();
+        if url.contains("localhost") {
+            assert!(
+                !detail.contains("127.") && !detail.contains("::1"),
+                "{detail}"
+            );
+            assert!(detail.contains("localhost"), "{detail}");
+        }
+    }
+    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+}
