@@ -140,6 +140,10 @@ async fn estimates_fall_within_half_of_what_happens() {
     .await;
     let status: Value = app.get("/v1/status").await.json().await.unwrap();
     assert_eq!(status["estimated_start_secs"], 0, "an idle farm: {status}");
+    assert_eq!(
+        status["estimated_start"], status["as_of"],
+        "an idle farm starts a job at once: {status}"
+    );
     assert_eq!(status["slots_in_use"], 0, "{status}");
     let key = app.create_key("1000/minute", 60).await;
     let mut told = Vec::new();

@@ -119,7 +119,11 @@ async fn a_job_walks_to_completed_and_frees_its_clients_slot() {
     assert_eq!(done["error"], Value::Null);
     let video_url = done["artifacts"]["video_url"].as_str().unwrap();
     assert!(video_url.contains("X-Amz-Signature"), "{video_url}");
-    assert!(done["artifacts"]["thumb_url"].as_str().is_some());
+    assert!(done["artifacts"]["thumbnail_url"].as_str().is_some());
+    assert_eq!(
+        done["artifacts"]["thumb_url"], done["artifacts"]["thumbnail_url"],
+        "the old name, one release"
+    );
     assert!(done["artifacts"]["expires_at"].as_str().is_some());
     let video = reqwest::get(video_url).await.unwrap();
     assert_eq!(video.status(), StatusCode::OK);

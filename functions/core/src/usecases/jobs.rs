@@ -351,6 +351,9 @@ impl Links {
 #[derive(Debug, Serialize)]
 struct Artifacts {
     video_url: String,
+    /// The name `links.thumbnail` matches.
+    thumbnail_url: Option<String>,
+    /// Deprecated (one release): `thumbnail_url`.
     thumb_url: Option<String>,
     expires_at: DateTime<Utc>,
 }
@@ -409,6 +412,7 @@ async fn artifacts(app: &App, video_key: &str, thumb_key: Option<&str>) -> Optio
         };
         Ok::<_, String>(Artifacts {
             video_url,
+            thumbnail_url: thumb_url.clone(),
             thumb_url,
             expires_at: Utc::now() + ttl,
         })

@@ -47,7 +47,10 @@ pub struct ServiceStatus {
     /// How long the oldest queued job of anonymous clients and of keys has waited, seconds.
     queue_age_secs: QueueAges,
     /// When a job a new client submits now should start rendering, from the farm model
-    /// (estimate.rs): 0 when a slot is free and nothing waits; `None` while the queue is full.
+    /// (estimate.rs): `as_of` when a slot is free and nothing waits; `None` while the queue is
+    /// full. The name a job's estimate has.
+    estimated_start: Option<DateTime<Utc>>,
+    /// Deprecated (one release): `estimated_start` as seconds from `as_of`.
     estimated_start_secs: Option<u64>,
     /// When the counts were read: at most `STATUS_INTERVAL` ago, unless reads fail (then the
     /// last reading's time).
@@ -99,6 +102,8 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
         render_slots: config.render_slots,
         release_ahead: config.release_ahead,
         queue_age_secs: overview.queue_age,
+        estimated_start: estimated_start_secs
+            .map(|secs| reading.at + chrono::Duration::seconds(secs.try_into().unwrap_or(0))),
         estimated_start_secs,
         as_of: reading.at,
     })
