@@ -1258,6 +1258,12 @@ CREATE INDEX jobs_by_client_beatmap_age ON public.jobs USING btree (client_ip, (
 CREATE INDEX jobs_by_client_player_age ON public.jobs USING btree (client_ip, lower((replay ->> 'player'::text)), created_at, id);
 
 --
+-- Name: jobs_by_client_player_beatmap_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_by_client_player_beatmap_age ON public.jobs USING btree (client_ip, lower((replay ->> 'player'::text)), ((replay ->> 'beatmap_md5'::text)), created_at, id);
+
+--
 -- Name: jobs_by_client_status_age; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -26,7 +26,7 @@ use crate::domain::rate::RateDecision;
 use crate::domain::text;
 /// A page of the listing, as `list_jobs` takes it (what `ListParams::query` checks).
 pub use crate::ports::jobs::JobQuery;
-use crate::ports::jobs::{JobRecord, PageCursor};
+use crate::ports::jobs::{JobRecord, PageCursor, TOTAL_CAP};
 use crate::ports::StoreError;
 use crate::support::config::Config;
 use crate::support::estimate;
@@ -143,6 +143,8 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
                     .map(|job| JobView::new(app, job, None))
                     .collect(),
                 limit: query.limit,
+                total: page.total.min(TOTAL_CAP),
+                total_capped: page.total > TOTAL_CAP,
                 next: next_cursor
                     .as_deref()
                     .map(|cursor| app.config.link(&next_path(query, cursor))),
@@ -213,19 +215,19 @@ impl ListParams {
             "cursor",
             after.transpose().map_err(|e| e.to_string()),
         );
-        // Each filter has its own index; two together would scan one filter's rows for the
-        // other's, a cost that grows with history: one filter per listing (said once the
-        // filters themselves are well-formed).
-        let filters = [
-            ("status", self.status.is_some()),
-            ("player", self.player.is_some()),
-            ("beatmap_md5", self.beatmap_md5.is_some()),
-        ];
-        let second = filters.iter().filter(|(_, sent)| *sent).nth(1);
-        if let (Some((name, _)), true) = (second, invalid.is_empty()) {
+        // Each filter shape has its own index (`status`; `player`, `beatmap_md5` or both); a
+        // status with a replay filter would scan one index's rows for the other's, a cost that
+        // grows with history (said once the filters themselves are well-formed).
+        let replay_filter = self.player.is_some() || self.beatmap_md5.is_some();
+        if self.status.is_some() && replay_filter && invalid.is_empty() {
             invalid.push(InvalidParam {
-                name: (*name).into(),
-                reason: "one filter per listing: `status`, `player` or `beatmap_md5`".into(),
+                name: if self.player.is_some() {
+                    "player"
+                } else {
+                    "beatmap_md5"
+                }
+                .into(),
+                reason: "`status` filters alone; `player` and `beatmap_md5` go together".into(),
             });
         }
         match (limit, status, player, beatmap_md5, after) {
@@ -253,6 +255,10 @@ impl ListParams {
 pub struct JobPage {
     items: Vec<JobView>,
     limit: i64,
+    /// How many of the caller's jobs match the filters, all pages together: exact up to
+    /// `TOTAL_CAP`; past it `TOTAL_CAP`, with `total_capped`.
+    total: i64,
+    total_capped: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,7 @@
 //! The jobs port on the memory database: admission under one lock, as `admit_job`.
 
 use super::*;
+use crate::ports::jobs::TOTAL_CAP;
 
 #[async_trait]
 impl JobAdmission for MemoryDatabase {
@@ -130,19 +131,20 @@ impl JobReads for MemoryDatabase {
                         .as_ref()
                         .is_none_or(|md5| of("beatmap_md5").as_deref() == Some(md5.as_str()))
             })
-            .filter(|j| {
-                query
-                    .after
-                    .is_none_or(|after| position(j) < (after.created_at, after.id.as_uuid()))
-            })
             .collect();
+        let total = (matching.len() as i64).min(TOTAL_CAP + 1);
+        matching.retain(|j| {
+            query
+                .after
+                .is_none_or(|after| position(j) < (after.created_at, after.id.as_uuid()))
+        });
         matching.sort_by_key(|j| std::cmp::Reverse(position(j)));
         let rows = matching
             .iter()
             .take(usize::try_from(query.limit.saturating_add(1)).unwrap_or(0))
             .map(|j| record(j, &tables))
             .collect();
-        Ok(JobPage::from_rows(rows, query.limit))
+        Ok(JobPage::from_rows(rows, query.limit, total))
     }
 }
 

@@ -530,13 +530,15 @@ impl JobReads for PgJobStore {
     async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
         let statement = PageStatement::new(client, query);
         let conn = db::checkout(&self.pool).await?;
-        let rows = conn
-            .query_typed(&statement.sql, &statement.params())
-            .await?
-            .iter()
-            .map(job_record)
-            .collect::<Result<_, _>>()?;
-        Ok(JobPage::from_rows(rows, query.limit))
+        // One round trip: the page and its count, pipelined on the connection.
+        let (params, count_params) = (statement.params(), statement.count_params());
+        let (rows, counted) = tokio::try_join!(
+            conn.query_typed(&statement.sql, &params),
+            conn.query_typed(&statement.count_sql, &count_params),
+        )?;
+        let rows = rows.iter().map(job_record).collect::<Result<_, _>>()?;
+        let total = counted.first().map_or(0, |row| row.get::<_, i64>(0));
+        Ok(JobPage::from_rows(rows, query.limit, total))
     }
 }
 

@@ -8,7 +8,7 @@ use super::JOB_SELECT;
 use crate::adapters::postgres::millis;
 use crate::domain::client::ClientKey;
 use crate::domain::sandbox;
-use crate::ports::jobs::JobQuery;
+use crate::ports::jobs::{JobQuery, TOTAL_CAP};
 
 /// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
 /// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
@@ -20,8 +20,13 @@ use crate::ports::jobs::JobQuery;
 /// the index. Public so a test can `EXPLAIN` exactly it.
 pub struct PageStatement {
     pub sql: String,
-    /// The parameters, in the order the statement numbers them.
+    /// The count of every match (the cursor aside), up to `TOTAL_CAP + 1` rows of the same
+    /// index range: the listing's `total`.
+    pub count_sql: String,
+    /// The parameters, in the order the statement numbers them; the count's are the first
+    /// `count_params` of them.
     params: Vec<PageParam>,
+    count_params: usize,
 }
 
 /// One parameter of a page's statement.
@@ -84,13 +89,19 @@ impl PageStatement {
                 vec![PageParam::Text(md5.to_string())],
             );
         }
+        let count_sql = format!(
+            "SELECT count(*) FROM (SELECT FROM jobs j WHERE {filter} LIMIT {}) AS matching",
+            TOTAL_CAP + 1
+        );
+        let count_params = params.len();
+        // The page starts after the cursor; the count does not.
         if let Some(cursor) = query.after {
-            and(
-                "(j.created_at, j.id) < ({}, {})",
-                vec![
-                    PageParam::Time(cursor.created_at),
-                    PageParam::Id(cursor.id.as_uuid()),
-                ],
+            params.push(PageParam::Time(cursor.created_at));
+            params.push(PageParam::Id(cursor.id.as_uuid()));
+            filter += &format!(
+                " AND (j.created_at, j.id) < (${}, ${})",
+                params.len() - 1,
+                params.len()
             );
         }
         params.push(PageParam::Int(query.limit.saturating_add(1)));
@@ -99,8 +110,17 @@ impl PageStatement {
                 "{JOB_SELECT} WHERE {filter} ORDER BY j.created_at DESC, j.id DESC LIMIT ${}",
                 params.len()
             ),
+            count_sql,
             params,
+            count_params,
         }
+    }
+
+    /// The count's parameters, in the order it numbers them.
+    pub fn count_params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        let mut params = self.params();
+        params.truncate(self.count_params);
+        params
     }
 
     /// The parameters, in the order the statement numbers them.
