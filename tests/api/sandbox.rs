@@ -387,3 +387,71 @@ async fn a_sandbox_keys_schedules_keep_to_the_pending_callback_bound() {
     let pending = "SELECT count(*) FROM job_callbacks WHERE status = 'pending'";
     assert_eq!(app.count(pending).await, 5 + 5 + 13 * 4);
 }
+
+/// A sandbox key rehearses what a bot must handle: every failure code a worker reports, and
+/// the refusals of a busy, paused or spent service, each answered as the live service would
+/// (status, code, `Retry-After`), none of them spending the key's quota but the 429's window.
+#[tokio::test]
+async fn a_sandbox_key_rehearses_every_failure_and_the_services_refusals() {
+    let app = TestApp::spawn(&[]).await;
+    let key = sandbox_key(&app, "60/minute", 100).await;
+    let ip = "198.51.100.145";
+    let codes = [
+        "skin_not_found",
+        "timed_out",
+        "worker_stopped",
+        "replay_unrenderable",
+    ];
+    let mut jobs = Vec::new();
+    for code in codes {
+        let form = render_form(unique_replay(), "play.osr", &[("sandbox_outcome", code)]);
+        jobs.push(accepted_job(app.render_with(ip, &key.bearer, form).await).await);
+    }
+    // A sandbox job ends within 10 s of its admission.
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    for (job, code) in jobs.iter().zip(codes) {
+        let read = app.job(job).await;
+        let retryable = matches!(code, "timed_out" | "worker_stopped");
+        assert_eq!(read["status"], "failed", "{read}");
+        assert_eq!(read["error_code"], code, "{read}");
+        assert_eq!(read["retryable"], retryable, "{read}");
+    }
+    for (outcome, status, retry_after) in [
+        ("queue_full", StatusCode::SERVICE_UNAVAILABLE, Some(30)),
+        (
+            "render_jobs_paused",
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(60),
+        ),
+    ] {
+        let form = render_form(unique_replay(), "play.osr", &[("sandbox_outcome", outcome)]);
+        let refused = app.render_with(ip, &key.bearer, form).await;
+        assert_eq!(header(&refused, "retry-after"), retry_after, "{outcome}");
+        // A refusal for the service's state gives its hit back, as a live one does.
+        assert_eq!(
+            header(&refused, "x-ratelimit-remaining"),
+            Some(56),
+            "{outcome}"
+        );
+        problem(refused, status, outcome).await;
+    }
+    let form = render_form(
+        unique_replay(),
+        "play.osr",
+        &[("sandbox_outcome", "rate_limited")],
+    );
+    let refused = app.render_with(ip, &key.bearer, form).await;
+    let retry_after = header(&refused, "retry-after").expect("Retry-After");
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_eq!(header(&refused, "x-ratelimit-remaining"), Some(0));
+    problem(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // The rehearsal spent nothing: the key's next render still has its quota.
+    let admitted = app
+        .render_with(
+            ip,
+            &key.bearer,
+            render_form(unique_replay(), "play.osr", &[]),
+        )
+        .await;
+    assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(55));
+}

@@ -398,3 +398,27 @@ fn only_the_job_listing_requires_a_key() {
         }
     }
 }
+
+/// `sandbox_outcome`'s enum is what a sandbox key can rehearse: each value parses, and every
+/// failure code a worker reports is one of them.
+#[test]
+fn sandbox_outcomes_are_the_codes() {
+    use osurender_core::domain::sandbox::Rehearsal;
+    let doc = document();
+    let values: BTreeSet<String> = doc
+        .pointer(&format!("{RENDER_FORM}/sandbox_outcome/enum"))
+        .and_then(Value::as_array)
+        .expect("sandbox_outcome's enum")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    for value in &values {
+        assert!(value.parse::<Rehearsal>().is_ok(), "{value}");
+    }
+    for code in FailureCode::ALL.iter().filter(|c| c.reported_by_workers()) {
+        assert!(values.contains(code.as_str()), "{code}");
+    }
+    for refusal in ["queue_full", "render_jobs_paused", "rate_limited"] {
+        assert!(values.contains(refusal), "{refusal}");
+    }
+}

@@ -72,6 +72,11 @@ impl FailureCode {
 
     /// Whether submitting the same request again may render it: the failure was the
     /// service's or a download's, not the replay's, beatmap's or skin's.
+    /// Whether a worker reports it (all but `queue_expired`, the janitor's).
+    pub fn reported_by_workers(self) -> bool {
+        self != Self::QueueExpired
+    }
+
     pub fn retryable(self) -> bool {
         matches!(
             self,

@@ -9,12 +9,13 @@ use super::failure::FailureCode;
 use super::job::JobStatus;
 
 /// How a sandbox job ends (the form's `sandbox_outcome`): rendered (the default), or failed
-/// while rendering with the documented sample failure, so a bot can test its error handling.
+/// while rendering with a failure code a worker reports (`failed`: the sample one), so a bot
+/// can test its error handling.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Outcome {
     #[default]
     Completed,
-    Failed,
+    Failed(FailureCode),
 }
 
 impl Outcome {
@@ -25,35 +26,73 @@ impl Outcome {
     pub fn final_status(self) -> JobStatus {
         match self {
             Self::Completed => JobStatus::Completed,
-            Self::Failed => JobStatus::Failed,
+            Self::Failed(_) => JobStatus::Failed,
         }
     }
 
-    /// The stored state's outcome: a sandbox job is stored as it ends.
-    pub fn of_stored(status: JobStatus) -> Self {
-        match status {
-            JobStatus::Failed => Self::Failed,
-            _ => Self::Completed,
+    /// The failure it ends with, if it fails.
+    pub fn failure(self) -> Option<FailureCode> {
+        match self {
+            Self::Completed => None,
+            Self::Failed(code) => Some(code),
         }
     }
 }
 
-impl FromStr for Outcome {
+/// What a sandbox request rehearses (`sandbox_outcome`): a job that ends as `Outcome` says,
+/// or a refusal the live service answers when it is busy, paused or the key's quota is spent,
+/// with the same status, code and `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rehearsal {
+    Job(Outcome),
+    Refused(Refusal),
+}
+
+/// A refusal a sandbox request can rehearse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    QueueFull,
+    RenderJobsPaused,
+    RateLimited,
+}
+
+impl Rehearsal {
+    /// What the field takes, for its error.
+    pub const NAMES: &'static str = "`completed`, `failed`, a failure code a worker reports \
+        (`render_failed`, `beatmap_not_found`, …), `queue_full`, `render_jobs_paused` or \
+        `rate_limited`";
+}
+
+impl FromStr for Rehearsal {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "completed" => Ok(Self::Completed),
-            "failed" => Ok(Self::Failed),
-            _ => Err(format!("{}: `completed` or `failed`", Self::FIELD)),
+        let code = FailureCode::ALL
+            .into_iter()
+            .find(|code| code.as_str() == s && code.reported_by_workers());
+        match (s, code) {
+            ("completed", _) => Ok(Self::Job(Outcome::Completed)),
+            ("failed", _) => Ok(Self::Job(Outcome::Failed(SAMPLE_FAILURE_CODE))),
+            (_, Some(code)) => Ok(Self::Job(Outcome::Failed(code))),
+            ("queue_full", _) => Ok(Self::Refused(Refusal::QueueFull)),
+            ("render_jobs_paused", _) => Ok(Self::Refused(Refusal::RenderJobsPaused)),
+            ("rate_limited", _) => Ok(Self::Refused(Refusal::RateLimited)),
+            _ => Err(format!("{}: one of {}", Outcome::FIELD, Self::NAMES)),
         }
     }
 }
 
+/// The `Retry-After` of a rehearsed `queue_full`: a plausible wait (a live one is the farm's
+/// estimate of its first free slot).
+pub const REHEARSED_QUEUE_WAIT: Duration = Duration::from_secs(30);
+
 /// The failure a sandbox job with `sandbox_outcome=failed` ends with.
 pub const SAMPLE_FAILURE_CODE: FailureCode = FailureCode::BeatmapNotFound;
-pub const SAMPLE_FAILURE: &str =
-    "sample failure (sandbox_outcome=failed): the beatmap was not found on osu!'s servers";
+
+/// A sandbox job's failure text: which code it rehearses.
+pub fn sample_failure(code: FailureCode) -> String {
+    format!("sample failure (sandbox_outcome): {code}")
+}
 
 /// Where a sandbox job's artifacts point, in the artifact bucket (docs/DEPLOY.md has the
 /// operator upload them; the dev server does at start).
@@ -72,9 +111,9 @@ const COMPLETED_AT: Duration = Duration::from_secs(9);
 pub const ACTIVE_FOR: Duration = COMPLETED_AT;
 
 /// A sandbox job's status and progress (per state, 0–100, as a worker reports it) at `age`,
-/// ending as `outcome` says (a failed job's progress starts its state at 0, as a worker's
-/// failed report without one does).
-pub fn state_at(age: Duration, outcome: Outcome) -> (JobStatus, f32) {
+/// ending in `ends`, its stored status (a failed job's progress starts its state at 0, as a
+/// worker's failed report without one does).
+pub fn state_at(age: Duration, ends: JobStatus) -> (JobStatus, f32) {
     let through = |start: Duration, end: Duration| {
         let done = age.saturating_sub(start).as_secs_f32() / (end - start).as_secs_f32();
         (done * 100.0).clamp(0.0, 100.0).floor()
@@ -89,16 +128,16 @@ pub fn state_at(age: Duration, outcome: Outcome) -> (JobStatus, f32) {
     } else if age < COMPLETED_AT {
         (JobStatus::Rendering, through(RENDERING_AT, COMPLETED_AT))
     } else {
-        match outcome {
-            Outcome::Completed => (JobStatus::Completed, 100.0),
-            Outcome::Failed => (JobStatus::Failed, 0.0),
+        match ends {
+            JobStatus::Failed => (JobStatus::Failed, 0.0),
+            _ => (JobStatus::Completed, 100.0),
         }
     }
 }
 
 /// How long after admission a sandbox job shows `status` (from, and until if it ends), for a
 /// listing filtered by the status the jobs show: `None` for a status none shows. A final
-/// status is shown by the jobs stored with it (`Outcome::of_stored`), from `ACTIVE_FOR` on.
+/// status is shown by the jobs stored with it, from `ACTIVE_FOR` on.
 pub fn shown_between(status: JobStatus) -> Option<(Duration, Option<Duration>)> {
     match status {
         JobStatus::Queued => Some((Duration::ZERO, Some(DOWNLOADING_AT))),
@@ -140,11 +179,10 @@ pub fn step_of(status: JobStatus, progress: f32) -> i64 {
         JobStatus::Completed | JobStatus::Failed | JobStatus::Expired => 3,
     };
     let shown = (rank(status), progress);
-    let outcome = Outcome::of_stored(status);
     STEPS
         .iter()
         .filter(|&&at| {
-            let (status, progress) = state_at(at, outcome);
+            let (status, progress) = state_at(at, status);
             (rank(status), progress) <= shown
         })
         .count() as i64
@@ -156,7 +194,7 @@ pub fn callback_schedule(outcome: Outcome) -> Vec<(Duration, JobStatus, f32)> {
     STEPS
         .into_iter()
         .map(|at| {
-            let (status, progress) = state_at(at, outcome);
+            let (status, progress) = state_at(at, outcome.final_status());
             (at, status, progress)
         })
         .collect()
@@ -168,10 +206,10 @@ mod tests {
 
     #[test]
     fn the_step_a_state_shows_is_the_step_of_its_age() {
-        for outcome in [Outcome::Completed, Outcome::Failed] {
+        for outcome in [Outcome::Completed, Outcome::Failed(SAMPLE_FAILURE_CODE)] {
             for ms in (0..11_000).step_by(50) {
                 let age = Duration::from_millis(ms);
-                let (status, progress) = state_at(age, outcome);
+                let (status, progress) = state_at(age, outcome.final_status());
                 assert_eq!(step_of(status, progress), step_at(age).0, "{ms} ms");
             }
         }
@@ -192,7 +230,7 @@ mod tests {
         let ms = Duration::from_millis;
         let mut last = (JobStatus::Queued, 0.0);
         for age in (0..=12_000).step_by(250).map(ms) {
-            let (status, progress) = state_at(age, Outcome::Completed);
+            let (status, progress) = state_at(age, JobStatus::Completed);
             assert!((0.0..=100.0).contains(&progress));
             if status == last.0 {
                 assert!(progress >= last.1, "{age:?}: progress went back");
@@ -205,13 +243,13 @@ mod tests {
             }
             last = (status, progress);
         }
-        let at = |ms| state_at(Duration::from_millis(ms), Outcome::Completed);
+        let at = |ms| state_at(Duration::from_millis(ms), JobStatus::Completed);
         assert_eq!(at(0), (JobStatus::Queued, 0.0));
         assert_eq!(at(3_000), (JobStatus::Downloading, 50.0));
         assert_eq!(at(6_500), (JobStatus::Rendering, 50.0));
         assert_eq!(at(8_999).0, JobStatus::Rendering);
         assert_eq!(at(9_000), (JobStatus::Completed, 100.0));
-        let failed = |ms| state_at(Duration::from_millis(ms), Outcome::Failed);
+        let failed = |ms| state_at(Duration::from_millis(ms), JobStatus::Failed);
         assert_eq!(failed(6_500), (JobStatus::Rendering, 50.0));
         assert_eq!(failed(9_000), (JobStatus::Failed, 0.0));
         assert!(JobStatus::Rendering.can_move_to(JobStatus::Failed));
@@ -229,15 +267,15 @@ mod tests {
         assert!(schedule.windows(2).all(|pair| pair[0].0 < pair[1].0));
         assert_eq!(schedule[3].2, 50.0);
         assert_eq!(schedule.last().unwrap().0, ACTIVE_FOR);
-        let failing = callback_schedule(Outcome::Failed);
+        let failing = callback_schedule(Outcome::Failed(SAMPLE_FAILURE_CODE));
         assert_eq!(failing.last().unwrap().1, Failed);
     }
 
     #[test]
     fn each_shown_status_has_its_age_range() {
-        for outcome in [Outcome::Completed, Outcome::Failed] {
+        for outcome in [Outcome::Completed, Outcome::Failed(SAMPLE_FAILURE_CODE)] {
             for age in (0..=12_000).step_by(250).map(Duration::from_millis) {
-                let (shown, _) = state_at(age, outcome);
+                let (shown, _) = state_at(age, outcome.final_status());
                 for status in JobStatus::ALL {
                     let stored = !status.is_active() && status != outcome.final_status();
                     let inside = !stored
@@ -248,5 +286,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_rehearsal_is_a_failure_code_or_a_refusal() {
+        assert_eq!("completed".parse(), Ok(Rehearsal::Job(Outcome::Completed)));
+        assert_eq!(
+            "failed".parse(),
+            Ok(Rehearsal::Job(Outcome::Failed(SAMPLE_FAILURE_CODE)))
+        );
+        for code in FailureCode::ALL {
+            let rehearsed = code.as_str().parse::<Rehearsal>();
+            match code {
+                FailureCode::QueueExpired => assert!(rehearsed.is_err(), "the janitor's"),
+                _ => assert_eq!(rehearsed, Ok(Rehearsal::Job(Outcome::Failed(code)))),
+            }
+        }
+        for (name, refusal) in [
+            ("queue_full", Refusal::QueueFull),
+            ("render_jobs_paused", Refusal::RenderJobsPaused),
+            ("rate_limited", Refusal::RateLimited),
+        ] {
+            assert_eq!(name.parse(), Ok(Rehearsal::Refused(refusal)));
+        }
+        assert!("exploded".parse::<Rehearsal>().is_err());
     }
 }

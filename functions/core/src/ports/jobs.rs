@@ -202,16 +202,11 @@ impl NewJob {
     }
 
     /// What a sandbox job is stored as, and how its failure reads: (status, progress, its sample
-    /// artifacts, the sample failure).
+    /// artifacts, the failure it rehearses).
     pub fn sandbox_final(&self) -> Option<(JobStatus, f32, bool, Option<FailureCode>)> {
         self.sandbox.map(|outcome| match outcome {
             sandbox::Outcome::Completed => (JobStatus::Completed, 100.0, true, None),
-            sandbox::Outcome::Failed => (
-                JobStatus::Failed,
-                0.0,
-                false,
-                Some(sandbox::SAMPLE_FAILURE_CODE),
-            ),
+            sandbox::Outcome::Failed(code) => (JobStatus::Failed, 0.0, false, Some(code)),
         })
     }
 
@@ -273,7 +268,7 @@ impl JobRecord {
     /// would have (the store reads the queue's length into `queue_position` for a young sandbox
     /// job), with the same estimate.
     pub fn as_sandbox_shows(self, age: Duration) -> Self {
-        let (status, progress) = sandbox::state_at(age, sandbox::Outcome::of_stored(self.status));
+        let (status, progress) = sandbox::state_at(age, self.status);
         let completed = status == JobStatus::Completed;
         let failed = status == JobStatus::Failed;
         let queued = status == JobStatus::Queued;

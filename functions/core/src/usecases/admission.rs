@@ -29,11 +29,12 @@ use serde_json::json;
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::deadline;
+use crate::domain::failure::FailureCode;
 use crate::domain::farm::{RenderCost, Weight};
 use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::{ClientReference, JobId};
-use crate::domain::rate::LimitScope;
+use crate::domain::rate::{LimitScope, RateDecision};
 use crate::domain::render::RenderOptions;
 use crate::domain::replay::{self, ReplayInfo, ReplayLimits, ReplaySummary};
 use crate::domain::sandbox;
@@ -51,7 +52,8 @@ use crate::usecases::idempotency::{self, Begin};
 use crate::usecases::outbox;
 use crate::usecases::policy::{check_caller_ban_during, check_intake_open, check_player_ban};
 use crate::usecases::request::{
-    check_file, count_rate_windows, read_form, Counted, FormUpload, Spent, Submission, Window,
+    check_file, count_rate_windows, epoch_secs, read_form, Counted, FormUpload, Spent, Submission,
+    Window,
 };
 use crate::usecases::skins;
 
@@ -145,6 +147,8 @@ struct RenderSettings {
     key: Option<IdempotencyKey>,
     callback: Option<CallbackUrl>,
     sandbox: Option<sandbox::Outcome>,
+    /// A sandbox request that rehearses a refusal (`sandbox_outcome=queue_full`, …).
+    rehearsed: Option<sandbox::Refusal>,
 }
 
 impl RenderSettings {
@@ -156,6 +160,7 @@ impl RenderSettings {
             key: self.key,
             callback: self.callback,
             sandbox: self.sandbox,
+            rehearsed: self.rehearsed,
         }
     }
 }
@@ -176,6 +181,8 @@ struct RenderRequest {
     callback: Option<CallbackUrl>,
     /// A sandbox key's request: how its job ends (`sandbox_outcome`); `None` for a real job.
     sandbox: Option<sandbox::Outcome>,
+    /// A sandbox request that rehearses a refusal: answered as the live service would.
+    rehearsed: Option<sandbox::Refusal>,
 }
 
 /// Steps 1–3, the key's format and the callback URL's form: stateless, so a request refused
@@ -205,7 +212,13 @@ async fn validate_request<S: BodyStream>(
         _ => None,
     };
     let callback = parse_callback(app, caller, callback)?;
-    let sandbox = check_sandbox_outcome(caller, &form.fields)?;
+    let (sandbox, rehearsed) = match check_sandbox_outcome(caller, &form.fields)? {
+        None => (None, None),
+        Some(sandbox::Rehearsal::Job(outcome)) => (Some(outcome), None),
+        Some(sandbox::Rehearsal::Refused(refusal)) => {
+            (Some(sandbox::Outcome::Completed), Some(refusal))
+        }
+    };
     Ok(ValidForm {
         replay,
         settings: RenderSettings {
@@ -214,6 +227,7 @@ async fn validate_request<S: BodyStream>(
             key,
             callback,
             sandbox,
+            rehearsed,
         },
     })
 }
@@ -328,12 +342,13 @@ fn check_render_options(
     }
 }
 
-/// A sandbox key's job ends as `sandbox_outcome` says (default `completed`); the field is a
-/// sandbox key's alone: anyone else sending it is told so rather than ignored.
+/// A sandbox key's request rehearses what `sandbox_outcome` says (default: a job that
+/// completes); the field is a sandbox key's alone: anyone else sending it is told so rather
+/// than ignored.
 fn check_sandbox_outcome(
     caller: &Caller,
     fields: &[(String, TextValue)],
-) -> Result<Option<sandbox::Outcome>, Rejection> {
+) -> Result<Option<sandbox::Rehearsal>, Rejection> {
     let sent = match last_field(fields, sandbox::Outcome::FIELD) {
         Some(TextValue::Text(text)) => Some(text.trim()),
         _ => None,
@@ -344,7 +359,7 @@ fn check_sandbox_outcome(
             "{}: only a sandbox key's request (osr_test_…) may choose how its job ends",
             sandbox::Outcome::FIELD
         ))),
-        (true, None) => Ok(Some(sandbox::Outcome::default())),
+        (true, None) => Ok(Some(sandbox::Rehearsal::Job(sandbox::Outcome::default()))),
         (true, Some(text)) => text
             .parse()
             .map(Some)
@@ -397,9 +412,14 @@ fn render_request_hash(request: &RenderRequest) -> RequestHash {
         parts.push(reference.as_str().as_bytes());
     }
     // A sandbox job that fails is another request than one that completes; the default
-    // leaves the hash as it was before the field existed.
-    if request.sandbox == Some(sandbox::Outcome::Failed) {
-        parts.push(b"sandbox_outcome=failed");
+    // leaves the hash as it was before the field existed (and `failed` as it was since).
+    let failure = match request.sandbox.and_then(sandbox::Outcome::failure) {
+        Some(sandbox::SAMPLE_FAILURE_CODE) => Some("failed"),
+        other => other.map(FailureCode::as_str),
+    };
+    let failure = failure.map(|code| format!("sandbox_outcome={code}"));
+    if let Some(failure) = &failure {
+        parts.push(failure.as_bytes());
     }
     RequestHash::of(&parts)
 }
@@ -461,6 +481,9 @@ async fn admit(
         let retry_after = left.as_secs_f64().ceil() as u64;
         return refused_after(Rejection::ReplayFailedRecently { retry_after }, counted);
     }
+    if request.rehearsed == Some(sandbox::Refusal::RateLimited) {
+        return refused_after(rehearsed_rate_limit(app, caller), counted);
+    }
     let spent = match counted {
         Some(spent) => spent,
         None => match check_render_rate(app, caller).await {
@@ -486,6 +509,17 @@ async fn admit_counted(
     occupancy: Occupancy,
     keyed: Keyed,
 ) -> Result<Reply<JobId>, Rejection> {
+    match request.rehearsed {
+        Some(sandbox::Refusal::QueueFull) => {
+            let retry_after = sandbox::REHEARSED_QUEUE_WAIT.as_secs();
+            return Err(Rejection::QueueFull { retry_after });
+        }
+        Some(sandbox::Refusal::RenderJobsPaused) => {
+            let reason = Some("a sandbox rehearsal (sandbox_outcome=render_jobs_paused)".into());
+            return Err(Rejection::RenderJobsPaused { reason });
+        }
+        _ => {}
+    }
     // The skin's registry row: after the rate limit, which bounds these reads (DESIGN.md §2).
     skins::check_renderable(app, &request.options.skin).await?;
     // Step 5a, with the capacity steps: a paused intake inserts and stores nothing.
@@ -494,6 +528,14 @@ async fn admit_counted(
         check_callback_host(app, url).await?;
     }
     enqueue(app, caller, request, occupancy, keyed).await
+}
+
+/// A sandbox request's rehearsed 429 (`sandbox_outcome=rate_limited`): its render window as
+/// spent, with the headers and `Retry-After` a spent window has; nothing is counted.
+fn rehearsed_rate_limit(app: &App, caller: &Caller) -> Rejection {
+    let limit = caller.render_limit(app.config.rate_limits.render);
+    let decision = RateDecision::new(RENDER_ENDPOINT, limit, None, epoch_secs());
+    Rejection::RateLimited(decision, caller.client.scope())
 }
 
 /// Step 3b's refusal. It names the job only to a key's client: an address may be shared (a

@@ -485,7 +485,7 @@ impl MemoryDatabase {
             config: serde_json::to_value(&job.options).unwrap_or_default(),
             created_at: now,
             updated_at: now,
-            error: failure.map(|_| sandbox::SAMPLE_FAILURE.to_owned()),
+            error: failure.map(sandbox::sample_failure),
             error_code: failure,
             video_key: sample(sandbox::SAMPLE_VIDEO_KEY),
             thumb_key: sample(sandbox::SAMPLE_THUMB_KEY),
@@ -710,7 +710,7 @@ fn shown_status(job: &MemoryJob) -> JobStatus {
         return job.status;
     }
     let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
-    sandbox::state_at(age, sandbox::Outcome::of_stored(job.status)).0
+    sandbox::state_at(age, job.status).0
 }
 
 fn batch_len(batch: i64) -> usize {

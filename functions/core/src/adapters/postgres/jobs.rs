@@ -155,7 +155,7 @@ struct AdmitArgs<'a> {
 /// How a sandbox job with `sandbox_outcome=failed` failed (domain/sandbox.rs' sample).
 #[derive(Debug, Serialize)]
 struct SandboxFailure {
-    error: &'static str,
+    error: String,
     error_code: &'static str,
     retryable: bool,
 }
@@ -214,7 +214,7 @@ impl<'a> AdmitArgs<'a> {
             sandbox_video_key: artifacts.then_some(sandbox::SAMPLE_VIDEO_KEY),
             sandbox_thumb_key: artifacts.then_some(sandbox::SAMPLE_THUMB_KEY),
             sandbox_failure: failure.map(|code| SandboxFailure {
-                error: sandbox::SAMPLE_FAILURE,
+                error: sandbox::sample_failure(code),
                 error_code: code.as_str(),
                 retryable: code.retryable(),
             }),
