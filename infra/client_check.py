@@ -2,23 +2,28 @@
 against the dev server, with the generated `osurender_client` installed): every request and
 every parse goes through that client alone. Any step that fails ends the run with exit 1.
 
-Environment: OSR_URL (the server), OSR_API_KEY (a live key made for the run), OSR_REPLAYS
-(tests/fixtures/replays).
+Environment: OSR_URL (the server), OSR_API_KEY (a live key made for the run), OSR_SANDBOX_KEY
+(a sandbox key), OSR_REPLAYS (tests/fixtures/replays). The server allows private callbacks
+(ALLOW_PRIVATE_CALLBACKS=true) so the bot's flow can use a loopback receiver and replay host.
 """
 
+import http.server
 import io
+import json
 import os
 import sys
+import threading
 import time
 import typing
 import zipfile
 from pathlib import Path
 
+import attrs
 import httpx  # the generated client's own dependency: only for its timeout
 
 from osurender_client import AuthenticatedClient, Client
-from osurender_client.api.jobs import get_job, list_jobs
-from osurender_client.api.operations import health
+from osurender_client.api.jobs import get_job, get_job_thumbnail, get_job_video, list_jobs
+from osurender_client.api.operations import get_status, health
 from osurender_client.api.renders import submit_render
 from osurender_client.api.skins import list_skins, upload_skin, upload_skin_legacy
 from osurender_client.models import (
@@ -26,14 +31,19 @@ from osurender_client.models import (
     Health,
     HealthStatus,
     Job,
+    JobCallback,
     JobStatus,
     ListJobsResponse200,
     ListSkinsResponse200,
     PresignedUpload,
     Problem,
     RenderOptions,
+    RenderOptionsResolution,
+    ServiceStatus,
     SkinForm,
     SubmitRenderBody,
+    SubmitRenderBodyResolution,
+    SubmitRenderBodySandboxOutcome,
     UploadSkinJsonBody,
     UploadSkinResponse201,
 )
@@ -41,22 +51,24 @@ from osurender_client.types import UNSET, File, Unset
 
 URL = os.environ["OSR_URL"]
 KEY = os.environ["OSR_API_KEY"]
+SANDBOX_KEY = os.environ["OSR_SANDBOX_KEY"]
 REPLAYS = Path(os.environ["OSR_REPLAYS"])
 TIMEOUT = httpx.Timeout(30.0)
 
-# The render options of the form, as RenderOptions (a job's `config`) names them.
-OPTIONS = (
-    "skin",
-    "resolution",
-    "bg_dim",
-    "motion_blur",
-    "storyboard",
-    "video",
-    "snaking_in",
-    "snaking_out",
-    "hit_error_meter",
-    "key_overlay",
+# The names options had before o!rdr's, shown in `config` for one release.
+LEGACY = {"bg_dim", "motion_blur", "storyboard", "video", "snaking_in", "snaking_out", "hit_error_meter", "key_overlay"}
+# The render options of the form, as RenderOptions (a job's `config`) names them: every one the
+# generated model has, but the legacy names.
+OPTIONS = tuple(
+    field.name for field in attrs.fields(RenderOptions) if field.name not in LEGACY | {"additional_properties"}
 )
+# The resolution has no default in the spec: the server picks it (a key's highest when lower).
+CHOSEN_BY_SERVER = {"resolution"}
+
+
+def link(path):
+    """A path as the server links it: absolute (PUBLIC_BASE_URL; the dev server's own)."""
+    return f"{URL}{path}"
 
 
 class CheckFailed(Exception):
@@ -130,8 +142,8 @@ def submitted(client, body):
         f"render: expected 202, got {response.status_code}: {response.content[:300]!r}",
     )
     admitted = response.parsed
-    check(response.headers.get("location") == f"/v1/jobs/{admitted.job_id}", "render: Location")
-    check(admitted.links.status == f"/v1/jobs/{admitted.job_id}", "render: links.status")
+    check(response.headers.get("location") == link(f"/v1/jobs/{admitted.job_id}"), "render: Location")
+    check(admitted.links.status == link(f"/v1/jobs/{admitted.job_id}"), "render: links.status")
     return admitted.job_id
 
 
@@ -147,8 +159,7 @@ def read_back(client, job_id):
     check(isinstance(job.config, RenderOptions), "job: config not parsed as RenderOptions")
     check(0 <= job.progress <= 100, f"job: progress {job.progress}")
     check(job.created_at.tzinfo is not None, "job: created_at not parsed")
-    check(job.links.self_ == f"/v1/jobs/{job_id}", "job: links.self")
-    check(job.sandbox is False, "job: a live submission is no sandbox job")
+    check(job.links.self_ == link(f"/v1/jobs/{job_id}"), "job: links.self")
     return job
 
 
@@ -158,9 +169,12 @@ def anonymous_render(anonymous, _keyed):
     job_id = submitted(anonymous, body)
     job = read_back(anonymous, job_id)
     check(job.status == JobStatus.QUEUED, f"job: {job.status}")
-    sent = {name: plain(getattr(body, name)) for name in OPTIONS}
-    stored = {name: plain(getattr(job.config, name)) for name in OPTIONS}
+    check(job.sandbox is False, "job: a live submission is no sandbox job")
+    check(len(OPTIONS) == 52, f"the model has {len(OPTIONS)} render options, not o!rdr's 50 and two")
+    sent = {name: plain(getattr(body, name)) for name in OPTIONS if name not in CHOSEN_BY_SERVER}
+    stored = {name: plain(getattr(job.config, name)) for name in sent}
     check(stored == sent, f"job config {stored} is not what was sent {sent}")
+    check(job.config.resolution == RenderOptionsResolution.HD1080, f"resolution {job.config.resolution}")
 
 
 def server_defaults(anonymous, _keyed):
@@ -169,7 +183,10 @@ def server_defaults(anonymous, _keyed):
     unset = {name: UNSET for name in OPTIONS}
     job = read_back(anonymous, submitted(anonymous, SubmitRenderBody(replay=replay("valid_1.osr"), **unset)))
     spec = SubmitRenderBody(replay=replay("valid_1.osr"))
+    check(isinstance(spec.resolution, Unset), "the spec gives resolution a default: a client would send it")
     for name in OPTIONS:
+        if name in CHOSEN_BY_SERVER:
+            continue
         default = plain(getattr(spec, name))
         check(not isinstance(default, Unset), f"the spec has no default for {name}")
         check(
@@ -221,7 +238,9 @@ def keyed_listing(_anonymous, keyed):
         if isinstance(page.next_cursor, Unset):
             check(isinstance(page.next_, Unset), "list: `next` without `next_cursor`")
             break
+        check(page.next_.startswith(link("/v1/jobs?")), f"list: next {page.next_!r} is not absolute")
         check(page.next_.endswith(f"cursor={page.next_cursor}"), f"list: next {page.next_!r}")
+        check(page.total == 3 and page.total_capped is False, f"list: total {page.total}")
         check(pages < 5, "list: the cursor does not end")
         cursor = page.next_cursor
     check(pages == 2, f"list: {pages} pages of 2 for 3 jobs")
@@ -263,7 +282,117 @@ def skins(anonymous, _keyed):
     problem(upload_skin.sync_detailed(client=anonymous, body=too_small), 422, "invalid_field")
 
 
-STEPS = (signatures, healthy, anonymous_render, server_defaults, problems, keyed_listing, skins)
+class Loopback:
+    """A bot's own HTTP server on loopback: it serves a replay (for `replay_url`) and receives
+    callbacks, each parsed by the generated JobCallback model."""
+
+    def __init__(self, replay_bytes):
+        self.callbacks = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(replay_bytes)))
+                self.end_headers()
+                self.wfile.write(replay_bytes)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.callbacks.append(JobCallback.from_dict(json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *_):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+
+def until(what, read, done, seconds=20):
+    """`read()` until `done` of it, within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = read()
+        if done(value):
+            return value
+        check(time.monotonic() < deadline, f"{what}: not within {seconds} s: {value}")
+        time.sleep(0.5)
+
+
+def bot_flow(_anonymous, _keyed):
+    """What a bot ported from o!rdr does, through the generated client alone, with none of the
+    review's workarounds: o!rdr's options by name, its own reference, a replay by URL, a
+    callback parsed as the model (no additional_properties), the lasting video link's Location,
+    the service's status, a rehearsed failure and refusal, a player's jobs of one beatmap."""
+    bot = AuthenticatedClient(base_url=URL, token=SANDBOX_KEY, timeout=TIMEOUT, raise_on_unexpected_status=True)
+    host = Loopback((REPLAYS / "valid_0.osr").read_bytes())
+    with bot:
+        body = SubmitRenderBody(
+            replay_url=host.url("/replay.osr"),
+            resolution=SubmitRenderBodyResolution.W1280X720,
+            show_pp_counter=False,
+            in_game_bg_dim=60,
+            cursor_size=1.5,
+            client_reference="discord:1234567890",
+            callback_url=host.url("/hook"),
+        )
+        job_id = submitted(bot, body)
+        job = until(
+            "the job completes",
+            lambda: read_back(bot, job_id),
+            lambda job: job.status == JobStatus.COMPLETED,
+        )
+        check(job.client_reference == "discord:1234567890", f"job: client_reference {job.client_reference!r}")
+        check(job.config.show_pp_counter is False and job.config.in_game_bg_dim == 60, "job: o!rdr's options")
+        check(job.config.cursor_size == 1.5, f"job: cursor_size {job.config.cursor_size}")
+        check(job.config.resolution == RenderOptionsResolution.HD720, f"job: {job.config.resolution}")
+        check(job.links.video == link(f"/v1/jobs/{job_id}/video"), f"job: links.video {job.links.video!r}")
+        check(not isinstance(job.artifacts.thumbnail_url, Unset), "job: artifacts.thumbnail_url")
+        for module in (get_job_video, get_job_thumbnail):
+            redirect = module.sync_detailed(job_id, client=bot)
+            check(redirect.status_code == 302, f"{module.__name__}: {redirect.status_code}")
+            check(redirect.headers.get("location", "").startswith("http"), f"{module.__name__}: Location")
+        done = until(
+            "the completed callback",
+            lambda: [c for c in host.callbacks if c.status == JobStatus.COMPLETED],
+            bool,
+        )[0]
+        check(done.client_reference == "discord:1234567890", "callback: client_reference")
+        check(done.links.video == link(f"/v1/jobs/{job_id}/video"), f"callback: links.video {done.links.video!r}")
+        check(done.replay.player and done.links.additional_properties == {}, "callback: a field left undeclared")
+        check(not done.additional_properties, f"callback: undeclared {sorted(done.additional_properties)}")
+
+        failing = SubmitRenderBody(
+            replay=replay("valid_1.osr"), sandbox_outcome=SubmitRenderBodySandboxOutcome.SKIN_NOT_FOUND
+        )
+        failed_id = submitted(bot, failing)
+        failed = until(
+            "the job fails", lambda: read_back(bot, failed_id), lambda job: job.status == JobStatus.FAILED
+        )
+        check(failed.error_code == "skin_not_found" and failed.retryable is False, f"failed: {failed.error_code}")
+        busy = SubmitRenderBody(
+            replay=replay("valid_long.osr"), sandbox_outcome=SubmitRenderBodySandboxOutcome.QUEUE_FULL
+        )
+        refused = submit_render.sync_detailed(client=bot, body=busy)
+        problem(refused, 503, "queue_full")
+        check(refused.headers.get("retry-after", "").isdigit(), "queue_full: Retry-After")
+
+        status = get_status.sync_detailed(client=bot)
+        check(isinstance(status.parsed, ServiceStatus), f"status: {status.status_code}")
+        check(not isinstance(status.parsed.estimated_start, Unset), "status: estimated_start")
+
+        player, beatmap = job.replay.player, job.replay.beatmap_md5
+        listed = list_jobs.sync_detailed(client=bot, player=player, beatmap_md5=beatmap).parsed
+        check(isinstance(listed, ListJobsResponse200), "list: player and beatmap_md5 together")
+        check(job_id in [item.job_id for item in listed.items] and listed.total >= 1, "list: the bot's job")
+
+
+STEPS = (signatures, healthy, anonymous_render, server_defaults, problems, keyed_listing, skins, bot_flow)
 
 
 def main():

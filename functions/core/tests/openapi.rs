@@ -422,3 +422,41 @@ fn sandbox_outcomes_are_the_codes() {
         assert!(values.contains(refusal), "{refusal}");
     }
 }
+
+/// A generated client names an enum's members from their values; a value that does not start
+/// with a letter (`720p`) would be `VALUE_0`: such an enum carries `x-enum-varnames`, one per
+/// value.
+#[test]
+fn enum_values_have_readable_names() {
+    fn walk(node: &Value, at: &str, unnamed: &mut Vec<String>) {
+        match node {
+            Value::Object(map) => {
+                if let Some(values) = map.get("enum").and_then(Value::as_array) {
+                    let needs = values.iter().any(|v| {
+                        v.as_str()
+                            .is_some_and(|s| !s.starts_with(|c: char| c.is_ascii_alphabetic()))
+                    });
+                    let names = map.get("x-enum-varnames").and_then(Value::as_array);
+                    if needs && names.is_none_or(|names| names.len() != values.len()) {
+                        unnamed.push(at.to_owned());
+                    }
+                }
+                for (key, child) in map {
+                    walk(child, &format!("{at}/{key}"), unnamed);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    walk(child, &format!("{at}/{i}"), unnamed);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut unnamed = Vec::new();
+    walk(&document(), "", &mut unnamed);
+    assert!(
+        unnamed.is_empty(),
+        "enums without readable names: {unnamed:?}"
+    );
+}
