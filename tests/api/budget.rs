@@ -57,17 +57,20 @@ const RATE_LIMITED: Budget = Budget {
 };
 
 /// Steps 5, 6 and 8's early refusal: that read, the limiter, and the load read the refusal's
-/// `Retry-After` is estimated from. Nothing is stored or locked.
+/// `Retry-After` is estimated from; then, a refusal for the service's state, each window's hit
+/// given back (its given-back window counted, then the hit taken back: two writes per window).
+/// Nothing is stored or locked.
 const CAPACITY_REFUSED: Budget = Budget {
     pg_round_trips: 2,
-    aws: &[("DynamoDB.UpdateItem", 3)],
+    aws: &[("DynamoDB.UpdateItem", 9)],
 };
 
 /// Step 4's refusal of a skin outside the registry: the occupancy read, the three windows, and
-/// the registry's point read. Nothing is stored or locked.
+/// the registry's point read; the hits given back as for a capacity refusal. Nothing is stored
+/// or locked.
 const UNKNOWN_SKIN: Budget = Budget {
     pg_round_trips: 2,
-    aws: &[("DynamoDB.UpdateItem", 3)],
+    aws: &[("DynamoDB.UpdateItem", 9)],
 };
 
 /// Long windows and room for every request: only the case under test refuses.

@@ -227,9 +227,9 @@ impl TestApp {
 
     /// `path` on this server; a link the server gave (absolute already) as it is.
     pub fn url(&self, path: &str) -> String {
-        match path.starts_with('/') {
-            true => format!("http://{}{}", self.addr, path),
-            false => path.to_owned(),
+        match path.starts_with("http://") || path.starts_with("https://") {
+            true => path.to_owned(),
+            false => format!("http://{}{}", self.addr, path),
         }
     }
 
