@@ -544,12 +544,12 @@ def main(template_path, samconfig_path):
 
     # Callbacks (issue 22): outbox-dispatcher runs in the callback subnets (the NAT gateway's),
     # and beside it only events (live events, issue 29: its answers go to API Gateway's public
-    # Management API, which no VPC endpoint serves); every other Postgres function in the private
-    # ones; every function knows whether callbacks can leave (CALLBACKS_EGRESS from the base's
+    # Management API, which no VPC endpoint serves) and render (a replay_url is fetched from the
+    # internet, issue 32); every other Postgres function in the private ones; every function knows whether callbacks can leave (CALLBACKS_EGRESS from the base's
     # CallbackEgress).
     for name, fn in functions.items():
         vpc = fn["Properties"].get("VpcConfig", {})
-        if name in ("OutboxDispatcherFunction", "EventsFunction"):
+        if name in ("OutboxDispatcherFunction", "EventsFunction", "RenderFunction"):
             check(ref(vpc.get("SubnetIds")) == "CallbackSubnetIds"
                   and ref(vpc.get("SecurityGroupIds")) == "CallbackSecurityGroupIds",
                   f"{name}: in CallbackSubnetIds with CallbackSecurityGroupIds")

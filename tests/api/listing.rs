@@ -79,9 +79,12 @@ impl TestApp {
             assert_eq!(response.status(), StatusCode::OK, "{path}");
             let page: Value = response.json().await.unwrap();
             assert!(page.get("offset").is_none());
-            // Every page counts every match, the same on each.
+            // The first page counts every match; the later ones count nothing.
             let counted = (page["total"].as_u64(), page["total_capped"].as_bool());
-            assert_eq!(*total.get_or_insert(counted), counted, "{path}");
+            match total {
+                None => total = Some(counted),
+                Some(_) => assert_eq!(counted, (None, None), "{path}"),
+            }
             sizes.push(item_ids(&page).len());
             ids.extend(item_ids(&page));
             match page.get("next") {
@@ -484,14 +487,14 @@ async fn listing_reads_by_index_with_a_large_table() {
         );
     }
 
-    // A key with more jobs than the total counts: 10 000, capped, and no more read.
+    // A key with more jobs than the total counts: 1 000, capped, and no more read.
     let busy = key(&app).await;
-    app.insert_jobs(&busy.client(), 1, 10_050, "completed", 1.0, 0.01)
+    app.insert_jobs(&busy.client(), 1, 1_050, "completed", 1.0, 0.01)
         .await;
     let page = app.list_as(&busy, "?limit=1").await;
     assert_eq!(
         (&page["total"], &page["total_capped"]),
-        (&json!(10_000), &json!(true))
+        (&json!(1_000), &json!(true))
     );
 
     let (ids, _) = app.follow_pages(&me, "/v1/jobs?limit=10").await;

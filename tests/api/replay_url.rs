@@ -60,16 +60,16 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
     let app = TestApp::spawn(&[
         ("ALLOW_PRIVATE_CALLBACKS", "true"),
         ("MAX_REPLAY_BYTES", "30000"),
-        ("RATE_LIMIT_RENDER", "20/minute"),
-        ("MAX_ACTIVE_JOBS_PER_IP", "100"),
     ])
     .await;
+    let key = app.create_key("20/minute", 100).await;
     let replay = unique_replay();
     let host = replay_host(replay.clone()).await;
     let at = |path: &str| format!("http://{host}{path}");
     let ip = "203.0.113.100";
+    let render = |form| app.render_with(ip, &key.bearer, form);
 
-    let admitted = app.render(ip, url_form(&at("/replay.osr"), &[])).await;
+    let admitted = render(url_form(&at("/replay.osr"), &[])).await;
     assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(19));
     let job = accepted_job(admitted).await;
     let read = app.job(&job).await;
@@ -116,7 +116,7 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
             "replay_url_failed",
         ),
     ] {
-        let refused = app.render(ip, url_form(&at(path), &[])).await;
+        let refused = render(url_form(&at(path), &[])).await;
         assert!(
             header(&refused, "x-ratelimit-remaining").is_some(),
             "{path}"
@@ -126,7 +126,7 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
         assert!(!detail.contains("127.0.0.1:"), "{path}: {detail}");
     }
     let body = problem(
-        app.render(ip, url_form(&at("/missing"), &[])).await,
+        render(url_form(&at("/missing"), &[])).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "replay_url_failed",
     )
@@ -145,7 +145,7 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
         url_form("ftp://example.com/a.osr", &[]),
         url_form("not a url", &[]),
     ] {
-        let refused = app.render(ip, form).await;
+        let refused = render(form).await;
         assert_eq!(header(&refused, "x-ratelimit-remaining"), None);
         let body: Value = problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
         assert!(
@@ -154,6 +154,35 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
         );
     }
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+
+    // o!rdr's name works too; a blank URL beside a file is none.
+    let ordr = reqwest::multipart::Form::new().text("replayURL", at("/replay.osr"));
+    let refused = render(ordr).await;
+    // (The same replay: the first job is still queued.)
+    problem(refused, StatusCode::CONFLICT, "duplicate_replay").await;
+    let blank = render_form(unique_replay(), "a.osr", &[("replay_url", " ")]);
+    accepted_job(render(blank).await).await;
+
+    // Without a key the service fetches nothing for anyone: 401, before the rate limit.
+    let anonymous = app.render(ip, url_form(&at("/replay.osr"), &[])).await;
+    assert_eq!(header(&anonymous, "x-ratelimit-remaining"), None);
+    problem(anonymous, StatusCode::UNAUTHORIZED, "api_key_required").await;
+}
+
+/// A deployment without a way out (`CALLBACKS_EGRESS=false`) refuses a `replay_url` with the
+/// form, rather than time out fetching it.
+#[tokio::test]
+async fn a_deployment_without_a_way_out_refuses_replay_urls() {
+    let app = TestApp::spawn(&[("CALLBACKS_EGRESS", "false")]).await;
+    let key = app.create_key("20/minute", 100).await;
+    let form = url_form("https://cdn.example.com/a.osr", &[]);
+    let refused = app.render_with("203.0.113.102", &key.bearer, form).await;
+    assert_eq!(header(&refused, "x-ratelimit-remaining"), None);
+    let body = problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("upload the file"),
+        "{body}"
+    );
 }
 
 /// Without the development switch, a host that is or resolves to a private address is refused
@@ -161,6 +190,7 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
 #[tokio::test]
 async fn a_replay_url_may_not_reach_a_private_address() {
     let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("20/minute", 100).await;
     let host = replay_host(unique_replay()).await;
     for url in [
         format!("https://127.0.0.1:{}/replay.osr", host.port()),
@@ -168,7 +198,9 @@ async fn a_replay_url_may_not_reach_a_private_address() {
         "https://10.1.2.3/replay.osr".to_owned(),
         format!("http://127.0.0.1:{}/replay.osr", host.port()),
     ] {
-        let refused = app.render("203.0.113.101", url_form(&url, &[])).await;
+        let refused = app
+            .render_with("203.0.113.101", &key.bearer, url_form(&url, &[]))
+            .await;
         let status = refused.status();
         let body: Value = refused.json().await.unwrap();
         assert!(

@@ -66,17 +66,26 @@ impl FailureCode {
 
     /// A worker's code; one this service does not know is `render_failed`, so a newer worker
     /// never makes a report fail.
+    /// A worker's report: a code it may report, else `render_failed`.
     pub fn reported(text: &str) -> Self {
+        Some(Self::stored(text))
+            .filter(|code| code.reported_by_workers())
+            .unwrap_or(Self::RenderFailed)
+    }
+
+    /// A stored code (a worker's, or the janitor's `queue_expired`): one this code does not
+    /// know reads as `render_failed`.
+    pub fn stored(text: &str) -> Self {
         text.parse().unwrap_or(Self::RenderFailed)
     }
 
-    /// Whether submitting the same request again may render it: the failure was the
-    /// service's or a download's, not the replay's, beatmap's or skin's.
     /// Whether a worker reports it (all but `queue_expired`, the janitor's).
     pub fn reported_by_workers(self) -> bool {
         self != Self::QueueExpired
     }
 
+    /// Whether submitting the same request again may render it: the failure was the
+    /// service's or a download's, not the replay's, beatmap's or skin's.
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -100,7 +109,12 @@ mod tests {
     #[test]
     fn codes_round_trip_and_unknown_ones_are_render_failed() {
         for code in FailureCode::ALL {
-            assert_eq!(FailureCode::reported(code.as_str()), code);
+            assert_eq!(FailureCode::stored(code.as_str()), code);
+            let reported = FailureCode::reported(code.as_str());
+            match code.reported_by_workers() {
+                true => assert_eq!(reported, code),
+                false => assert_eq!(reported, FailureCode::RenderFailed, "the janitor's"),
+            }
         }
         assert_eq!(
             FailureCode::reported("gpu_on_fire"),

@@ -380,19 +380,20 @@ impl PageCursor {
 pub struct JobPage {
     pub jobs: Vec<JobRecord>,
     pub next: Option<PageCursor>,
-    /// How many of the client's jobs match the filters (the cursor aside), counted up to
-    /// `TOTAL_CAP + 1`: a bounded range of the listing's own index.
-    pub total: i64,
+    /// On the first page (no cursor): how many of the client's jobs match the filters, counted
+    /// up to `TOTAL_CAP + 1`, a bounded range of the listing's own index. `None` on later pages.
+    pub total: Option<i64>,
 }
 
 /// The most jobs a listing's `total` counts exactly: past it, `total` is `TOTAL_CAP` and
-/// `total_capped` is true, so the count costs at most this many index entries.
-pub const TOTAL_CAP: i64 = 10_000;
+/// `total_capped` is true, so the count costs at most this many index entries, once per
+/// listing (its first page).
+pub const TOTAL_CAP: i64 = 1_000;
 
 impl JobPage {
     /// From up to `limit + 1` rows in listing order (a row past the page means there is more)
     /// and the count of every match, up to `TOTAL_CAP + 1`.
-    pub fn from_rows(mut rows: Vec<JobRecord>, limit: i64, total: i64) -> Self {
+    pub fn from_rows(mut rows: Vec<JobRecord>, limit: i64, total: Option<i64>) -> Self {
         let limit = usize::try_from(limit).unwrap_or(0);
         let more = rows.len() > limit;
         rows.truncate(limit);
@@ -640,7 +641,7 @@ mod tests {
                 .map(|n| record(n, 1_000 - n as i64))
                 .collect::<Vec<_>>()
         };
-        let full = JobPage::from_rows(rows(), 2, 3);
+        let full = JobPage::from_rows(rows(), 2, Some(3));
         assert_eq!(full.jobs.len(), 2);
         let last = &full.jobs[1];
         assert_eq!(
@@ -650,9 +651,9 @@ mod tests {
                 id: last.id
             })
         );
-        let exact = JobPage::from_rows(rows(), 3, 3);
+        let exact = JobPage::from_rows(rows(), 3, Some(3));
         assert_eq!((exact.jobs.len(), exact.next), (3, None));
-        assert_eq!(JobPage::from_rows(Vec::new(), 20, 0).next, None);
+        assert_eq!(JobPage::from_rows(Vec::new(), 20, None).next, None);
     }
 
     #[test]

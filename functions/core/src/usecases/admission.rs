@@ -89,7 +89,11 @@ pub async fn submit_render<S: BodyStream>(
         Ok(valid) => valid,
         Err(rejection) => return Submission::refused(rejection),
     };
-    // A replay named by URL is fetched after the rate limit (by_url.rs), which it then spent.
+    // A replay named by URL is fetched after the rate limit (by_url.rs), which it then spent;
+    // a rehearsed 429 is answered before anything is fetched.
+    if form.settings.rehearsed == Some(sandbox::Refusal::RateLimited) {
+        return Submission::refused(rehearsed_rate_limit(app, caller));
+    }
     let (request, counted) = match form.replay {
         Replay::Uploaded(replay) => (form.settings.with(replay), None),
         Replay::At(url) => match by_url::fetch_replay(app, caller, &url).await {
@@ -113,7 +117,14 @@ pub async fn submit_render<S: BodyStream>(
         }),
     };
     match look(app, caller, &request.replay, &keyed).await {
-        Ok(Looked::Replay(response)) => Submission::replayed(response),
+        // A retry of a replay named by URL was counted (and fetched) before its key could be
+        // read: its hit is given back, as a retry spends none.
+        Ok(Looked::Replay(response)) => {
+            if let Some(spent) = counted {
+                spent.give_back(app).await;
+            }
+            Submission::replayed(response)
+        }
         Ok(Looked::Run(occupancy)) => admit(app, caller, request, occupancy, keyed, counted).await,
         Err(rejection) => refused_after(rejection, counted),
     }
@@ -196,7 +207,7 @@ async fn validate_request<S: BodyStream>(
 ) -> Result<ValidForm, Rejection> {
     let spec = render_form_spec(app);
     let form = read_form(spec, upload).await?;
-    let replay = match by_url::replay_url(app, &form)? {
+    let replay = match by_url::replay_url(app, caller, &form)? {
         Some(url) => Replay::At(url),
         None => {
             let file = check_file(form.file, &spec, ".osr")?;
@@ -484,6 +495,9 @@ async fn admit(
     if request.rehearsed == Some(sandbox::Refusal::RateLimited) {
         return refused_after(rehearsed_rate_limit(app, caller), counted);
     }
+    // A request counted before its replay was fetched keeps its hit whatever refuses it: the
+    // fetch was work done for it (so a client's fetches stay within its render limit).
+    let fetched = counted.is_some();
     let spent = match counted {
         Some(spent) => spent,
         None => match check_render_rate(app, caller).await {
@@ -495,7 +509,7 @@ async fn admit(
     // Waiting costs no quota: a refusal for the service's state gives the hits back (the
     // client's, its network's), so a client that honours Retry-After is not locked out.
     let rate = match &outcome {
-        Err(rejection) if rejection.is_the_services() => spent.give_back(app).await,
+        Err(rejection) if rejection.is_the_services() && !fetched => spent.give_back(app).await,
         _ => spent.rate,
     };
     Submission { outcome, rate }

@@ -143,8 +143,8 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
                     .map(|job| JobView::new(app, job, None))
                     .collect(),
                 limit: query.limit,
-                total: page.total.min(TOTAL_CAP),
-                total_capped: page.total > TOTAL_CAP,
+                total: page.total.map(|total| total.min(TOTAL_CAP)),
+                total_capped: page.total.map(|total| total > TOTAL_CAP),
                 next: next_cursor
                     .as_deref()
                     .map(|cursor| app.config.link(&next_path(query, cursor))),
@@ -255,10 +255,12 @@ impl ListParams {
 pub struct JobPage {
     items: Vec<JobView>,
     limit: i64,
-    /// How many of the caller's jobs match the filters, all pages together: exact up to
-    /// `TOTAL_CAP`; past it `TOTAL_CAP`, with `total_capped`.
-    total: i64,
-    total_capped: bool,
+    /// On the first page: how many of the caller's jobs match the filters, all pages
+    /// together: exact up to `TOTAL_CAP`; past it `TOTAL_CAP`, with `total_capped`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_capped: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -132,7 +132,10 @@ impl JobReads for MemoryDatabase {
                         .is_none_or(|md5| of("beatmap_md5").as_deref() == Some(md5.as_str()))
             })
             .collect();
-        let total = (matching.len() as i64).min(TOTAL_CAP + 1);
+        let total = query
+            .after
+            .is_none()
+            .then(|| (matching.len() as i64).min(TOTAL_CAP + 1));
         matching.retain(|j| {
             query
                 .after

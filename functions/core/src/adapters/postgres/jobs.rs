@@ -323,7 +323,7 @@ fn job_record(row: &Row) -> Result<JobRecord, StoreError> {
         wait,
         sandbox: row.get(11),
         replay: row.get(13),
-        error_code: row.get::<_, Option<&str>>(14).map(FailureCode::reported),
+        error_code: row.get::<_, Option<&str>>(14).map(FailureCode::stored),
         sequence: row.get(15),
         client_reference: row.get(16),
     };
@@ -530,14 +530,19 @@ impl JobReads for PgJobStore {
     async fn list(&self, client: &ClientKey, query: &JobQuery) -> Result<JobPage, StoreError> {
         let statement = PageStatement::new(client, query);
         let conn = db::checkout(&self.pool).await?;
-        // One round trip: the page and its count, pipelined on the connection.
+        // One round trip: the page and, on the first, its count, pipelined on the connection.
         let (params, count_params) = (statement.params(), statement.count_params());
-        let (rows, counted) = tokio::try_join!(
-            conn.query_typed(&statement.sql, &params),
-            conn.query_typed(&statement.count_sql, &count_params),
-        )?;
+        let count = async {
+            match query.after {
+                None => conn
+                    .query_typed(&statement.count_sql, &count_params)
+                    .await
+                    .map(|rows| Some(rows.first().map_or(0, |row| row.get::<_, i64>(0)))),
+                Some(_) => Ok(None),
+            }
+        };
+        let (rows, total) = tokio::try_join!(conn.query_typed(&statement.sql, &params), count)?;
         let rows = rows.iter().map(job_record).collect::<Result<_, _>>()?;
-        let total = counted.first().map_or(0, |row| row.get::<_, i64>(0));
         Ok(JobPage::from_rows(rows, query.limit, total))
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
-use crate::domain::form::{last_field, Form, TextValue, UploadedFile};
+use crate::domain::form::{Form, TextValue, UploadedFile};
 use crate::domain::job::JobId;
 use crate::ports::idempotency::Reply;
 use crate::ports::replays::FetchError;
@@ -18,18 +18,44 @@ use crate::usecases::request::{Spent, Submission};
 
 use super::{check_render_rate, check_replay, ReplayFile};
 
-/// The form field that names the replay by URL.
+/// The form field that names the replay by URL, and o!rdr's name of it.
 pub const REPLAY_URL_FIELD: &str = "replay_url";
+const ORDR_REPLAY_URL_FIELD: &str = "replayURL";
 
-/// Step 1 of a form that names its replay by URL: exactly one of `replay` (the file) and
-/// `replay_url`, and a URL the callbacks' rules allow. `None`: the form uploads its replay.
-pub(super) fn replay_url(app: &App, form: &Form) -> Result<Option<CallbackUrl>, Rejection> {
+/// Step 1 of a form that names its replay by URL (`replay_url` or o!rdr's `replayURL`, the last
+/// sent; a blank one is none): a key's request (as for `callback_url`, the service makes
+/// requests out only for clients it can hold to a quota), on a deployment with a way out,
+/// exactly one of `replay` (the file) and the URL, which the callbacks' rules allow. `None`: the
+/// form uploads its replay.
+pub(super) fn replay_url(
+    app: &App,
+    caller: &Caller,
+    form: &Form,
+) -> Result<Option<CallbackUrl>, Rejection> {
     let invalid = |reason: &str| Rejection::InvalidField(format!("{REPLAY_URL_FIELD}: {reason}"));
-    let text = match last_field(&form.fields, REPLAY_URL_FIELD) {
+    let sent = form
+        .fields
+        .iter()
+        .rev()
+        .find(|(name, _)| name == REPLAY_URL_FIELD || name == ORDR_REPLAY_URL_FIELD)
+        .map(|(_, value)| value);
+    let text = match sent {
         None => return Ok(None),
+        Some(TextValue::Text(text)) if text.trim().is_empty() => return Ok(None),
         Some(TextValue::Text(text)) => text,
         Some(_) => return Err(invalid("must be a URL of at most 1024 bytes")),
     };
+    if caller.key.is_none() {
+        return Err(Rejection::ApiKeyRequired(
+            "a `replay_url` needs `Authorization: Bearer <key>`: only a client with an API key \
+             can have the service fetch for it (without a key, upload the file)",
+        ));
+    }
+    if !app.config.callbacks_egress {
+        return Err(invalid(
+            "this deployment cannot fetch replays (no way out: CALLBACKS_EGRESS=false); upload the file",
+        ));
+    }
     if form.file.is_some() {
         return Err(invalid(
             "send exactly one of `replay` (the file) and `replay_url`",
