@@ -73,24 +73,37 @@ impl HttpCallbacks {
 
     fn client(&self) -> Result<&reqwest::Client, SendError> {
         let built = self.client.get_or_init(|| {
-            reqwest::Client::builder()
-                .dns_resolver(Arc::new(CheckedResolver {
-                    allow_private: self.allow_private,
-                }))
-                .redirect(reqwest::redirect::Policy::none())
-                // A proxy from the environment would make the connection, to addresses this
-                // resolver never checked.
-                .no_proxy()
-                .timeout(self.timeout)
-                .connect_timeout(self.timeout)
-                .user_agent(concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|error| format!("the HTTP client does not start: {error}"))
+            guarded_client(
+                self.timeout,
+                self.allow_private,
+                concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")),
+            )
         });
         built
             .as_ref()
             .map_err(|error| SendError::Failed(error.clone()))
     }
+}
+
+/// An HTTP client that reaches only what callbacks may: its resolver refuses what `is_public`
+/// refuses (and connects to the addresses it checked), no redirects, no proxy; `timeout` for
+/// the whole request, connection included. Also replay_fetch.rs's.
+pub(super) fn guarded_client(
+    timeout: Duration,
+    allow_private: bool,
+    user_agent: &'static str,
+) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(CheckedResolver { allow_private }))
+        .redirect(reqwest::redirect::Policy::none())
+        // A proxy from the environment would make the connection, to addresses this resolver
+        // never checked.
+        .no_proxy()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(user_agent)
+        .build()
+        .map_err(|error| format!("the HTTP client does not start: {error}"))
 }
 
 #[async_trait]
@@ -182,8 +195,8 @@ fn lookup_error(host: &str, error: &std::io::Error) -> SendError {
 }
 
 /// reqwest's resolver for callbacks: the system's, refusing what `is_public` refuses.
-pub(super) struct CheckedResolver {
-    pub(super) allow_private: bool,
+struct CheckedResolver {
+    allow_private: bool,
 }
 
 impl Resolve for CheckedResolver {

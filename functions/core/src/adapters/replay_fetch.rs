@@ -3,13 +3,13 @@
 //! not reach and connects to the addresses it checked; a literal address is checked first;
 //! redirects are not followed and no proxy is used. The body is streamed and cut at the cap.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 
-use super::callback_sender::{check_literal, send_error, CheckedResolver};
+use super::callback_sender::{check_literal, guarded_client, send_error};
 use crate::domain::callback::CallbackUrl;
 use crate::domain::deadline;
 use crate::ports::callbacks::SendError;
@@ -36,17 +36,11 @@ impl HttpReplays {
 
     fn client(&self) -> Result<&reqwest::Client, FetchError> {
         let built = self.client.get_or_init(|| {
-            reqwest::Client::builder()
-                .dns_resolver(Arc::new(CheckedResolver {
-                    allow_private: self.allow_private,
-                }))
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy()
-                .timeout(self.timeout)
-                .connect_timeout(self.timeout)
-                .user_agent(concat!("osurender-replays/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|error| format!("the HTTP client does not start: {error}"))
+            guarded_client(
+                self.timeout,
+                self.allow_private,
+                concat!("osurender-replays/", env!("CARGO_PKG_VERSION")),
+            )
         });
         built
             .as_ref()

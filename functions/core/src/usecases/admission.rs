@@ -107,7 +107,7 @@ pub async fn submit_render<S: BodyStream>(
     }
     let keyed = Keyed {
         request_hash: render_request_hash(&request),
-        claim: request.key.clone().map(|key| {
+        claim: request.settings.key.clone().map(|key| {
             Claim::new(
                 &caller.client,
                 RENDER_ENDPOINT,
@@ -157,8 +157,9 @@ struct RenderSettings {
     client_reference: Option<ClientReference>,
     key: Option<IdempotencyKey>,
     callback: Option<CallbackUrl>,
+    /// A sandbox key's request: how its job ends (`sandbox_outcome`); `None` for a real job.
     sandbox: Option<sandbox::Outcome>,
-    /// A sandbox request that rehearses a refusal (`sandbox_outcome=queue_full`, …).
+    /// A sandbox request that rehearses a refusal: answered as the live service would.
     rehearsed: Option<sandbox::Refusal>,
 }
 
@@ -166,12 +167,7 @@ impl RenderSettings {
     fn with(self, replay: ReplayFile) -> RenderRequest {
         RenderRequest {
             replay,
-            options: self.options,
-            client_reference: self.client_reference,
-            key: self.key,
-            callback: self.callback,
-            sandbox: self.sandbox,
-            rehearsed: self.rehearsed,
+            settings: self,
         }
     }
 }
@@ -183,17 +179,10 @@ struct Keyed {
     request_hash: RequestHash,
 }
 
-/// A request that passed steps 1–3.
+/// A request that passed steps 1–3 (and, named by URL, its replay's fetch and checks).
 struct RenderRequest {
     replay: ReplayFile,
-    options: RenderOptions,
-    client_reference: Option<ClientReference>,
-    key: Option<IdempotencyKey>,
-    callback: Option<CallbackUrl>,
-    /// A sandbox key's request: how its job ends (`sandbox_outcome`); `None` for a real job.
-    sandbox: Option<sandbox::Outcome>,
-    /// A sandbox request that rehearses a refusal: answered as the live service would.
-    rehearsed: Option<sandbox::Refusal>,
+    settings: RenderSettings,
 }
 
 /// Steps 1–3, the key's format and the callback URL's form: stateless, so a request refused
@@ -413,18 +402,18 @@ fn truncate(name: &str) -> &str {
 /// The same replay with the same options (and callback) is the same request, however the
 /// form was framed. (Without a callback, the hash is what it was before callbacks existed.)
 fn render_request_hash(request: &RenderRequest) -> RequestHash {
-    let options = serde_json::to_vec(&request.options).expect("options serialize");
+    let options = serde_json::to_vec(&request.settings.options).expect("options serialize");
     let mut parts: Vec<&[u8]> = vec![request.replay.sha256.as_bytes(), &options[..]];
-    if let Some(callback) = &request.callback {
+    if let Some(callback) = &request.settings.callback {
         parts.push(callback.as_str().as_bytes());
     }
-    if let Some(reference) = &request.client_reference {
+    if let Some(reference) = &request.settings.client_reference {
         parts.push(b"client_reference=");
         parts.push(reference.as_str().as_bytes());
     }
     // A sandbox job that fails is another request than one that completes; the default
     // leaves the hash as it was before the field existed (and `failed` as it was since).
-    let failure = match request.sandbox.and_then(sandbox::Outcome::failure) {
+    let failure = match request.settings.sandbox.and_then(sandbox::Outcome::failure) {
         Some(sandbox::SAMPLE_FAILURE_CODE) => Some("failed"),
         other => other.map(FailureCode::as_str),
     };
@@ -492,7 +481,7 @@ async fn admit(
         let retry_after = left.as_secs_f64().ceil() as u64;
         return refused_after(Rejection::ReplayFailedRecently { retry_after }, counted);
     }
-    if request.rehearsed == Some(sandbox::Refusal::RateLimited) {
+    if request.settings.rehearsed == Some(sandbox::Refusal::RateLimited) {
         return refused_after(rehearsed_rate_limit(app, caller), counted);
     }
     // A request counted before its replay was fetched keeps its hit whatever refuses it: the
@@ -523,7 +512,7 @@ async fn admit_counted(
     occupancy: Occupancy,
     keyed: Keyed,
 ) -> Result<Reply<JobId>, Rejection> {
-    match request.rehearsed {
+    match request.settings.rehearsed {
         Some(sandbox::Refusal::QueueFull) => {
             let retry_after = sandbox::REHEARSED_QUEUE_WAIT.as_secs();
             return Err(Rejection::QueueFull { retry_after });
@@ -535,10 +524,10 @@ async fn admit_counted(
         _ => {}
     }
     // The skin's registry row: after the rate limit, which bounds these reads (DESIGN.md §2).
-    skins::check_renderable(app, &request.options.skin).await?;
+    skins::check_renderable(app, &request.settings.options.skin).await?;
     // Step 5a, with the capacity steps: a paused intake inserts and stores nothing.
     check_intake_open(app, caller).await?;
-    if let Some(url) = &request.callback {
+    if let Some(url) = &request.settings.callback {
         check_callback_host(app, url).await?;
     }
     enqueue(app, caller, request, occupancy, keyed).await
@@ -636,10 +625,14 @@ async fn store_and_admit(
 ) -> Result<JobId, Rejection> {
     let RenderRequest {
         replay,
-        options,
-        client_reference,
-        callback,
-        ..
+        settings:
+            RenderSettings {
+                options,
+                client_reference,
+                callback,
+                sandbox,
+                ..
+            },
     } = request;
     let client = &caller.client;
     let id = JobId::new();
@@ -658,7 +651,7 @@ async fn store_and_admit(
             let response = admitted_response(&app.config, id);
             (claim, response)
         }),
-        sandbox: request.sandbox,
+        sandbox,
         callback,
         cost: RenderCost::of(replay.info.length_ms, app.config.render_overhead),
         weight: fair_weight(app, caller),
