@@ -4,24 +4,11 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::app::{
+    accepted_job, header, invalid_param_names, problem, within_one_minute, TestApp,
+};
 use crate::support::callbacks::{sweep_callbacks, Receiver};
 use crate::support::replays::{render_form, unique_replay, valid_form};
-
-/// Waits, if needed, for a minute with 20 s left: the requests that follow count in one
-/// minute's windows.
-async fn within_one_minute() {
-    let into_minute = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        % 60;
-    if into_minute > 40 {
-        tokio::time::sleep(Duration::from_secs(61 - into_minute)).await;
-    }
-}
 
 /// The first callback can arrive before the bot has stored the job id: the reference it chose
 /// is in every callback, every read, every list item and every live event of the job.
@@ -91,13 +78,11 @@ async fn a_bad_client_reference_is_listed_with_the_other_bad_fields() {
             "invalid_field",
         )
         .await;
-        let names: Vec<&str> = body["invalid_params"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["show_pp_counter", "client_reference"], "{body}");
+        assert_eq!(
+            invalid_param_names(&body),
+            ["show_pp_counter", "client_reference"],
+            "{body}"
+        );
     }
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
 }

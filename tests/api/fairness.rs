@@ -4,14 +4,12 @@
 //! own client, and the capacity counts that every admission reads are kept exact in one row
 //! (checked against `count(*)`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use futures_util::future::join_all;
 use osurender_core::usecases::janitor;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::app::{header, problem, TestApp, UNSET};
+use crate::support::app::{header, problem, within_one_minute, TestApp, UNSET};
 use crate::support::replays::{fixture, render_form, valid_form};
 
 /// The network limits at their defaults (the test harness raises them elsewhere).
@@ -57,14 +55,7 @@ impl TestApp {
     /// One fresh replay from each of `clients`, all at once, within one minute's windows: a
     /// storm that straddled two would see the windows it counts start again mid-way.
     async fn storm_from(&self, clients: &[String]) -> Vec<Answer> {
-        let into_minute = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            % 60;
-        if into_minute > 40 {
-            tokio::time::sleep(Duration::from_secs(61 - into_minute)).await;
-        }
+        within_one_minute().await;
         join_all(
             clients
                 .iter()

@@ -10,7 +10,7 @@ use osurender_core::domain::entitlement::{DeniedOptions, Entitlements};
 use osurender_core::domain::key::{KeyKind, KeyLimits};
 use osurender_core::domain::render::{OptionKind, RenderOptions};
 
-use crate::support::app::{accepted_job, problem, TestApp};
+use crate::support::app::{accepted_job, invalid_param_names, problem, TestApp};
 use crate::support::replays::{render_form, unique_replay};
 
 /// A value of `kind` that is not its default, as a form sends it, and as `config` shows it.
@@ -100,14 +100,8 @@ async fn every_bad_option_is_listed_under_the_name_it_was_sent_as() {
         "invalid_field",
     )
     .await;
-    let names: Vec<&str> = body["invalid_params"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        names,
+        invalid_param_names(&body),
         [
             "showPPCounter",
             "music_volume",

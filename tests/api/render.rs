@@ -50,19 +50,7 @@ async fn admits_a_valid_replay_and_records_job_outbox_and_object() {
         .get(0);
     assert_eq!(payload_job, job_id);
     assert_eq!(app.replay_objects().await, vec![replay_key.clone()]);
-    let stored = app
-        .s3
-        .get_object()
-        .bucket(&app.bucket)
-        .key(&replay_key)
-        .send()
-        .await
-        .unwrap()
-        .body
-        .collect()
-        .await
-        .unwrap()
-        .into_bytes();
+    let stored = app.replay_object(&replay_key).await;
     assert_eq!(&stored[..], &fixture("valid_0.osr")[..]);
 }
 

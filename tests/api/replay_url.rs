@@ -15,7 +15,8 @@ use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::replays::{fixture, render_form, unique_replay};
 
 /// A replay host on loopback: `/replay.osr` (a valid replay), `/big` (past the cap, declared),
-/// `/streamed-big` (past the cap, no length), `/empty`, `/junk`, `/moved` (a redirect to
+/// `/streamed-big` (past the cap, no length), `/empty`, `/slow` (no answer for 20 s), `/junk`,
+/// `/moved` (a redirect to
 /// `/replay.osr`); anything else is 404.
 async fn replay_host(replay: Vec<u8>) -> SocketAddr {
     let big = vec![0u8; 40_000];
@@ -30,6 +31,13 @@ async fn replay_host(replay: Vec<u8>) -> SocketAddr {
             }),
         )
         .route("/empty", get(|| async { Vec::<u8>::new() }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+                Vec::<u8>::new()
+            }),
+        )
         .route("/junk", get(|| async { b"not a replay".to_vec() }))
         .route(
             "/moved",
@@ -76,19 +84,7 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
     assert_eq!(read["status"], "queued");
     assert!(read["replay"]["player"].is_string(), "{read}");
     // The stored replay is the bytes fetched.
-    let stored = app
-        .s3
-        .get_object()
-        .bucket(&app.bucket)
-        .key(format!("replays/{job}.osr"))
-        .send()
-        .await
-        .unwrap()
-        .body
-        .collect()
-        .await
-        .unwrap()
-        .into_bytes();
+    let stored = app.replay_object(&format!("replays/{job}.osr")).await;
     assert_eq!(&stored[..], &replay[..]);
 
     // Every failure names the URL's problem, never an address; each spent its hit.
@@ -111,12 +107,23 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
             "replay_url_failed",
         ),
         (
+            "/slow",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "replay_url_failed",
+        ),
+        (
             "/missing",
             StatusCode::UNPROCESSABLE_ENTITY,
             "replay_url_failed",
         ),
     ] {
+        // A host that does not answer is given up within the fetch's 5 s, inside the deadline.
+        let started = std::time::Instant::now();
         let refused = render(url_form(&at(path), &[])).await;
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "{path}"
+        );
         assert!(
             header(&refused, "x-ratelimit-remaining").is_some(),
             "{path}"

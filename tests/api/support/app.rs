@@ -308,6 +308,22 @@ impl TestApp {
             .collect()
     }
 
+    /// The bytes stored under `key` in the replay bucket.
+    pub async fn replay_object(&self, key: &str) -> bytes::Bytes {
+        self.s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap()
+            .body
+            .collect()
+            .await
+            .unwrap()
+            .into_bytes()
+    }
+
     /// The keys of the replay bucket's objects.
     pub async fn replay_objects(&self) -> Vec<String> {
         self.objects("").await
@@ -394,4 +410,27 @@ pub fn python_lock_id(client_ip: &str) -> i64 {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(client_ip.as_bytes());
     i64::from_le_bytes(digest[..8].try_into().unwrap())
+}
+
+/// A 422's `invalid_params` names, in order.
+pub fn invalid_param_names(problem: &serde_json::Value) -> Vec<&str> {
+    problem["invalid_params"]
+        .as_array()
+        .expect("invalid_params")
+        .iter()
+        .map(|param| param["name"].as_str().expect("a name"))
+        .collect()
+}
+
+/// Waits, if needed, for a minute with 20 s left: requests sent next count in one minute's
+/// windows (a burst that straddled two would see its windows start again mid-way).
+pub async fn within_one_minute() {
+    let into_minute = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60;
+    if into_minute > 40 {
+        tokio::time::sleep(Duration::from_secs(61 - into_minute)).await;
+    }
 }

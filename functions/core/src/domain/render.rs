@@ -124,10 +124,6 @@ impl Resolution {
 pub struct Percent(u8);
 
 impl Percent {
-    pub const fn new(value: u8) -> Self {
-        Self(if value > 100 { 100 } else { value })
-    }
-
     pub fn get(self) -> u8 {
         self.0
     }
@@ -141,10 +137,6 @@ pub struct CursorSize(f64);
 impl CursorSize {
     pub const MIN: f64 = 0.5;
     pub const MAX: f64 = 2.0;
-
-    pub fn get(self) -> f64 {
-        self.0
-    }
 }
 
 /// What an option takes, with its default: what the README's table and the spec show.
@@ -488,7 +480,7 @@ fn parse_bg_dim(value: &str) -> Result<Percent, FieldError> {
         .parse::<f64>()
         .ok()
         .filter(|dim| (0.0..=1.0).contains(dim))
-        .map(|dim| Percent::new((dim * 100.0).round() as u8))
+        .map(|dim| Percent((dim * 100.0).round() as u8))
         .ok_or_else(|| FieldError::new("bg_dim", "must be a number from 0 to 1"))
 }
 
