@@ -8,7 +8,7 @@ use osurender_core::usecases::janitor;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::app::{accepted_job, header, problem, within_one_minute, TestApp};
 use crate::support::callbacks::sweep_callbacks;
 use crate::support::keys::TestKey;
 use crate::support::replays::{render_form, unique_replay, valid_form};
@@ -395,6 +395,8 @@ async fn a_sandbox_keys_schedules_keep_to_the_pending_callback_bound() {
 async fn a_sandbox_key_rehearses_every_failure_and_the_services_refusals() {
     let app = TestApp::spawn(&[]).await;
     let key = sandbox_key(&app, "60/minute", 100).await;
+    // The key's window counts in minutes: the test's 11 s fall in one.
+    within_one_minute().await;
     let ip = "198.51.100.145";
     let codes = [
         "skin_not_found",
