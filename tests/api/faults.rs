@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use osurender_core::usecases::policy::cache::RETRY_AFTER_FAILURE;
+use osurender_core::support::refreshed::RETRY_AFTER_FAILURE;
 use osurender_testkit::proxy::Fault;
 use reqwest::{Response, StatusCode};
 

@@ -5,4 +5,5 @@ pub mod config;
 pub mod estimate;
 pub mod metrics;
 pub mod problem;
+pub mod refreshed;
 pub mod telemetry;

@@ -7,14 +7,14 @@
 //! one round trip each per interval per instance. The body names each dependency with `ok` or
 //! `unavailable`; why one failed is logged, never shown to an unauthenticated caller.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 use crate::ports::health::Dependency;
+use crate::support::refreshed::{Refresh, Refreshed, WhileLoading};
 
 /// Well below a load balancer's or API Gateway's patience, well above a healthy round trip.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -25,33 +25,31 @@ pub type Checks = Arc<[(&'static str, bool)]>;
 /// An instance's dependencies and its last probe of them.
 pub struct HealthCheck {
     dependencies: Vec<Arc<dyn Dependency>>,
-    interval: Duration,
-    /// When the last probe started, and what it found. An async lock: requests that find the
-    /// answer stale wait for one probe, not one each.
-    last: Mutex<Option<(Instant, Checks)>>,
+    /// The last probe's answer: requests that find it stale wait for one probe, not one each.
+    last: Refreshed<Checks>,
 }
 
 impl HealthCheck {
     pub fn new(dependencies: Vec<Arc<dyn Dependency>>, interval: Duration) -> Self {
+        let refresh = Refresh {
+            ttl: interval,
+            // A probe cannot fail: each failed check is part of its answer.
+            retry_after_failure: interval,
+            while_loading: WhileLoading::Wait,
+        };
         Self {
             dependencies,
-            interval,
-            last: Mutex::default(),
+            last: Refreshed::new(refresh),
         }
     }
 
     /// The last probe's answer if it started less than the interval ago, else a new probe's.
     pub async fn checks(&self) -> Checks {
-        let mut last = self.last.lock().await;
-        if let Some((started, checks)) = last.as_ref() {
-            if started.elapsed() < self.interval {
-                return checks.clone();
-            }
-        }
-        let started = Instant::now();
-        let checks: Checks = self.probe().await.into();
-        *last = Some((started, checks.clone()));
-        checks
+        let probed = self
+            .last
+            .get(|| async { Ok::<_, Infallible>(self.probe().await.into()) })
+            .await;
+        probed.unwrap_or_default()
     }
 
     /// Every dependency's check, at once, each within `CHECK_TIMEOUT`. Why one failed is

@@ -5,17 +5,16 @@
 //! from the first request that needs it; at most once per `SECRET_REFRESH_INTERVAL` and one
 //! read at a time, so a flood of wrong values cannot become a flood of Secrets Manager calls.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 use crate::domain::deadline;
 use crate::ports::secrets::{SecretStore, SecretVersions};
 use crate::support::config::{SecretSource, MIN_SECRET_BYTES};
+use crate::support::refreshed::{Refresh, Refreshed, WhileLoading};
 
 /// After a failed read, the next may come this soon (or at the refresh interval if sooner):
 /// an instance that could not read its secret answers 503 until it can.
@@ -28,88 +27,71 @@ pub struct SecretUnavailable;
 
 /// A secret's accepted values, shared by every request of the instance (cheap to clone).
 #[derive(Clone)]
-pub struct RotatingSecret(Arc<Inner>);
+pub struct RotatingSecret(Arc<Values>);
 
-struct Inner {
-    known: RwLock<Arc<Known>>,
-    stored: Option<Stored>,
-}
+/// The values accepted now: the current one, and the previous one if any.
+type Accepted = Arc<Vec<Vec<u8>>>;
 
-/// The values accepted now; `generation` counts the reads that installed them.
-#[derive(Default)]
-struct Known {
-    generation: u64,
-    values: Vec<Vec<u8>>,
-}
-
-struct Stored {
-    id: String,
-    store: Arc<dyn SecretStore>,
-    refresh_every: Duration,
-    /// When the next read may start; the lock makes reads single-flight.
-    next_read: Mutex<Option<Instant>>,
+enum Values {
+    /// From the environment, checked by the configuration.
+    Fixed(Accepted),
+    /// In Secrets Manager: read again on a value neither known one accepts, at most once per
+    /// refresh interval.
+    Stored {
+        id: String,
+        store: Arc<dyn SecretStore>,
+        read: Refreshed<Accepted>,
+    },
 }
 
 impl RotatingSecret {
-    /// The secret `source` names, read from `store` when it is stored there. Values from the
-    /// environment were checked by the configuration.
+    /// The secret `source` names, read from `store` when it is stored there.
     pub fn new(
         source: &SecretSource,
         store: Arc<dyn SecretStore>,
         refresh_every: Duration,
     ) -> Self {
-        let (known, stored) = match source {
-            SecretSource::Fixed { current, previous } => {
-                let values = std::iter::once(current)
+        Self(Arc::new(match source {
+            SecretSource::Fixed { current, previous } => Values::Fixed(Arc::new(
+                std::iter::once(current)
                     .chain(previous)
                     .map(|value| value.as_bytes().to_vec())
-                    .collect();
-                (
-                    Known {
-                        generation: 0,
-                        values,
-                    },
-                    None,
-                )
-            }
-            SecretSource::Stored(id) => (
-                Known::default(),
-                Some(Stored {
-                    id: id.clone(),
-                    store,
-                    refresh_every,
-                    next_read: Mutex::new(None),
+                    .collect(),
+            )),
+            SecretSource::Stored(id) => Values::Stored {
+                id: id.clone(),
+                store,
+                read: Refreshed::new(Refresh {
+                    ttl: refresh_every,
+                    retry_after_failure: refresh_every.min(RETRY_FAILED_READ),
+                    while_loading: WhileLoading::Wait,
                 }),
-            ),
-        };
-        Self(Arc::new(Inner {
-            known: RwLock::new(Arc::new(known)),
-            stored,
+            },
         }))
     }
 
     /// Reads a stored secret now (at cold start, before the first request needs it). A failure
     /// is logged, and the first request that needs the secret tries again.
     pub async fn read(&self) {
-        self.refresh(self.known().generation).await;
+        self.accepted().await;
     }
 
     /// Whether `accepts` holds for the current or the previous value. When neither does and
     /// the secret is stored, it is read again first if that is due. `SecretUnavailable` when no
     /// value is known.
     pub async fn check(&self, accepts: impl Fn(&[u8]) -> bool) -> Result<bool, SecretUnavailable> {
-        let known = self.known();
-        if known.values.iter().any(|value| accepts(value)) {
+        let accepted_by = |values: &Accepted| values.iter().any(|value| accepts(value));
+        let last = match &*self.0 {
+            Values::Fixed(values) => return Ok(accepted_by(values)),
+            Values::Stored { read, .. } => read.last(),
+        };
+        if last.as_ref().is_some_and(accepted_by) {
             return Ok(true);
         }
-        if self.0.stored.is_some() && self.refresh(known.generation).await {
-            return Ok(self.known().values.iter().any(|value| accepts(value)));
-        }
-        if known.values.is_empty() {
-            Err(SecretUnavailable)
-        } else {
-            Ok(false)
-        }
+        self.accepted()
+            .await
+            .map(|values| accepted_by(&values))
+            .ok_or(SecretUnavailable)
     }
 
     /// Whether `presented` is the current or the previous value, compared in constant time.
@@ -120,58 +102,30 @@ impl RotatingSecret {
             .await
     }
 
-    fn known(&self) -> Arc<Known> {
-        self.0
-            .known
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-
-    /// Reads the stored secret again unless another read got newer values since `seen` (then
-    /// those are the answer) or one started less than the refresh interval ago. Whether the
-    /// values changed since `seen`. Waiters queue behind the read in progress, so concurrent
-    /// misses cost one read.
-    async fn refresh(&self, seen: u64) -> bool {
-        let Some(stored) = &self.0.stored else {
-            return false;
+    /// The values accepted now, read again if that is due; `None` while no read has succeeded.
+    async fn accepted(&self) -> Option<Accepted> {
+        let (id, store, read) = match &*self.0 {
+            Values::Fixed(values) => return Some(values.clone()),
+            Values::Stored { id, store, read } => (id, store, read),
         };
-        let mut next_read = stored.next_read.lock().await;
-        if self.known().generation != seen {
-            return true;
-        }
-        let now = Instant::now();
-        if next_read.is_some_and(|at| now < at) {
-            return false;
-        }
-        // Counted before it starts: a read cut short by the request's deadline still waits its turn.
-        *next_read = Some(now + stored.refresh_every);
-        let read = deadline::within(stored.store.versions(&stored.id)).await;
-        match read
-            .map_err(|expired| expired.to_string())
-            .and_then(|read| {
-                read.map_err(|error| error.message().to_owned())
-                    .and_then(usable)
-            }) {
-            Ok(values) => {
-                let mut known = self
-                    .0
-                    .known
-                    .write()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                *known = Arc::new(Known {
-                    generation: known.generation + 1,
-                    values,
-                });
-                tracing::info!(secret = %stored.id, "secret read");
-                true
+        read.get(|| async {
+            let versions = deadline::within(store.versions(id))
+                .await
+                .map_err(|expired| expired.to_string())
+                .and_then(|read| read.map_err(|error| error.message().to_owned()))
+                .and_then(usable);
+            match versions {
+                Ok(values) => {
+                    tracing::info!(secret = %id, "secret read");
+                    Ok(Arc::new(values))
+                }
+                Err(error) => {
+                    tracing::error!(secret = %id, %error, "reading a secret failed");
+                    Err(error)
+                }
             }
-            Err(error) => {
-                *next_read = Some(now + stored.refresh_every.min(RETRY_FAILED_READ));
-                tracing::error!(secret = %stored.id, %error, "reading a secret failed");
-                false
-            }
-        }
+        })
+        .await
     }
 }
 

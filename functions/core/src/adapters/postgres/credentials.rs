@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::Connect;
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
 
 use crate::ports::StoreError;
+use crate::support::refreshed::{Refresh, Refreshed, WhileLoading};
 
 /// The secret is read again on a refusal at most this often.
 pub const REREAD_INTERVAL: Duration = Duration::from_secs(10);
@@ -54,9 +53,8 @@ pub struct RotatingCredentials(Arc<Inner>);
 struct Inner {
     current: RwLock<(u64, Credentials)>,
     source: Arc<dyn CredentialSource>,
-    reread_every: Duration,
-    /// The last read: when, and what it found. The lock makes reads single-flight.
-    last_read: Mutex<Option<(Instant, Vec<Credentials>)>>,
+    /// What the last read of the source found.
+    found: Refreshed<Vec<Credentials>>,
 }
 
 /// Did the server refuse these credentials (rather than fail otherwise)? `28P01` a wrong
@@ -81,8 +79,11 @@ impl RotatingCredentials {
         Self(Arc::new(Inner {
             current: RwLock::new((0, initial)),
             source,
-            reread_every,
-            last_read: Mutex::new(None),
+            found: Refreshed::new(Refresh {
+                ttl: reread_every,
+                retry_after_failure: reread_every,
+                while_loading: WhileLoading::Wait,
+            }),
         }))
     }
 
@@ -138,25 +139,20 @@ impl RotatingCredentials {
     /// another connection has changed them meanwhile; else what a read of the source finds,
     /// or, within `reread_every` of the last read, what that one found.
     async fn candidates_after(&self, generation: u64, tried: &Credentials) -> Vec<Credentials> {
-        let mut last_read = self.0.last_read.lock().await;
         let (now_generation, now) = self.generation();
         if now_generation != generation {
             return vec![now].into_iter().filter(|c| c != tried).collect();
         }
-        let found = match &*last_read {
-            Some((at, found)) if at.elapsed() < self.0.reread_every => found.clone(),
-            _ => {
-                let found = match self.0.source.candidates().await {
-                    Ok(found) => found,
-                    Err(error) => {
-                        tracing::error!(%error, "could not re-read the database secret");
-                        Vec::new()
-                    }
-                };
-                *last_read = Some((Instant::now(), found.clone()));
-                found
-            }
-        };
+        let found = self
+            .0
+            .found
+            .get(|| async {
+                self.0.source.candidates().await.inspect_err(|error| {
+                    tracing::error!(%error, "could not re-read the database secret");
+                })
+            })
+            .await
+            .unwrap_or_default();
         let mut candidates: Vec<Credentials> = Vec::new();
         for candidate in found {
             if candidate != *tried && !candidates.contains(&candidate) {

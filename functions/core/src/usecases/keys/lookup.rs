@@ -31,6 +31,7 @@ use crate::domain::key::{ApiKey, KeyHash, MalformedKey};
 use crate::ports::keys::{KeyRecord, KeyStore, MAX_LIVE_HASHES};
 use crate::ports::StoreError;
 use crate::support::problem::Rejection;
+use crate::support::refreshed::{Refresh, Refreshed, WhileLoading, RETRY_AFTER_FAILURE};
 
 /// Keys found, kept per instance: far more than one instance serves within a cache TTL (`API_KEY_CACHE_TTL`).
 pub const MAX_KNOWN: usize = 10_000;
@@ -39,9 +40,6 @@ pub const MAX_UNKNOWN: usize = 1_000;
 /// How old the instance's list of live keys may be when a refused gate consults it: one
 /// listing of the table per this long per instance at most, whatever the flood.
 pub const LIVE_KEYS_REFRESH: Duration = Duration::from_secs(10);
-/// How soon a failed load of the list is tried again: the keys the list misses meanwhile are
-/// refused with their gate, so a blip should not shut them out for a whole refresh.
-pub const LIVE_KEYS_RETRY: Duration = Duration::from_secs(1);
 
 /// Why a request's key is refused.
 #[derive(Debug, thiserror::Error)]
@@ -68,16 +66,9 @@ pub struct KeyLookup {
     ttl: Duration,
     known: Mutex<HashMap<KeyHash, (KeyRecord, Instant)>>,
     unknown: Mutex<HashMap<KeyHash, Instant>>,
-    /// An async lock: the lookups that find the list stale wait for one reload, not one each.
-    live: tokio::sync::Mutex<LiveKeys>,
-}
-
-/// The hashes of the keys not revoked, as of the last successful load; reloaded from
-/// `stale_at` on (`LIVE_KEYS_REFRESH` after a load, `LIVE_KEYS_RETRY` after a failed one).
-#[derive(Default)]
-struct LiveKeys {
-    stale_at: Option<Instant>,
-    hashes: HashSet<KeyHash>,
+    /// The hashes of the keys not revoked, as of the last successful load: the lookups that
+    /// find the list stale wait for one reload, not one each.
+    live: Refreshed<Arc<HashSet<KeyHash>>>,
 }
 
 impl KeyLookup {
@@ -88,7 +79,11 @@ impl KeyLookup {
             ttl,
             known: Mutex::default(),
             unknown: Mutex::default(),
-            live: tokio::sync::Mutex::default(),
+            live: Refreshed::new(Refresh {
+                ttl: LIVE_KEYS_REFRESH,
+                retry_after_failure: RETRY_AFTER_FAILURE,
+                while_loading: WhileLoading::Wait,
+            }),
         }
     }
 
@@ -158,33 +153,26 @@ impl KeyLookup {
     }
 
     /// Whether `hash` was a key not revoked at the list's last load, reloading a stale list
-    /// first. A failed load keeps the old list for `LIVE_KEYS_RETRY`: the keys it misses are
-    /// refused with their gate meanwhile.
+    /// first. A failed load keeps the old list for `RETRY_AFTER_FAILURE`: the keys it misses
+    /// are refused with their gate meanwhile.
     async fn is_live(&self, hash: &KeyHash) -> bool {
-        let mut live = self.live.lock().await;
-        let now = Instant::now();
-        if live.stale_at.is_none_or(|stale_at| now >= stale_at) {
-            match self.store.live_hashes(MAX_LIVE_HASHES).await {
-                Ok(hashes) => {
-                    if hashes.len() >= MAX_LIVE_HASHES {
-                        // The keys left out are refused with their gate like unknown ones:
-                        // whoever operates this many keys should raise the bound.
-                        tracing::warn!(
-                            limit = MAX_LIVE_HASHES,
-                            "the list of live API keys reached its limit; the keys beyond it \
-                             are refused when their address's or network's lookups are spent"
-                        );
-                    }
-                    live.hashes = hashes.into_iter().collect();
-                    live.stale_at = Some(now + LIVE_KEYS_REFRESH);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "listing the live API keys failed");
-                    live.stale_at = Some(now + LIVE_KEYS_RETRY);
-                }
+        let live = self.live.get(|| async {
+            let hashes =
+                self.store.live_hashes(MAX_LIVE_HASHES).await.inspect_err(
+                    |error| tracing::warn!(%error, "listing the live API keys failed"),
+                )?;
+            if hashes.len() >= MAX_LIVE_HASHES {
+                // The keys left out are refused with their gate like unknown ones: whoever
+                // operates this many keys should raise the bound.
+                tracing::warn!(
+                    limit = MAX_LIVE_HASHES,
+                    "the list of live API keys reached its limit; the keys beyond it are \
+                     refused when their address's or network's lookups are spent"
+                );
             }
-        }
-        live.hashes.contains(hash)
+            Ok::<_, StoreError>(Arc::new(hashes.into_iter().collect()))
+        });
+        live.await.is_some_and(|hashes| hashes.contains(hash))
     }
 }
 

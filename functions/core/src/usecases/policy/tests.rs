@@ -3,10 +3,11 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use super::cache::{PolicyCache, RETRY_AFTER_FAILURE};
+use super::cache::PolicyCache;
 use crate::adapters::memory::MemoryPolicy;
 use crate::domain::policy::{BanTarget, PlayerName, Policy};
 use crate::ports::policy::{NewBan, PolicyStore};
+use crate::support::refreshed::RETRY_AFTER_FAILURE;
 
 const TTL: Duration = Duration::from_secs(30);
 

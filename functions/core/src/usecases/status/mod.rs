@@ -30,7 +30,6 @@ pub enum Intake {
     Paused,
 }
 
-/// The answer.
 #[derive(Debug, Serialize)]
 pub struct ServiceStatus {
     intake: Intake,
@@ -62,10 +61,7 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
         .status
         .reading(app.admissions.as_ref())
         .await
-        .map_err(|error| {
-            tracing::error!(%error, "status read failed");
-            Rejection::DatabaseUnavailable
-        })?;
+        .ok_or(Rejection::DatabaseUnavailable)?;
     let policy = current_policy(app).await?;
     let (intake, pause_reason) = match &policy.pause {
         None => (Intake::Open, None),
@@ -150,7 +146,7 @@ mod tests {
             assert!(service_status(&app).await.is_err(), "no reading yet: 503");
         }
         assert_eq!(reads(), 1, "one failed read, then none within a second");
-        tokio::time::advance(board::RETRY_AFTER_FAILURE).await;
+        tokio::time::advance(crate::support::refreshed::RETRY_AFTER_FAILURE).await;
         memory.database.fail_overview(false);
         let good = service_status(&app).await.unwrap();
         assert_eq!(reads(), 1);

@@ -202,7 +202,7 @@ async fn a_failed_load_of_the_live_list_is_retried_after_the_retry_delay() {
     store.set_down(true);
     assert!(lookup.authenticate(&bearer(&key), spent()).await.is_err());
     store.set_down(false);
-    tokio::time::advance(LIVE_KEYS_RETRY - Duration::from_millis(1)).await;
+    tokio::time::advance(RETRY_AFTER_FAILURE - Duration::from_millis(1)).await;
     assert!(matches!(
         lookup.authenticate(&bearer(&key), spent()).await,
         Err(KeyRefusal::Held(_))
