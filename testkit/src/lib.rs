@@ -1,4 +1,4 @@
-//! What the workspace's test crates share, in one place (each was once copied per crate):
+//! What the workspace's test crates share, in one place:
 //!
 //! - `stack`: where the local stack of `infra/up.sh` listens (PostgreSQL, the AWS stand-in),
 //!   unless the environment says otherwise, and the SDK configuration of the stand-in;

@@ -60,7 +60,6 @@ impl TlsServer {
         self.dir.join("other-ca.pem").display().to_string()
     }
 
-    /// The application role's password.
     pub fn app_password(&self) -> String {
         let password = std::fs::read_to_string(self.dir.join("app-password")).unwrap();
         password.trim().to_owned()

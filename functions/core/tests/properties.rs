@@ -1,6 +1,6 @@
-//! Property tests of the parts that face hostile input (issue 5): the replay validator never
-//! panics and never allocates past its caps, a cut replay is never accepted, and the
-//! fixed-window limiter's keys never let a window admit more than its limit.
+//! Property tests of the parts that face hostile input: the replay validator never panics and never
+//! allocates past its caps, a cut replay is never accepted, and the fixed-window limiter's keys
+//! never let a window admit more than its limit.
 //!
 //! Case counts are proptest's default (256) unless `PROPTEST_CASES` says otherwise; the CI run
 //! uses the default, long runs set it (see docs/RELIABILITY.md).

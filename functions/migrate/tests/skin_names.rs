@@ -59,7 +59,7 @@ async fn v7_keeps_legacy_names_that_fold_alike() {
         apply(&client, migration).await;
     }
 
-    // What the code before V7 let in: four spellings of one name stored (the oldest is not
+    // What the schema before V7 lets in: four spellings of one name stored (the oldest is not
     // the first in any order of the names), a dead and a live unconfirmed claim of it, a name
     // of spaces only, and names that fold alike only unconfirmed.
     client

@@ -350,7 +350,7 @@ async fn admit_job_refuses_a_missing_or_misspelled_key() {
     anonymous["client_wide_network"] = json!("203.0.0.0/16");
     anonymous["max_active_per_wide_network"] = json!(9);
     admissions.push(("an anonymous client's", anonymous));
-    // ... and what V5's code sent: none of the optional keys added since.
+    // ... and an argument with none of the optional keys, as the first `jsonb` callers send it.
     let mut earlier = admit_args("203.0.113.4");
     let object = earlier.as_object_mut().unwrap();
     for later in [

@@ -1,4 +1,4 @@
-//! Step 4: the per-endpoint fixed-window rate limit, one DynamoDB `UpdateItem` per check.
+//! The rate limit: the per-endpoint fixed window, one DynamoDB `UpdateItem` per check.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;

@@ -7,20 +7,29 @@ use super::farm::Weight;
 use super::key::{KeyId, KeyKind, KeyLimits};
 use super::rate::RateLimit;
 
-/// Who a request is from, resolved at the edge: the client its limits and scopes are counted
-/// by, and the address it came from (recorded, and what an anonymous client is).
+/// Who a request is from, resolved at the edge: the address it came from (recorded, and what
+/// an anonymous client is) and its identity, which decides the client its limits and scopes are
+/// counted by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub client: ClientKey,
-    pub address: ClientKey,
-    /// The network an anonymous client is also limited by; `None` for a key (its own client
-    /// wherever it connects from).
-    pub network: Option<ClientKey>,
-    /// The wider block around that network an anonymous client is limited by as well (DESIGN.md
-    /// §3); `None` for a key.
-    pub wide_network: Option<ClientKey>,
-    /// The key's kind and limits, for a key client; `None` for an anonymous one.
-    pub key: Option<(KeyKind, KeyLimits)>,
+    address: ClientKey,
+    identity: Identity,
+}
+
+/// Anonymous, or an API key's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// Counted by its address, and by its network and the wider block around it (DESIGN.md §3).
+    Anonymous {
+        network: ClientKey,
+        wide_network: ClientKey,
+    },
+    /// Counted by its key wherever it connects from, under the key's limits.
+    Keyed {
+        client: ClientKey,
+        kind: KeyKind,
+        limits: KeyLimits,
+    },
 }
 
 impl Caller {
@@ -28,11 +37,11 @@ impl Caller {
     /// its network and wide network.
     pub fn anonymous(address: ClientKey, network: ClientKey, wide_network: ClientKey) -> Self {
         Self {
-            client: address.clone(),
             address,
-            network: Some(network),
-            wide_network: Some(wide_network),
-            key: None,
+            identity: Identity::Anonymous {
+                network,
+                wide_network,
+            },
         }
     }
 
@@ -54,56 +63,104 @@ impl Caller {
     /// A key's client: counted by the key, under the key's limits.
     pub fn keyed(id: KeyId, kind: KeyKind, limits: KeyLimits, address: ClientKey) -> Self {
         Self {
-            client: id.client(),
             address,
-            network: None,
-            wide_network: None,
-            key: Some((kind, limits)),
+            identity: Identity::Keyed {
+                client: id.client(),
+                kind,
+                limits,
+            },
+        }
+    }
+
+    /// The client its limits are counted by: its address, or its key.
+    pub fn client(&self) -> &ClientKey {
+        match &self.identity {
+            Identity::Anonymous { .. } => &self.address,
+            Identity::Keyed { client, .. } => client,
+        }
+    }
+
+    /// The address it came from.
+    pub fn address(&self) -> &ClientKey {
+        &self.address
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The network an anonymous client is also counted by; a key has none.
+    pub fn network(&self) -> Option<&ClientKey> {
+        match &self.identity {
+            Identity::Anonymous { network, .. } => Some(network),
+            Identity::Keyed { .. } => None,
+        }
+    }
+
+    /// The wide network an anonymous client is also counted by; a key has none.
+    pub fn wide_network(&self) -> Option<&ClientKey> {
+        match &self.identity {
+            Identity::Anonymous { wide_network, .. } => Some(wide_network),
+            Identity::Keyed { .. } => None,
+        }
+    }
+
+    /// A client without a key.
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self.identity, Identity::Anonymous { .. })
+    }
+
+    /// A sandbox key's client: its jobs are simulated (domain/sandbox.rs).
+    pub fn is_sandbox(&self) -> bool {
+        matches!(
+            self.identity,
+            Identity::Keyed {
+                kind: KeyKind::Sandbox,
+                ..
+            }
+        )
+    }
+
+    /// The key's limits; `None` without a key.
+    fn key_limits(&self) -> Option<&KeyLimits> {
+        match &self.identity {
+            Identity::Anonymous { .. } => None,
+            Identity::Keyed { limits, .. } => Some(limits),
         }
     }
 
     /// The render limit: the key's, or `default` (`RATE_LIMIT_RENDER`) without a key.
     pub fn render_limit(&self, default: RateLimit) -> RateLimit {
-        self.key.map_or(default, |(_, limits)| limits.render)
+        self.key_limits().map_or(default, |limits| limits.render)
     }
 
     /// What its renders may ask for: the key's entitlements, or `anonymous`
     /// (`ANONYMOUS_MAX_RESOLUTION`, `ANONYMOUS_DENY`) without a key. A sandbox key's are its
     /// own too: a bot learns there what its live key will be refused.
     pub fn entitlements(&self, anonymous: Entitlements) -> Entitlements {
-        self.key
-            .map_or(anonymous, |(_, limits)| limits.entitlements)
+        self.key_limits()
+            .map_or(anonymous, |limits| limits.entitlements)
     }
 
     /// The longest replay it may have rendered, in seconds of play: the key's
     /// `max_replay_length`, or `default` (`MAX_REPLAY_LENGTH`) without one.
     pub fn max_replay_length(&self, default: u32) -> u32 {
-        self.key
-            .and_then(|(_, limits)| limits.max_replay_length)
+        self.key_limits()
+            .and_then(|limits| limits.max_replay_length)
             .unwrap_or(default)
     }
 
     /// Its share of the render farm's time relative to other clients': the key's weight, or
     /// `anonymous` (`ANONYMOUS_WEIGHT`) without a key.
     pub fn fair_weight(&self, anonymous: Weight) -> Weight {
-        self.key.map_or(anonymous, |(_, limits)| limits.weight)
-    }
-
-    /// A client without a key.
-    pub fn is_anonymous(&self) -> bool {
-        self.key.is_none()
-    }
-
-    /// A sandbox key's client: its jobs are simulated (domain/sandbox.rs).
-    pub fn is_sandbox(&self) -> bool {
-        matches!(self.key, Some((KeyKind::Sandbox, _)))
+        self.key_limits().map_or(anonymous, |limits| limits.weight)
     }
 
     /// How many jobs the client may have active: the key's `max_active`, or `default`
     /// (`MAX_ACTIVE_JOBS_PER_IP`) without a key.
     pub fn max_active(&self, default: i64) -> i64 {
-        self.key
-            .map_or(default, |(_, limits)| i64::from(limits.max_active))
+        self.key_limits()
+            .map_or(default, |limits| i64::from(limits.max_active))
     }
 }
 
@@ -128,19 +185,19 @@ mod tests {
         let limits = KeyLimits::default();
         let from = |addr| Caller::keyed(id, KeyKind::Live, limits, ClientKey::new(ip(addr), 64));
         let (a, b) = (from("203.0.113.1"), from("198.51.100.7"));
-        assert_eq!(a.client, b.client);
+        assert_eq!(a.client(), b.client());
         assert_eq!(
-            a.client.as_str(),
+            a.client().as_str(),
             "key:5f0c9a4e-1b2d-4c3e-8f70-0123456789ab"
         );
-        assert_eq!(a.client.lock_id(), id.lock_id());
-        assert_eq!(a.address.as_str(), "203.0.113.1");
+        assert_eq!(a.client().lock_id(), id.lock_id());
+        assert_eq!(a.address().as_str(), "203.0.113.1");
         let five = "5/minute".parse().unwrap();
         assert_eq!(a.render_limit(five), limits.render);
         assert_eq!(a.max_active(2), 20);
 
         let anonymous = anonymous_of(ClientKey::new(ip("203.0.113.1"), 64));
-        assert_eq!(anonymous.client, a.address);
+        assert_eq!(anonymous.client(), a.address());
         assert_eq!(anonymous.render_limit(five), five);
         assert_eq!(anonymous.max_active(2), 2);
     }

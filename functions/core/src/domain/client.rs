@@ -107,7 +107,7 @@ pub fn resolve_client_ip(
 }
 
 /// How an API key's client is named (`key:<uuid>`, domain/key.rs), where an anonymous client's
-/// address stands; the store tells anonymous jobs from keyed ones by it too (migrations/V11).
+/// address stands; the store tells anonymous jobs from keyed ones by it too (`job_counts`).
 pub const KEY_CLIENT_PREFIX: &str = "key:";
 
 /// What per-client limits are counted by: an IPv4 address, or the IPv6 prefix

@@ -1,4 +1,4 @@
-//! What a client may ask a render for (issue 21): the highest resolution, and the costly render
+//! What a client may ask a render for: the highest resolution, and the costly render
 //! options it may not turn on. A key's come with its record; an anonymous client's are the
 //! configured `ANONYMOUS_MAX_RESOLUTION` and `ANONYMOUS_DENY`. Checked with the form, before
 //! any quota is spent: an option beyond them is a 403 `option_not_permitted` naming the field.

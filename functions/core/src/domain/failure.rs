@@ -43,8 +43,8 @@ impl FailureCode {
 
     /// The failures that are the replay's own, whoever submits it and with whatever skin and
     /// options: only these keep the replay out for `REPLAY_FAILURE_COOLDOWN` (a failure one
-    /// submitter's choices or the service caused must not lock everyone else out). The
-    /// admission read lists them too (adapters/postgres/jobs.rs, migrations/V14's index).
+    /// submitter's choices or the service caused must not lock everyone else out). The admission
+    /// read lists them too (adapters/postgres/jobs.rs, the `jobs_failed_by_replay` index).
     pub const THE_REPLAYS: [FailureCode; 2] = [Self::BeatmapNotFound, Self::ReplayUnrenderable];
 
     pub fn as_str(self) -> &'static str {

@@ -1,4 +1,4 @@
-//! API keys (issue 13): the secret a client sends as `Authorization: Bearer <key>`, what is
+//! API keys: the secret a client sends as `Authorization: Bearer <key>`, what is
 //! stored of it (its SHA-256, never the key), and what a key is allowed.
 //!
 //! A key is `osr_live_` (or `osr_test_` for a sandbox key) and 43 base62 characters drawn from
@@ -306,7 +306,7 @@ impl KeyLimits {
         }
     }
 
-    /// `Weight`'s bounds, as the table's check (V18) holds them.
+    /// `Weight`'s bounds, as the `api_keys.weight` check holds them.
     fn checked_weight(weight: u32) -> Result<Weight, InvalidKeyLimits> {
         Weight::new(weight).map_err(|_| InvalidKeyLimits::Weight)
     }
@@ -372,7 +372,7 @@ impl LimitsChange {
 }
 
 impl Default for KeyLimits {
-    /// The issue's example: 60 renders a minute, 20 jobs active.
+    /// What `keys create` gives a key it names no limits for: 60 renders a minute, 20 active.
     fn default() -> Self {
         Self {
             render: RateLimit {

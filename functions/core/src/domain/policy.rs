@@ -1,4 +1,4 @@
-//! The operator's policy over intake (issue 21): whether new renders are paused, and who is
+//! The operator's policy over intake: whether new renders are paused, and who is
 //! banned. Set with `osurender-admin` (usecases/policy/admin.rs), read by every instance
 //! through its cache (usecases/policy/mod.rs), decided here.
 
@@ -194,10 +194,10 @@ pub struct Policy {
 impl Policy {
     /// The ban of the caller's address or key in force at `now`, if any.
     pub fn caller_ban(&self, caller: &Caller, now: DateTime<Utc>) -> Option<&Ban> {
-        let address = caller.address.as_net();
+        let address = caller.address().as_net();
         self.in_force(now).find(|ban| match &ban.target {
             BanTarget::Address(range) => address.is_some_and(|net| range.covers(net)),
-            BanTarget::Key(id) => caller.key.is_some() && id.client() == caller.client,
+            BanTarget::Key(id) => !caller.is_anonymous() && id.client() == *caller.client(),
             BanTarget::Player(_) => false,
         })
     }

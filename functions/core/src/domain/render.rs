@@ -398,8 +398,8 @@ render_options! {
     motion_blur_960fps: bool = false, "motionBlur960fps";
 }
 
-/// The names options had before they took o!rdr's (snake_case) names, accepted in the form and
-/// shown in `config` for one release. `bg_dim` was a fraction (0 to 1) of `in_game_bg_dim`.
+/// Deprecated option names, each with the option (o!rdr's, snake_case) it sets: accepted in the
+/// form and shown in `config` for one release. `bg_dim` is a fraction (0 to 1) of `in_game_bg_dim`.
 pub const LEGACY_NAMES: [(&str, &str); 8] = [
     ("bg_dim", "in_game_bg_dim"),
     ("motion_blur", "motion_blur_960fps"),

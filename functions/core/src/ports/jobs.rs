@@ -1,5 +1,5 @@
-//! The `jobs` table: admission (steps 5–9: global capacity, the per-client lock and limit, the
-//! job + outbox insert), the status reads, the workers' transitions and the janitor's.
+//! The `jobs` table: admission (the capacity checks, the per-client lock and limit, the job +
+//! outbox insert), the status reads, the workers' transitions and the janitor's.
 
 use std::time::Duration;
 
@@ -87,7 +87,7 @@ pub enum Resolved {
     Abandoned,
 }
 
-/// The global capacity counts (kept by the store in O(1), migrations/V11).
+/// The global capacity counts (kept by the store in O(1): the `job_counts` row).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capacity {
     pub queued: i64,
@@ -113,9 +113,9 @@ pub struct Occupancy {
 }
 
 impl Occupancy {
-    /// The capacity checks (steps 5, 6 and 8), in admission order (admit_job's too); the
-    /// duplicate is checked before the rate limit. A network's cap before its wide network's:
-    /// a refusal names the narrowest limit that is reached.
+    /// The capacity checks, in admission order (admit_job's too); the duplicate is checked
+    /// before the rate limit. A network's cap before its wide network's: a refusal names the
+    /// narrowest limit that is reached.
     pub fn check(&self, limits: &CapacityLimits) -> Result<(), NoRoom> {
         let over = |count: i64, cap: Option<i64>| cap.is_some_and(|cap| count >= cap);
         if self.capacity.queued >= limits.max_queued {
@@ -478,8 +478,8 @@ pub struct OccupancyLook<'a> {
 /// What the look found: the occupancy, and the key's holder (none without a key).
 pub type OccupancyFound = (Occupancy, Option<Held>);
 
-/// Steps 3b and 5–9 of admission: the unlocked looks that refuse early, and the locked admit
-/// (with its settlement when no answer came).
+/// The look and the admission (DESIGN.md §2): the unlocked looks that refuse early, and the
+/// locked admit (with its settlement when no answer came).
 #[async_trait]
 pub trait JobAdmission: Send + Sync {
     /// An unlocked look at occupancy and at the client's active job of this replay, to refuse

@@ -1,4 +1,4 @@
-//! The API key port (issue 13): the `api_keys` table (adapters/postgres/keys.rs, migrations/V8).
+//! The API key port: the `api_keys` table (adapters/postgres/keys.rs).
 //! Only a key's SHA-256 crosses it; the key itself is shown once, at creation, and never stored.
 
 use async_trait::async_trait;

@@ -52,6 +52,12 @@ pub trait LeasedQueue: Send + Sync {
     /// Returns how many did.
     async fn mark_retry(&self, retries: &[Retry], max_attempts: i32) -> Result<u64, StoreError>;
 
+    /// Fails a pending item now, whatever attempts it has left (a send that cannot succeed).
+    /// Returns 1, or 0 when it was no longer pending.
+    async fn mark_failed(&self, failed: Retry) -> Result<u64, StoreError> {
+        self.mark_retry(std::slice::from_ref(&failed), 0).await
+    }
+
     /// Fails the due pending items that have no attempts left: their last sender died before
     /// it could say how the send went. Returns how many.
     async fn fail_exhausted(&self, max_attempts: i32) -> Result<u64, StoreError>;

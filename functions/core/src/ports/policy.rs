@@ -1,6 +1,6 @@
-//! The operator's policy port (issue 21): the intake pause and the bans
-//! (adapters/postgres/policy.rs, migrations/V15). Requests read the whole policy in one call,
-//! through each instance's cache (usecases/policy/mod.rs); `osurender-admin` writes it.
+//! The operator's policy port: the intake pause and the bans (adapters/postgres/policy.rs).
+//! Requests read the whole policy in one call, through each instance's cache
+//! (usecases/policy/mod.rs); `osurender-admin` writes it.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

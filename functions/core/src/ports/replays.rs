@@ -1,6 +1,6 @@
-//! The replay store port (step 10): replays under `replays/{job_id}.osr` (adapters/s3.rs), and the
-//! error every object store reports; and the fetch of a replay a client names by URL
-//! (`replay_url`, adapters/replay_fetch.rs).
+//! The replay store port (the replay's storage): replays under `replays/{job_id}.osr`
+//! (adapters/s3.rs), and the error every object store reports; and the fetch of a replay a
+//! client names by URL (`replay_url`, adapters/replay_fetch.rs).
 
 use crate::domain::callback::CallbackUrl;
 use crate::domain::deadline::Expired;

@@ -28,8 +28,8 @@ pub fn skin_key(name: &SkinName) -> String {
     registered_skin_key(name.as_str())
 }
 
-/// The object of a skin under its name as registered (one from before names were trimmed may
-/// have surrounding spaces, and its object has them too).
+/// The object of a skin under its name as registered (a legacy name, stored untrimmed, may have
+/// surrounding spaces, and its object has them too).
 pub fn registered_skin_key(registered: &str) -> String {
     format!("{SKIN_PREFIX}{registered}{SKIN_SUFFIX}")
 }
@@ -168,7 +168,7 @@ impl NameState {
 /// What `SkinRegistry::remove` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
-    /// These stored names (as registered; names folding alike from before V7 too) are removed.
+    /// These stored names (as registered; `shadowed` legacy names folding alike too) are removed.
     Removed(Vec<String>),
     /// Removed before: nothing changed.
     AlreadyRemoved,
@@ -269,8 +269,8 @@ pub trait SkinRegistry: Send + Sync {
     /// Where `name` (folded) stands, without claiming it.
     async fn state(&self, name: &SkinName) -> Result<NameState, StoreError>;
     /// The stored skins' names after `after` (exclusive) in byte order, at most `limit`: one
-    /// page of the listing, by the registry's index. Names as registered: one from before
-    /// names were trimmed may have surrounding spaces.
+    /// page of the listing, by the registry's index. Names as registered: a legacy name,
+    /// stored untrimmed, may have surrounding spaces.
     async fn list(&self, after: &str, limit: usize) -> Result<Vec<String>, StoreError>;
     /// Claims the ingest of the ticket's key at `etag` (see `IngestClaim`); a claim whose run released it
     /// or died (older than `CLAIM_STALE_AFTER`) is taken over, at the same ETag only.

@@ -64,15 +64,12 @@ impl FromRequestParts<App> for Caller {
 /// `Sec-Fetch-Site`: whose page a browser sent the request for (Fetch Metadata).
 const SEC_FETCH_SITE: &str = "sec-fetch-site";
 
-/// A state-changing request's check that no web page of another site sent it: a page's
-/// no-cors form POST needs no CORS permission, so without this any page could make each of
-/// its visitors submit renders and uploads from the visitor's own network, where the network
-/// caps cannot tell them apart. Browsers send `Origin` with every POST: it must be the allowed
-/// CORS origin (`CORS_ALLOW_ORIGIN`, exactly; `*` allows any origin but the opaque `null`).
-/// Without one, `Sec-Fetch-Site: cross-site` is refused too. Programs (bots, curl) send
-/// neither header, and `same-origin`, `same-site` or `none` alone refuse nothing. No header a
-/// page's script can set decides it (both are forbidden request headers), and it costs no I/O:
-/// a refusal comes before the caller is identified, the body read or any quota spent.
+/// A state-changing request's check that no web page of another site sent it (DESIGN.md §9, "No
+/// borrowed browsers"): an `Origin`, when present, must be the allowed CORS origin
+/// (`CORS_ALLOW_ORIGIN`, exactly; `*` allows any origin but the opaque `null`); without one,
+/// `Sec-Fetch-Site: cross-site` is refused. Programs (bots, curl) send neither header, and
+/// `same-origin`, `same-site` or `none` alone refuse nothing. It costs no I/O: a refusal comes
+/// before the caller is identified, the body read or any quota spent.
 pub fn check_request_site(allowed: Option<&str>, headers: &HeaderMap) -> Result<(), Rejection> {
     let allows = |origin: &[u8]| match allowed {
         Some("*") => origin != b"null",

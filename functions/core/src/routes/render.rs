@@ -59,7 +59,7 @@ fn log_decision(caller: Option<&Caller>, submission: &Submission<Reply<JobId>>) 
             reason = rejection.code(),
             // The client is counted by, never logged in full: its lock id (of the address's /64
             // or address, or of the key) is enough to correlate one client's requests.
-            client_lock = caller.map(|caller| caller.client.lock_id()),
+            client_lock = caller.map(|caller| caller.client().lock_id()),
             "render rejected"
         ),
     }

@@ -73,7 +73,7 @@ async fn list(
     ValidQuery(page): ValidQuery<ListParams>,
     caller: Caller,
 ) -> Response {
-    list_skins(&app, &caller.client, &page)
+    list_skins(&app, caller.client(), &page)
         .await
         .respond(|page| Json(page).into_response())
 }
@@ -88,7 +88,7 @@ async fn upload_v1(
 ) -> Response {
     let started = Instant::now();
     if let Err(banned) = check_caller_ban(&app, &caller).await {
-        return refused_banned(&caller.client, UploadRoute::V1, banned, started);
+        return refused_banned(caller.client(), UploadRoute::V1, banned, started);
     }
     if !is_json(&headers) {
         return direct_upload(&app, &caller, UploadRoute::V1, &headers, body).await;
@@ -101,7 +101,7 @@ async fn upload_v1(
     };
     log_decision(
         "skin upload requested",
-        &caller.client,
+        caller.client(),
         &submission.outcome.as_ref().map(|u| &u.skin),
     );
     metrics::admission(
@@ -120,7 +120,7 @@ async fn upload_legacy(
     body: Body,
 ) -> Response {
     if let Err(banned) = check_caller_ban(&app, &caller).await {
-        return refused_banned(&caller.client, UploadRoute::Legacy, banned, Instant::now());
+        return refused_banned(caller.client(), UploadRoute::Legacy, banned, Instant::now());
     }
     direct_upload(&app, &caller, UploadRoute::Legacy, &headers, body).await
 }
@@ -150,7 +150,7 @@ async fn direct_upload(
     let key = headers.get(KEY_HEADER);
     let upload = form_upload(headers, body);
     let submission = upload::upload_skin(app, caller, route, key, upload).await;
-    let client = &caller.client;
+    let client = caller.client();
     match &submission.outcome {
         Ok(Reply::Fresh(name)) => log_decision("skin upload", client, &Ok(name)),
         Ok(Reply::Replayed(_)) => tracing::info!(decision = "replayed", "skin upload replayed"),

@@ -97,8 +97,8 @@ pub enum Rejection {
     /// `Authorization` is not `Bearer` and a well-formed key, or names no key that counts
     /// (unknown, revoked): the detail says which.
     InvalidApiKey(String),
-    /// A request without `Authorization` where only a key may ask: the job listing (issue 19:
-    /// an address is not an identity, so it lists no one's jobs), or a render with a
+    /// A request without `Authorization` where only a key may ask: the job listing (an
+    /// address is not an identity, so it lists no one's jobs), or a render with a
     /// `callback_url` (the service would send traffic anywhere for anyone). The detail says what
     /// needed the key.
     ApiKeyRequired(&'static str),

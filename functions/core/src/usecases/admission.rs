@@ -109,7 +109,7 @@ pub async fn submit_render<S: BodyStream>(
         request_hash: render_request_hash(&request),
         claim: request.settings.key.clone().map(|key| {
             Claim::new(
-                &caller.client,
+                caller.client(),
                 RENDER_ENDPOINT,
                 key,
                 app.config.request_deadline,
@@ -538,13 +538,13 @@ async fn admit_counted(
 fn rehearsed_rate_limit(app: &App, caller: &Caller) -> Rejection {
     let limit = caller.render_limit(app.config.rate_limits.render);
     let decision = RateDecision::new(RENDER_ENDPOINT, limit, None, epoch_secs());
-    Rejection::RateLimited(decision, caller.client.scope())
+    Rejection::RateLimited(decision, caller.client().scope())
 }
 
 /// Step 3b's refusal. It names the job only to a key's client: an address may be shared (a
 /// NAT, a campus), and its other users must not learn a job id, which reads the job.
 fn duplicate(caller: &Caller, existing: JobId) -> Rejection {
-    Rejection::DuplicateReplay(caller.key.map(|_| existing))
+    Rejection::DuplicateReplay((!caller.is_anonymous()).then_some(existing))
 }
 
 /// Step 4: the client's window, then an anonymous client's network's and its wide network's,
@@ -634,14 +634,14 @@ async fn store_and_admit(
                 ..
             },
     } = request;
-    let client = &caller.client;
+    let client = caller.client();
     let id = JobId::new();
     let job = NewJob {
         id,
         client: client.clone(),
-        address: caller.key.map(|_| caller.address.clone()),
-        network: caller.network.clone(),
-        wide_network: caller.wide_network.clone(),
+        address: (!caller.is_anonymous()).then(|| caller.address().clone()),
+        network: caller.network().cloned(),
+        wide_network: caller.wide_network().cloned(),
         options,
         client_reference,
         replay_key: id.replay_key(),
@@ -692,7 +692,7 @@ async fn store_and_admit(
 fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
     let config = &app.config;
     let global = |cap| if caller.is_sandbox() { i64::MAX } else { cap };
-    let anonymous = |cap| caller.network.as_ref().map(|_| cap);
+    let anonymous = |cap| caller.network().map(|_| cap);
     CapacityLimits {
         max_queued: global(config.max_queued),
         max_anonymous_queued: anonymous(config.max_anonymous_queued()),
@@ -738,7 +738,7 @@ async fn no_room_rejection(
     no_room: NoRoom,
     limits: &CapacityLimits,
 ) -> Rejection {
-    let scope = caller.client.scope();
+    let scope = caller.client().scope();
     if let (NoRoom::TooManyActiveJobs, true) = (no_room, caller.is_sandbox()) {
         // A sandbox job is active for a fixed time: a slot frees within it.
         return Rejection::TooManyActiveJobs {

@@ -1,11 +1,11 @@
 //! Callbacks (DESIGN.md §9): a keyed client's `callback_url`, checked at submission, and the
 //! dispatcher's sweep that sends the jobs' queued callbacks, signed with the key's secret.
 //!
-//! The database queues a callback with each status change of a job that has one (V10's
-//! trigger, and admission for the first status or a sandbox job's schedule). The sweep claims
-//! only the earliest pending callback of each job, so a job's callbacks arrive in order; a send
-//! that fails is retried with the outbox's backoff, and after `OUTBOX_MAX_ATTEMPTS` it is
-//! marked failed and the job's next callback goes out. Delivery is at least once: a receiver
+//! The database queues a callback with each status change of a job that has one (the
+//! `queue_job_callback` trigger, and admission for the first status or a sandbox job's schedule).
+//! The sweep claims only the earliest pending callback of each job, so a job's callbacks arrive in
+//! order; a send that fails is retried with the outbox's backoff, and after `OUTBOX_MAX_ATTEMPTS`
+//! it is marked failed and the job's next callback goes out. Delivery is at least once: a receiver
 //! dedupes by `job_id` and `sequence`.
 
 use std::sync::Arc;
@@ -41,10 +41,10 @@ const CLAIM_WHEN_FREE: usize = CLAIM_PER_KEY as usize;
 /// whole run (its render events beside) stays within its 50 s.
 const SWEEP_BUDGET: Duration = Duration::from_secs(30);
 
-/// The submission's `callback_url`, if it has one, checked for form (step 3): refused whatever
-/// it holds on a deployment that cannot deliver callbacks (`CALLBACKS_EGRESS=false`); else only
-/// a keyed client may set one (else the service would send traffic anywhere for anyone), and
-/// only an https URL whose host, if an address, is public.
+/// The submission's `callback_url`, if it has one, checked for form with the other form fields:
+/// refused whatever it holds on a deployment that cannot deliver callbacks
+/// (`CALLBACKS_EGRESS=false`); else only a keyed client may set one (else the service would send
+/// traffic anywhere for anyone), and only an https URL whose host, if an address, is public.
 pub fn parse_callback(
     app: &App,
     caller: &Caller,
@@ -57,7 +57,7 @@ pub fn parse_callback(
         // First: no change to the URL or the caller would make it deliverable.
         return Err(Rejection::CallbacksUnavailable);
     }
-    if caller.key.is_none() {
+    if caller.is_anonymous() {
         return Err(Rejection::ApiKeyRequired(
             "a `callback_url` needs `Authorization: Bearer <key>`: only a client with an API key \
              can set one (without a key, follow the job by its job_id or live events)",
@@ -184,13 +184,10 @@ enum Sent {
 /// of its own that marks its callback as soon as its send ends, and claims again whenever
 /// enough places are free, until a claim finds nothing and no send is left, or `SWEEP_BUDGET`
 /// is spent. A slow receiver holds only its own place: the next claim does not wait for it.
-/// (Tasks, not futures polled by the sweep: a send holding a pooled connection must not wait
-/// for the claim that waits for that connection.) Claiming again after sends end also takes
-/// each job's next callback, due once its previous one is delivered, so a job's backlog drains
-/// in one sweep. A failed claim or mark is logged and counted, and the sends in flight are
-/// still drained and marked (returning at once would drop, so cancel, other keys' sends, sent
-/// again after their lease); no claim follows a failed claim, and the sweep then answers the
-/// first error, with how many there were.
+/// Claiming again after sends end also takes each job's next callback, so a job's backlog drains
+/// in one sweep. A failed claim or mark is logged and counted, and the sends in flight are still
+/// drained and marked; no claim follows a failed claim, and the sweep then answers the first
+/// error, with how many there were.
 pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepReport, StoreError> {
     let mut report = SweepReport::default();
     let started = Instant::now();
@@ -292,8 +289,7 @@ async fn send_and_mark(
             });
         }
         Sent::Retry(retry) => app.callbacks.mark_retry(&[retry], max_attempts).await?,
-        // No attempts allowed: marked failed.
-        Sent::GiveUp(retry) => app.callbacks.mark_retry(&[retry], 0).await?,
+        Sent::GiveUp(retry) => app.callbacks.mark_failed(retry).await?,
     };
     Ok(SweepReport {
         retried: 1 - failed,

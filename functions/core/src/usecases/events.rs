@@ -65,7 +65,7 @@ pub async fn connect(app: &App, id: &ConnectionId, caller: &Caller) -> Result<()
         Window {
             endpoint: CONNECT_ENDPOINT,
             limit: limits.events_connect,
-            counted: Counted::Client,
+            counted: Counted::Address,
         },
         Window {
             endpoint: CONNECT_ENDPOINT,
@@ -73,12 +73,7 @@ pub async fn connect(app: &App, id: &ConnectionId, caller: &Caller) -> Result<()
             counted: Counted::Network,
         },
     ];
-    // Counted by address even with a key: the connection carries none (keys go in frames).
-    let anonymous = Caller {
-        client: caller.address.clone(),
-        ..caller.clone()
-    };
-    check_rate_windows(app, &anonymous, &windows).await?;
+    check_rate_windows(app, caller, &windows).await?;
     app.connections
         .open(id, Utc::now() + CONNECTION_TTL)
         .await

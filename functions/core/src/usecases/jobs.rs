@@ -3,8 +3,8 @@
 //! A job's id is a capability: whoever holds it (the submitter got it in the 202) may read the
 //! job, artifact links included, and a random UUID cannot be guessed. The list is the caller's
 //! own jobs only (its API key's client, as admission counts it), without artifact links: those
-//! are only handed out one job at a time. Without a key the list is a 401 `api_key_required`
-//! (issue 19): an address is no identity to list jobs by.
+//! are only handed out one job at a time. Without a key the list is a 401 `api_key_required`:
+//! an address is no identity to list jobs by.
 //!
 //! Reads are rate-limited per client (the key, with one) under their own generous limit
 //! (`RATE_LIMIT_READ`, endpoint `jobs`), after the request itself has been checked, so a
@@ -41,7 +41,7 @@ pub const MAX_PAGE: i64 = 100;
 
 /// `GET /v1/jobs/{id}`: the job, with its artifact links once it is completed.
 pub async fn read_job(app: &App, caller: &Caller, id: JobId) -> Submission<JobView> {
-    let rate = match limit_reads(app, &caller.client).await {
+    let rate = match limit_reads(app, caller.client()).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
@@ -82,7 +82,7 @@ pub async fn artifact_link(
     id: JobId,
     artifact: Artifact,
 ) -> Submission<String> {
-    let rate = match limit_reads(app, &caller.client).await {
+    let rate = match limit_reads(app, caller.client()).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
@@ -125,7 +125,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
              the job_id its 202 gave",
         ));
     }
-    let rate = match limit_reads(app, &caller.client).await {
+    let rate = match limit_reads(app, caller.client()).await {
         Ok(rate) => rate,
         Err(rejection) => return Submission::refused(rejection),
     };
@@ -133,7 +133,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
         sandbox: caller.is_sandbox(),
         ..query.clone()
     };
-    let outcome = match app.job_reads.list(&caller.client, query).await {
+    let outcome = match app.job_reads.list(caller.client(), query).await {
         Ok(page) => {
             let next_cursor = page.next.map(|cursor| cursor.encode());
             Ok(JobPage {
@@ -156,8 +156,8 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
     Submission { outcome, rate }
 }
 
-/// `GET /v1/jobs` query parameters; anything else is ignored, but for `offset`, which pages
-/// no more (a client still sending it would be shown its first page forever).
+/// `GET /v1/jobs` query parameters; anything else is ignored, but for `offset`, which is refused
+/// (`cursor` pages; a client sending `offset` would be shown its first page forever).
 #[derive(Debug, Default, Deserialize)]
 pub struct ListParams {
     pub limit: Option<String>,

@@ -141,6 +141,8 @@ async fn check_hit(
 pub enum Counted {
     /// The client's own: its address (an IPv6 /64), or its key.
     Client,
+    /// Its address's, even with a key (a WebSocket connection carries none: keys go in frames).
+    Address,
     /// An anonymous client's network's: all its clients together.
     Network,
     /// An anonymous client's wide network's: all its networks together.
@@ -235,9 +237,10 @@ pub async fn count_rate_windows(
     };
     for window in windows {
         let (counter, scope) = match window.counted {
-            Counted::Client => (Some(&caller.client), caller.client.scope()),
-            Counted::Network => (caller.network.as_ref(), LimitScope::Network),
-            Counted::WideNetwork => (caller.wide_network.as_ref(), LimitScope::WideNetwork),
+            Counted::Client => (Some(caller.client()), caller.client().scope()),
+            Counted::Address => (Some(caller.address()), caller.address().scope()),
+            Counted::Network => (caller.network(), LimitScope::Network),
+            Counted::WideNetwork => (caller.wide_network(), LimitScope::WideNetwork),
         };
         let Some(counter) = counter else {
             continue;
@@ -255,7 +258,7 @@ pub async fn count_rate_windows(
                 .hits
                 .push((window.endpoint, window.limit, counter.clone(), now));
         }
-        if window.counted == Counted::Client {
+        if matches!(window.counted, Counted::Client | Counted::Address) {
             spent.rate = rate;
         }
     }

@@ -6,9 +6,10 @@ use crate::ports::callbacks::{
     Callback, CallbackAddresses, CallbackClaim, CallbackSender, SendError, SignedBody,
 };
 
-/// Jobs' callbacks and their sender. The memory database queues none itself (V10's trigger is
-/// Postgres'): a test pushes them, and reads what the sender was asked to send. The sender
-/// checks literal addresses as the real one does; a host name counts as public (no DNS here).
+/// Jobs' callbacks and their sender. The memory database queues none itself (the
+/// `queue_job_callback` trigger is Postgres'): a test pushes them, and reads what the sender was
+/// asked to send. The sender checks literal addresses as the real one does; a host name counts as
+/// public (no DNS here).
 #[derive(Default)]
 pub struct MemoryCallbacks {
     queued: Mutex<Vec<(Callback, EventStatus, DateTime<Utc>)>>,
@@ -19,7 +20,8 @@ pub struct MemoryCallbacks {
 }
 
 impl MemoryCallbacks {
-    /// As V12's insert trigger: not due before the job's pending callbacks' available_at.
+    /// As the `job_callback_client` insert trigger: not due before the job's pending callbacks'
+    /// available_at.
     pub fn push(&self, callback: Callback) {
         let mut queued = lock(&self.queued);
         let at = queued

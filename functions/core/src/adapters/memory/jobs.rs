@@ -13,9 +13,9 @@ impl JobAdmission for MemoryDatabase {
             failed_recently: failed_recently(&tables, replay, look.failure_cooldown),
             ..occupancy_of(
                 &tables,
-                &caller.client,
-                caller.network.as_ref(),
-                caller.wide_network.as_ref(),
+                caller.client(),
+                caller.network(),
+                caller.wide_network(),
                 replay,
                 caller.is_sandbox(),
             )
@@ -33,12 +33,19 @@ impl JobAdmission for MemoryDatabase {
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
         let tables = self.statement("jobs.load");
-        let network = |j: &MemoryJob| caller.network.is_some() && j.network == caller.network;
-        let wide_network =
-            |j: &MemoryJob| caller.wide_network.is_some() && j.wide_network == caller.wide_network;
+        let network = |j: &MemoryJob| {
+            caller
+                .network()
+                .is_some_and(|n| j.network.as_ref() == Some(n))
+        };
+        let wide_network = |j: &MemoryJob| {
+            caller
+                .wide_network()
+                .is_some_and(|n| j.wide_network.as_ref() == Some(n))
+        };
         Ok(Load {
             farm: farm::state(&tables),
-            client: farm::active_work(&tables, |j| j.client == caller.client),
+            client: farm::active_work(&tables, |j| j.client == *caller.client()),
             network: farm::active_work(&tables, network),
             wide_network: farm::active_work(&tables, wide_network),
         })
@@ -46,7 +53,7 @@ impl JobAdmission for MemoryDatabase {
 
     async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
         let tables = self.statement("jobs.next_wait");
-        let fair_client = caller.network.as_ref().unwrap_or(&caller.client);
+        let fair_client = caller.network().unwrap_or(caller.client());
         let last = tables.fair_clients.get(fair_client.as_str()).copied();
         let start = last.map_or(tables.fair_clock, |last| last.max(tables.fair_clock));
         Ok(QueueWait {
@@ -175,8 +182,8 @@ impl JobTransitions for MemoryDatabase {
             } else {
                 0.0
             });
-        // As V10's trigger (but for its bound on a key's undelivered callbacks): a status
-        // change queues a callback, a progress update once 5 s have passed since the last.
+        // As the `queue_job_callback` trigger (but for its bound on a key's undelivered callbacks):
+        // a status change queues a callback, a progress update once 5 s have passed since the last.
         let now = Utc::now();
         let progress_due = progress != job.progress
             && job

@@ -469,7 +469,7 @@ impl MemoryDatabase {
             let client = job.fair_client().as_str().to_owned();
             tables.fair_clients.insert(client, fair_finish);
         }
-        // A sandbox job is stored final, as admit_job stores it (migrations/V10, V14).
+        // A sandbox job is stored final, as admit_job stores it.
         let (status, progress, artifacts, failure) =
             job.sandbox_final()
                 .unwrap_or((JobStatus::Queued, 0.0, false, None));
@@ -514,10 +514,10 @@ impl MemoryDatabase {
     }
 }
 
-/// What V22's triggers do when a job is inserted (`bump` false) or its status or progress
-/// changed (`bump` true): the change is counted in its `event_seq`, and, if its job topic or
-/// its key's topic is watched, its push is queued or made due now. Called wherever a memory
-/// job changes. Whether a push was queued.
+/// What the `count_job_event` and `queue_job_push` triggers do when a job is inserted (`bump`
+/// false) or its status or progress changed (`bump` true): the change is counted in its
+/// `event_seq`, and, if its job topic or its key's topic is watched, its push is queued or made due
+/// now. Called wherever a memory job changes. Whether a push was queued.
 fn job_changed(tables: &mut Tables, id: JobId, bump: bool) -> bool {
     let Some(job) = tables.jobs.iter_mut().find(|j| j.id == id) else {
         return false;
@@ -629,7 +629,7 @@ fn failed_recently(tables: &Tables, sha256: &ReplayHash, cooldown: Duration) -> 
         .filter(|left| !left.is_zero())
 }
 
-/// The global counts, as V11's `job_counts` keeps them.
+/// The global counts, as the `job_counts` row keeps them.
 fn capacity_of(tables: &Tables) -> Capacity {
     let count = |counted: &dyn Fn(&MemoryJob) -> bool| {
         tables.jobs.iter().filter(|j| counted(j)).count() as i64

@@ -1,5 +1,5 @@
-//! The push queue on the memory database: the watches and queued pushes of V22, which
-//! `job_changed` (mod.rs) fills as its triggers do.
+//! The push queue on the memory database: the watches and queued pushes, which `job_changed`
+//! (mod.rs) fills as Postgres' triggers (`queue_job_push`) do.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! `job_callbacks` (migrations/V10, V12): the fair, in-order claim; the marks are the outbox's.
+//! `job_callbacks`: the fair, in-order claim; the marks are the outbox's.
 
 use std::time::Duration;
 
@@ -26,9 +26,9 @@ impl PgCallbackStore {
 
 const CALLBACKS: LeasedTable = leased_table!("job_callbacks").with_marks(DISPATCHED_SQL, RETRY_SQL);
 
-/// The outbox's mark, and the job's later pending callbacks that V12's insert trigger made
-/// wait for this one's lease due now: they are next in order. (Only those at exactly its lease's
-/// end: a later one's own schedule, a sandbox job's, is kept.)
+/// The outbox's mark, and the job's later pending callbacks that the insert trigger
+/// (`job_callback_client`) made wait for this one's lease due now: they are next in order. (Only
+/// those at exactly its lease's end: a later one's own schedule, a sandbox job's, is kept.)
 const DISPATCHED_SQL: &str = "\
 WITH old AS MATERIALIZED (
     SELECT id, job_id, sequence, available_at FROM job_callbacks
@@ -48,9 +48,9 @@ UPDATE job_callbacks l
 /// The outbox's mark, and the job's later pending callbacks moved with it: while it backs off,
 /// they are not due either, so a due callback is its job's earliest pending one (or waits
 /// behind one in flight), and the claim neither reads nor gives a place to a client whose due
-/// rows all wait behind a retry. Those that waited for exactly its lease (V12's insert trigger)
+/// rows all wait behind a retry. Those that waited for exactly its lease (the insert trigger)
 /// wait for the retry instead, even if it comes sooner; once it has failed for good, they are
-/// due now (as in DISPATCHED_SQL). (`old` is MATERIALIZED: inlined, it was probed once per
+/// due now (as in DISPATCHED_SQL). (`old` is MATERIALIZED: inlined, it is probed once per
 /// later row, 20 s for a 4,000-callback mark.)
 const RETRY_SQL: &str = "\
 WITH old AS MATERIALIZED (
@@ -76,28 +76,18 @@ WITH old AS MATERIALIZED (
 )
 SELECT status FROM retried";
 
-/// As the outbox's claim, but fair per client (key) and in order per job. Clients are chosen
-/// first: a walk over the clients with pending callbacks (migrations/V12's index, one probe per
-/// client, at most 1000 per claim) starts after the client where the last claim stopped
-/// (`callback_dispatch`) and wraps around; the first `$1` of them with a due callback are
-/// this claim's. Each gives at most `$4` of its oldest due callbacks, and they are merged a
-/// round at a time (every client's first, then every client's second, …) up to `$1`: a client
-/// with thousands due takes no more of a claim than one with a single callback, and a newly due
-/// client waits for at most one claim. Only a job's earliest pending callback is due: a later
-/// one waits while an earlier one is being sent or retried, so a job's callbacks arrive in
-/// order. (A second sweeper skips the rows this one locks, and sees a leased one still pending,
-/// so it cannot take the next of the same job either.) That check passes over few rows, and a
-/// client's due rows are seldom all behind others: a retry moves its job's later callbacks
-/// with it (RETRY_SQL), and V12's insert trigger makes a new one wait for its job's pending
-/// ones, so only those behind a send in flight (at most a lease) are due and passed over. The rows are locked in a query of their
-/// own, which re-checks that each is still due (a concurrent claim may have leased it since).
-/// The claimed callbacks' later ones that are due wait for the lease too (`held`, as V12's
-/// insert trigger makes a new one wait): due then means claimable, so `next_due` never counts
-/// one only a send in flight holds back, and the marks move them on with the lease (to now
-/// when it is delivered, to the retry's time when it fails).
-/// The rotation moves to the last client served, or, if fewer than `$1` had any due, to the
-/// last one walked; the dispatcher's bound on a key's undelivered callbacks is recorded beside
-/// it (`$5`, for V12's trigger). The key's signing secret comes along, none once it is revoked.
+/// As the outbox's claim, but fair per client (key) and in order per job (DESIGN.md §9, "Callbacks
+/// have their own outbox"). A walk over the clients with pending callbacks
+/// (`job_callbacks_pending_by_client`, one probe per client, at most 1000 per claim) starts after
+/// the client where the last claim stopped (`callback_dispatch`) and wraps around; the first `$1`
+/// of them with a due callback each give at most `$4` of their oldest due callbacks, merged a round
+/// at a time (every client's first, then every client's second, …) up to `$1`. Only a job's
+/// earliest pending callback is due, so a job's callbacks arrive in order. The rows are locked in a
+/// query of their own, which re-checks that each is still due. The claimed callbacks' later due
+/// ones wait for the lease too (`held`), so due means claimable. The rotation moves to the last
+/// client served, or, if fewer than `$1` had any due, to the last one walked; the dispatcher's
+/// bound on a key's undelivered callbacks is recorded beside it (`$5`, for the `queue_job_callback`
+/// trigger). The key's signing secret comes along, none once it is revoked.
 const CLAIM_SQL: &str = "\
 WITH RECURSIVE rotation AS (
     SELECT last_client FROM callback_dispatch

@@ -1,5 +1,5 @@
-//! The queue of record's release to the farm and the farm's reads (migrations/V18;
-//! sql/functions/release_jobs.sql, farm_state.sql, queue_place.sql).
+//! The queue of record's release to the farm and the farm's reads (sql/functions/:
+//! release_jobs.sql, farm_state.sql, queue_place.sql).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

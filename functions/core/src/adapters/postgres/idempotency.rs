@@ -1,4 +1,4 @@
-//! `idempotency_keys` (migrations/V4): the claims of `Idempotency-Key`s.
+//! `idempotency_keys`: the claims of `Idempotency-Key`s.
 
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::hash::RequestHash;

@@ -59,8 +59,8 @@ impl PgJobStore {
 
 /// What is left, in seconds, of the failure cooldown (`$4` ms) of the replay `$2`: its latest
 /// real render that failed for a reason that is the replay's own (`FailureCode::THE_REPLAYS`;
-/// a failure of an earlier release, without a code, does not count) within the cooldown, one
-/// row of an index (migrations/V14).
+/// a failure without a code does not count) within the cooldown, one row of
+/// `jobs_failed_by_replay`.
 macro_rules! failed_recently_sql {
     () => {
         "(SELECT extract(epoch FROM f.updated_at + $4 * interval '1 millisecond' - now())::float8
@@ -97,7 +97,7 @@ SELECT c.queued, c.rendering, c.anonymous_queued,
 );
 
 /// A sandbox client's occupancy: no global counts, and its sandbox jobs younger than `$3` ms
-/// (migrations/V10's index).
+/// (`jobs_sandbox_by_client_age`).
 const SANDBOX_OCCUPANCY_SQL: &str = concat!(
     "\
 SELECT 0::bigint, 0::bigint, 0::bigint, count(*),
@@ -342,9 +342,9 @@ impl JobAdmission for PgJobStore {
         let hash = look.replay.as_bytes().as_slice();
         let active_ms = millis(sandbox::ACTIVE_FOR);
         let cooldown_ms = millis(look.failure_cooldown);
-        let client = caller.client.as_str();
-        let network = caller.network.as_ref().map(ClientKey::as_str);
-        let wide_network = caller.wide_network.as_ref().map(ClientKey::as_str);
+        let client = caller.client().as_str();
+        let network = caller.network().map(ClientKey::as_str);
+        let wide_network = caller.wide_network().map(ClientKey::as_str);
         let mut params: Vec<(&(dyn ToSql + Sync), Type)> =
             vec![(&client, Type::TEXT), (&hash, Type::BYTEA)];
         let sql = if caller.is_sandbox() {
@@ -398,10 +398,10 @@ impl JobAdmission for PgJobStore {
     }
 
     async fn load(&self, caller: &Caller) -> Result<Load, StoreError> {
-        let network = caller.network.as_ref().map(ClientKey::as_str);
-        let wide_network = caller.wide_network.as_ref().map(ClientKey::as_str);
+        let network = caller.network().map(ClientKey::as_str);
+        let wide_network = caller.wide_network().map(ClientKey::as_str);
         let params: [(&(dyn ToSql + Sync), Type); 3] = [
-            (&caller.client.as_str(), Type::TEXT),
+            (&caller.client().as_str(), Type::TEXT),
             (&network, Type::TEXT),
             (&wide_network, Type::TEXT),
         ];
@@ -422,7 +422,7 @@ impl JobAdmission for PgJobStore {
     }
 
     async fn next_wait(&self, caller: &Caller) -> Result<QueueWait, StoreError> {
-        let fair_client = caller.network.as_ref().unwrap_or(&caller.client).as_str();
+        let fair_client = caller.network().unwrap_or(caller.client()).as_str();
         let params: [(&(dyn ToSql + Sync), Type); 1] = [(&fair_client, Type::TEXT)];
         let conn = db::checkout(&self.pool).await?;
         let row = conn.query_row(NEXT_WAIT_SQL, &params, "next_wait").await?;

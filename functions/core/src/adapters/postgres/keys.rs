@@ -1,4 +1,4 @@
-//! The `api_keys` table (migrations/V8): API keys by the SHA-256 of the key.
+//! The `api_keys` table: API keys by the SHA-256 of the key.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -39,7 +39,7 @@ impl PgKeyStore {
 }
 
 /// SQLSTATE 42P01, undefined_table (`StoreError` from a server error starts with its code):
-/// a database the migrations have not reached V8 yet. Said plainly, with what to do.
+/// a database whose migrations have not made `api_keys` yet. Said plainly, with what to do.
 fn schema_missing(error: StoreError) -> StoreError {
     if error.message().starts_with("42P01:") {
         StoreError::new(
@@ -210,7 +210,7 @@ impl KeyStore for PgKeyStore {
 
     async fn live_hashes(&self, limit: usize) -> Result<Vec<KeyHash>, StoreError> {
         let limit = i64::try_from(limit.min(MAX_LIVE_HASHES)).unwrap_or(0);
-        // An index-only scan of `api_keys_live` (V12), not a scan of every key ever issued.
+        // An index-only scan of `api_keys_live`, not a scan of every key ever issued.
         let sql = "SELECT key_hash FROM api_keys WHERE revoked_at IS NULL LIMIT $1";
         self.query(sql, &[(&limit, Type::INT8)])
             .await?
@@ -239,7 +239,7 @@ fn summary(row: &Row) -> Result<KeySummary, StoreError> {
         .transpose()
         .map_err(|_| corrupt("max_resolution"))?;
     let denied: Vec<&str> = row.get(9);
-    // A name this code does not know is an option it cannot render either (V16).
+    // A name this code does not know is an option it cannot render either.
     let denied = denied
         .into_iter()
         .filter_map(DeniableOption::parse)

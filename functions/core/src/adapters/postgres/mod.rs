@@ -210,7 +210,6 @@ pub struct Conn {
     timed_out: AtomicBool,
 }
 
-/// Checks a connection out of `pool` (within its wait and create timeouts).
 /// One statement on a connection of `pool`: its rows.
 pub async fn query(
     pool: &Pool,
@@ -220,6 +219,7 @@ pub async fn query(
     checkout(pool).await?.query_typed(sql, params).await
 }
 
+/// Checks a connection out of `pool` (within its wait and create timeouts).
 pub async fn checkout(pool: &Pool) -> Result<Conn, StoreError> {
     let object = deadline::within(pool.get())
         .await

@@ -1,4 +1,4 @@
-//! `outbox_events` (migrations/V1, V2): leased claims, marks and the janitor's give-up.
+//! `outbox_events`: leased claims, marks and the janitor's give-up.
 
 use std::time::Duration;
 

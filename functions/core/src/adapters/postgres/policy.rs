@@ -1,4 +1,4 @@
-//! The `intake_pause` and `bans` tables (migrations/V15): the operator's policy.
+//! The `intake_pause` and `bans` tables: the operator's policy.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

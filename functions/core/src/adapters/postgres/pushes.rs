@@ -1,5 +1,5 @@
-//! The push queue in Postgres (migrations/V22): the watched topics (`event_watches`) and the
-//! jobs owed a push (`job_pushes`), which the database's triggers fill as watched jobs change
+//! The push queue in Postgres: the watched topics (`event_watches`) and the jobs owed a push
+//! (`job_pushes`), which the database's triggers fill as watched jobs change
 //! (sql/functions/queue_job_push.sql); the dispatcher claims them here.
 
 use std::time::Duration;

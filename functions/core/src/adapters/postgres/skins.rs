@@ -1,5 +1,5 @@
-//! The `skins` table (migrations/V3, V7): names claimed before their object is written, and
-//! `skin_ingests` (V7): presigned uploads' ingests, one per upload key.
+//! The `skins` table: names claimed before their object is written, and `skin_ingests`:
+//! presigned uploads' ingests, one per upload key.
 
 use crate::adapters::postgres::{self as db};
 use crate::domain::render::SkinName;
@@ -15,10 +15,10 @@ use deadpool_postgres::Pool;
 use std::time::Duration;
 use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
-/// The `skins` table (migrations/V3, V7): the folded name is unique (`skins_folded`), so of
-/// two concurrent claims of names folding alike exactly one inserts. A claim lives for one S3
-/// write; one older than `stale_after` belongs to an upload whose function died between claim
-/// and confirm, and may be taken over so the name is not lost for good.
+/// The `skins` table: the folded name is unique (`skins_folded`), so of two concurrent claims of
+/// names folding alike exactly one inserts. A claim lives for one S3 write; one older than
+/// `stale_after` belongs to an upload whose function died between claim and confirm, and may be
+/// taken over so the name is not lost for good.
 pub struct PgSkinRegistry {
     pool: Pool,
     stale_after_secs: f64,
@@ -95,8 +95,8 @@ SELECT count(*) FROM confirmed";
 
 const RELEASE_SQL: &str = "DELETE FROM skins WHERE name = $1 AND claim = $2 AND stored_at IS NULL";
 
-/// By `skins_folded`: the row holding the folded name (a shadowed one's group is held by a
-/// stored skin, migrations/V7), if any, and the name's reservation. Always one row.
+/// By `skins_folded`: the row holding the folded name (a shadowed one's group is held by a stored
+/// skin), if any, and the name's reservation. Always one row.
 const STATE_SQL: &str = "\
 SELECT skins.stored_at IS NOT NULL,
        skins.claimed_at >= now() - make_interval(secs => $2),

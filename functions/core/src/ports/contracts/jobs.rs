@@ -63,10 +63,10 @@ pub fn new_job(caller: &Caller, replay: &str) -> NewJob {
     let id = JobId::new();
     NewJob {
         id,
-        client: caller.client.clone(),
+        client: caller.client().clone(),
         address: None,
-        network: caller.network.clone(),
-        wide_network: caller.wide_network.clone(),
+        network: caller.network().cloned(),
+        wide_network: caller.wide_network().cloned(),
         options: RenderOptions::default(),
         client_reference: None,
         replay_key: id.replay_key(),
@@ -197,7 +197,7 @@ async fn replay_filters<S: JobAdmission + JobReads>(store: &S) {
             limit: 10,
             after: None,
         };
-        let client = caller.client.clone();
+        let client = caller.client().clone();
         async move {
             let page = store.list(&client, &query).await.expect("answered");
             page.jobs.iter().map(|job| job.id).collect::<Vec<_>>()
@@ -312,7 +312,7 @@ async fn admission(store: &dyn JobAdmission) {
     );
 
     let key = IdempotencyKey::parse(&HeaderValue::from_static("contract-look")).expect("a key");
-    let key = Claim::new(&caller.client, "contract", key, Duration::from_secs(10));
+    let key = Claim::new(caller.client(), "contract", key, Duration::from_secs(10));
     let asked = OccupancyLook {
         caller: &caller,
         replay: &job.replay_sha256,
@@ -394,11 +394,13 @@ async fn admission(store: &dyn JobAdmission) {
 async fn wide_network_cap(store: &dyn JobAdmission) {
     // Two clients, each of its own network, in one wide network.
     let first = fresh_caller();
-    let second = Caller {
-        wide_network: first.wide_network.clone(),
-        ..fresh_caller()
-    };
-    assert_ne!(first.network, second.network);
+    let other = fresh_caller();
+    let second = Caller::anonymous(
+        other.address().clone(),
+        other.network().cloned().expect("anonymous"),
+        first.wide_network().cloned().expect("anonymous"),
+    );
+    assert_ne!(first.network(), second.network());
     let wide_full = CapacityLimits {
         max_active_per_network: Some(1),
         max_active_per_wide_network: Some(1),
@@ -485,7 +487,7 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
         limit: 10,
         after: None,
     };
-    let page = store.list(&caller.client, &all).await.expect("answered");
+    let page = store.list(caller.client(), &all).await.expect("answered");
     let ids: Vec<JobId> = page.jobs.iter().map(|job| job.id).collect();
     assert_eq!(
         (ids, page.next),
@@ -496,7 +498,7 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
         limit: 1,
         ..all.clone()
     };
-    let page = store.list(&caller.client, &one).await.expect("answered");
+    let page = store.list(caller.client(), &one).await.expect("answered");
     assert_eq!(page.jobs.len(), 1, "a page holds at most its limit");
     let next = JobQuery {
         after: page.next,
@@ -511,7 +513,7 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
         Some(2),
         "the first page counts every page's jobs"
     );
-    let rest = store.list(&caller.client, &next).await.expect("answered");
+    let rest = store.list(caller.client(), &next).await.expect("answered");
     assert_eq!(
         rest.jobs.iter().map(|job| job.id).collect::<Vec<_>>(),
         vec![first.id],
@@ -519,7 +521,7 @@ async fn reads<S: JobAdmission + JobReads>(store: &S) {
     );
     assert_eq!(rest.total, None, "a later page counts nothing");
     let stranger = fresh_caller();
-    let theirs = store.list(&stranger.client, &all).await.expect("answered");
+    let theirs = store.list(stranger.client(), &all).await.expect("answered");
     assert!(
         theirs.jobs.is_empty() && theirs.total == Some(0),
         "nobody lists (or counts) another client's jobs"
@@ -572,7 +574,7 @@ async fn transitions<S: JobAdmission + JobReads + JobTransitions>(store: &S) {
         "a read shows the reported state and progress, and no place in the queue"
     );
 
-    // A job with a callback: a change says whether it queued one (V10's trigger): every
+    // A job with a callback: a change says whether it queued one (`queue_job_callback`): every
     // status change does, a progress update within 5 s of the last callback does not.
     let mut calling = new_job(&caller, "contract-calls-back");
     calling.callback = Some(CallbackUrl::parse("https://example.com/hook", false).expect("a URL"));

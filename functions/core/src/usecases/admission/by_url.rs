@@ -45,7 +45,7 @@ pub(super) fn replay_url(
         Some(TextValue::Text(text)) => text,
         Some(_) => return Err(invalid("must be a URL of at most 1024 bytes")),
     };
-    if caller.key.is_none() {
+    if caller.is_anonymous() {
         return Err(Rejection::ApiKeyRequired(
             "a `replay_url` needs `Authorization: Bearer <key>`: only a client with an API key \
              can have the service fetch for it (without a key, upload the file)",

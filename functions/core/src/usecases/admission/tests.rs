@@ -318,7 +318,7 @@ async fn a_job_with_a_callback_wakes_the_dispatcher_for_its_first_one() {
     // Unless its key is followed live: its push is due from its admission.
     let followed = keyed(14);
     let until = chrono::Utc::now() + chrono::Duration::hours(1);
-    let topic = crate::domain::events::Topic::Key(followed.client.clone());
+    let topic = crate::domain::events::Topic::Key(followed.client().clone());
     app.pushes.watch(&topic, until).await.unwrap();
     admitted(submit_render(&app, &followed, None, valid()).await.outcome);
     assert_eq!(

@@ -1,4 +1,4 @@
-//! API keys (issue 13): creating, listing, changing and revoking them (the `osurender-admin`
+//! API keys: creating, listing, changing and revoking them (the `osurender-admin`
 //! commands, `admin`), recognizing the key of a request (`KeyLookup`, with its per-instance
 //! cache), and who a request is from (`caller`).
 

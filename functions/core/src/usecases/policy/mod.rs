@@ -1,4 +1,4 @@
-//! The operator's policy (issue 21) as requests see it: the intake pause and the bans, read in
+//! The operator's policy as requests see it: the intake pause and the bans, read in
 //! one statement and kept by each instance for `POLICY_CACHE_TTL`, so a change made with
 //! `osurender-admin` (admin.rs) reaches every instance within that long and a request costs no
 //! database read for it.
@@ -33,7 +33,7 @@ pub async fn current_policy(app: &App) -> Result<Arc<Policy>, Rejection> {
         .ok_or(Rejection::DatabaseUnavailable)
 }
 
-/// The ban step of every upload (a render's step 0b, a skin upload's first): the caller's
+/// The caller ban of every upload (a render, a skin upload): the caller's
 /// address or key banned is a 403, before the form is read and before any quota is spent.
 pub async fn check_caller_ban(app: &App, caller: &Caller) -> Result<(), Rejection> {
     let policy = current_policy(app).await?;
@@ -42,7 +42,7 @@ pub async fn check_caller_ban(app: &App, caller: &Caller) -> Result<(), Rejectio
         .map_or(Ok(()), |ban| Err(banned(ban)))
 }
 
-/// A render's step 0b with steps 1–3 (`steps`): the caller's ban checked first, so with the
+/// A render's caller ban with its stateless checks (`steps`): the ban checked first, so with the
 /// policy cached a banned address or key reads no form. On an instance that has not read the
 /// policy yet (a cold one), the read runs while `steps` do, and a request they refuse is answered
 /// without waiting for it: a 400 or a 415 never waits for a database connection (whose first
@@ -75,7 +75,7 @@ pub async fn check_caller_ban_during<T>(
     }
 }
 
-/// A render's step 3c: the replay's player banned is a 403, before any quota is spent.
+/// A render's player ban: the replay's player banned is a 403, before any quota is spent.
 pub async fn check_player_ban(app: &App, player: &str) -> Result<(), Rejection> {
     let policy = current_policy(app).await?;
     policy
@@ -83,7 +83,7 @@ pub async fn check_player_ban(app: &App, player: &str) -> Result<(), Rejection> 
         .map_or(Ok(()), |ban| Err(banned(ban)))
 }
 
-/// A render's step 5a: a paused intake is a 503 with the operator's reason (not for a sandbox
+/// A render's intake check: a paused intake is a 503 with the operator's reason (not for a sandbox
 /// key, nor, when only anonymous clients are paused, for any key).
 pub async fn check_intake_open(app: &App, caller: &Caller) -> Result<(), Rejection> {
     let policy = current_policy(app).await?;

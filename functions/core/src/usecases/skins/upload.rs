@@ -2,18 +2,19 @@
 //! render's (admission.rs). The first failing step decides; the cheap, stateless ones come
 //! first, so a refused request spends no quota and touches nothing.
 //!
-//! | # | Step | Rejection |
+//! | Step | What | Rejection |
 //! |---|---|---|
-//! | 1 | a `skin` file named `*.osk`, 1..=`MAX_SKIN_BYTES` | 400 / 413 |
-//! | 2 | a valid skin archive (archive.rs) | 415 |
-//! | 3 | the name: the `name` field, else the file's stem, trimmed, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
-//! | 3a | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 (the key is only read) | 400 / 409 / 422 |
-//! | 4 | the route's rate limit (v1 and legacy count separately), then an anonymous client's network's and wide network's (both routes together); then the key is claimed | 429 |
-//! | 5 | the name is free, ignoring case: claimed in the registry, race-free; not kept by the operator (reserved, or its skin removed) | 409 |
-//! | 6 | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
+//! | file | a `skin` file named `*.osk`, 1..=`MAX_SKIN_BYTES` | 400 / 413 |
+//! | archive | a valid skin archive (archive.rs) | 415 |
+//! | name | the `name` field, else the file's stem, trimmed, `^[A-Za-z0-9_ -]{1,128}$` | 422 |
+//! | idempotency read | `Idempotency-Key`, as on render (idempotency.rs): a retry of a success gets its 201 (the key is only read) | 400 / 409 / 422 |
+//! | rate limit | the route's rate limit (v1 and legacy count separately), then an anonymous client's network's and wide network's (both routes together); then the key is claimed | 429 |
+//! | name claim | the name is free, ignoring case: claimed in the registry, race-free; not kept by the operator (reserved, or its skin removed) | 409 |
+//! | storage | stored as `skins/{name}.osk`, never over an existing object | 409 / 503 |
 //!
 //! Skins too large for a request ask for a presigned upload instead (`request_upload`): the
-//! same steps as far as they apply, then S3 takes the file and `ingest` does steps 2, 5 and 6.
+//! same steps as far as they apply, then S3 takes the file and `ingest` checks the archive,
+//! claims the name and stores it.
 
 use std::time::{Duration, SystemTime};
 
@@ -72,9 +73,9 @@ impl UploadRoute {
         }
     }
 
-    /// Step 4's windows: the route's own for the client, then an anonymous client's network's
-    /// and wide network's, which both routes count together (a name squatted by either path is
-    /// squatted).
+    /// The rate limit's windows: the route's own for the client, then an anonymous client's
+    /// network's and wide network's, which both routes count together (a name squatted by either
+    /// path is squatted).
     fn windows(self, config: &Config) -> [Window; 3] {
         let limits = &config.rate_limits;
         [
@@ -137,7 +138,7 @@ pub async fn upload_skin<S: BodyStream>(
     let request_hash = RequestHash::of(&[&skin.bytes, name.as_str().as_bytes()]);
     let claim = key.map(|key| {
         KeyClaim::new(
-            &caller.client,
+            caller.client(),
             route.endpoint(),
             key,
             app.config.request_deadline,
@@ -160,8 +161,8 @@ pub async fn upload_skin<S: BodyStream>(
     Submission { outcome, rate }
 }
 
-/// Steps 5 and 6 of a request holding its key's claim, if it has a key, and then the key
-/// completed or released as their outcome says.
+/// The name claim and the storage of a request holding its key's claim, if it has a key, and
+/// then the key completed or released as their outcome says.
 async fn store_keyed(
     app: &App,
     skin: UploadedFile,
@@ -186,7 +187,7 @@ async fn store_keyed(
     outcome
 }
 
-/// What became of an upload's idempotency key in steps 5 and 6.
+/// What became of an upload's idempotency key in the name claim and the storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Settled {
     /// Completed with the name's confirmation.
@@ -201,7 +202,7 @@ enum Settled {
     Unknown,
 }
 
-/// Steps 5 and 6, with the key's claim (if any).
+/// The name claim and the storage, with the key's claim (if any).
 async fn store_upload(
     app: &App,
     skin: UploadedFile,
@@ -230,7 +231,7 @@ pub fn uploaded_response(name: &SkinName) -> StoredResponse {
     }
 }
 
-/// Steps 1–3: stateless.
+/// The stateless checks: the file, the archive, the name.
 async fn validate_upload<S: BodyStream>(
     app: &App,
     upload: FormUpload<S>,
@@ -248,7 +249,7 @@ async fn validate_upload<S: BodyStream>(
     Ok((file, name))
 }
 
-/// Step 2, off the async threads: inflating can take up to a second of CPU.
+/// The archive check, off the async threads: inflating can take up to a second of CPU.
 async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
     let checked =
         tokio::task::spawn_blocking(move || archive::inspect(&bytes, &ArchiveLimits::default()))
@@ -264,7 +265,7 @@ async fn check_archive(bytes: Bytes) -> Result<(), ArchiveError> {
     }
 }
 
-/// Step 3: the last `name` field, or else the file name without its `.osk` (and any path a
+/// The name: the last `name` field, or else the file name without its `.osk` (and any path a
 /// client sent with it).
 fn check_name(fields: &[(String, TextValue)], file_name: &str) -> Result<SkinName, Rejection> {
     let invalid =
@@ -369,11 +370,11 @@ pub(super) fn kept_detail(name: &SkinName) -> String {
     )
 }
 
-/// Steps 5 and 6: claim the name, write the object unless one is there, confirm. An object
-/// found already there (from before the registry, or another fleet) keeps the name taken for
-/// good. A failed write is settled by looking at the object: this very content there is a
-/// success (the answer was lost), none releases the claim, and if it cannot be looked at the
-/// claim is kept, since the object may be there.
+/// The name claim and the storage: claim the name, write the object unless one is there,
+/// confirm. An object found already there (one the registry does not know, or another fleet's)
+/// keeps the name taken for good. A failed write is settled by looking at the object: this very
+/// content there is a success (the answer was lost), none releases the claim, and if it cannot
+/// be looked at the claim is kept, since the object may be there.
 pub(super) async fn publish(
     app: &App,
     name: &SkinName,

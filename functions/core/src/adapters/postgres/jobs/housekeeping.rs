@@ -19,8 +19,8 @@ UPDATE jobs
 
 /// Released jobs still queued past `$1` ms (jobs_released_waiting: at most the farm's room)
 /// while a worker has started a job released after them (one probe of
-/// jobs_started_by_release): their message was lost, not waiting for a worker. A job released
-/// before V18 (no start tag) is left to QUEUED_TTL.
+/// jobs_started_by_release): their message was lost, not waiting for a worker. A released job
+/// without a start tag (`fair_start` null) is left to QUEUED_TTL.
 const FAIL_UNCLAIMED_SQL: &str = "\
 UPDATE jobs j
    SET status = 'failed', error = 'no render worker took the job in time',

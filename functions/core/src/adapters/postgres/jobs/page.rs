@@ -10,14 +10,14 @@ use crate::domain::client::ClientKey;
 use crate::domain::sandbox;
 use crate::ports::jobs::{JobQuery, TOTAL_CAP};
 
-/// The statement of one page of a client's `GET /v1/jobs` (migrations/V6): a backward range
-/// scan of `jobs_by_client_age`, or with a status (compared as the enum) of
-/// `jobs_by_client_status_age`, or with a player or beatmap (migrations/V14) of
-/// `jobs_by_client_player_age` or `jobs_by_client_beatmap_age`, from the cursor's
-/// `(created_at, id)` on, one row more than the page (`JobPage::from_rows`). A sandbox key's
-/// status filter is an age range of `jobs_by_client_age` (its jobs show the status their age
-/// makes). Each shape is its own statement, so no `$n IS NULL` branch keeps the planner from
-/// the index. Public so a test can `EXPLAIN` exactly it.
+/// The statement of one page of a client's `GET /v1/jobs`: a backward range scan of
+/// `jobs_by_client_age`, or with a status (compared as the enum) of `jobs_by_client_status_age`, or
+/// with a player or beatmap of `jobs_by_client_player_age` or `jobs_by_client_beatmap_age` (both:
+/// `jobs_by_client_player_beatmap_age`), from the cursor's `(created_at, id)` on, one row more than
+/// the page (`JobPage::from_rows`). A sandbox key's status filter is an age range of
+/// `jobs_by_client_age` (its jobs show the status their age makes). Each shape is its own
+/// statement, so no `$n IS NULL` branch keeps the planner from the index. Public so a test can
+/// `EXPLAIN` exactly it.
 pub struct PageStatement {
     pub sql: String,
     /// The count of every match (the cursor aside), up to `TOTAL_CAP + 1` rows of the same

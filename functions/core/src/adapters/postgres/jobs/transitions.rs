@@ -14,9 +14,9 @@ use crate::ports::StoreError;
 /// against the newest row version if another transaction changed the job meanwhile. Progress is
 /// per state: a report that changes the state without a progress starts it at 0.
 ///
-/// `pushes`: the change queued a live-event push, as V22's trigger decides (its event_seq
-/// moved, and its job or its key is watched): the trigger's own insert is not visible to this
-/// statement. The sequence before is read from the statement's snapshot: a concurrent change
+/// `pushes`: the change queued a live-event push, as the `queue_job_push` trigger decides (its
+/// event_seq moved, and its job or its key is watched): the trigger's own insert is not visible to
+/// this statement. The sequence before is read from the statement's snapshot: a concurrent change
 /// may make it say so for nothing, which costs one needless wake.
 const TRANSITION_SQL: &str = "\
 WITH before AS (
