@@ -24,6 +24,8 @@ pub mod wake;
 /// A store call that failed, and whether what it asked for may still have happened.
 use std::sync::Arc;
 
+use crate::support::problem::Rejection;
+
 /// One process's adapters behind every port, as the wiring (or a test) built them; the App is
 /// made from it (`App::from_ports`).
 pub struct Ports {
@@ -102,6 +104,13 @@ impl StoreError {
 
     /// Whether a write may have been applied although it failed: then nothing it refers to
     /// may be undone until the outcome is known.
+    /// A request's answer to this failure of `what` (a read, a statement): 503
+    /// `database_unavailable`, with the failure logged; its message never reaches the client.
+    pub fn into_rejection(self, what: &str) -> Rejection {
+        tracing::error!(error = %self, "{what} failed");
+        Rejection::DatabaseUnavailable
+    }
+
     pub fn outcome_unknown(&self) -> bool {
         self.outcome == Outcome::Unknown
     }

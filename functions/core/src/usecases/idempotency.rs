@@ -23,7 +23,6 @@ use crate::ports::idempotency::Held;
 use crate::ports::idempotency::StoredResponse;
 // What an idempotent submission answers, and the header that names it: part of this use case's API.
 pub use crate::ports::idempotency::{Reply, KEY_HEADER};
-use crate::ports::StoreError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
 /// How long a request waits for the outcome of another one holding its key: an admission takes
@@ -64,7 +63,11 @@ pub async fn look_up(
     let Some(claim) = claim else {
         return Ok(None);
     };
-    let held = app.idempotency.held(claim).await.map_err(unavailable)?;
+    let held = app
+        .idempotency
+        .held(claim)
+        .await
+        .map_err(|error| error.into_rejection("the idempotency key lookup"))?;
     answered(app, claim, request_hash, held).await
 }
 
@@ -89,7 +92,7 @@ pub async fn claim(
                 if error.outcome_unknown() {
                     release(app, &claim).await;
                 }
-                return Err(unavailable(error));
+                return Err(error.into_rejection("the idempotency key lookup"));
             }
         };
         if let Some(response) = await_holder(app, &claim, request_hash, held, deadline).await? {
@@ -133,16 +136,15 @@ async fn await_holder(
             }
             Some(Held::InProgress { .. }) => {
                 tokio::time::sleep(POLL_INTERVAL).await;
-                held = app.idempotency.held(claim).await.map_err(unavailable)?;
+                held = app
+                    .idempotency
+                    .held(claim)
+                    .await
+                    .map_err(|error| error.into_rejection("the idempotency key lookup"))?;
             }
             None => return Ok(None),
         }
     }
-}
-
-fn unavailable(error: StoreError) -> Rejection {
-    tracing::error!(%error, "idempotency key lookup failed");
-    Rejection::DatabaseUnavailable
 }
 
 /// Releases the claim of a refused request, so a retry runs afresh. Best effort: a claim left

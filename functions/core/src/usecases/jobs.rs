@@ -27,7 +27,6 @@ use crate::domain::text;
 /// A page of the listing, as `list_jobs` takes it (what `ListParams::query` checks).
 pub use crate::ports::jobs::JobQuery;
 use crate::ports::jobs::{JobRecord, PageCursor, TOTAL_CAP};
-use crate::ports::StoreError;
 use crate::support::config::Config;
 use crate::support::estimate;
 use crate::support::problem::{InvalidParam, Rejection};
@@ -51,7 +50,7 @@ pub async fn read_job(app: &App, caller: &Caller, id: JobId) -> Submission<JobVi
             Ok(JobView::new(app, job, artifacts))
         }
         Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
-        Err(error) => Err(unavailable(error)),
+        Err(error) => Err(error.into_rejection("a job read")),
     };
     Submission { outcome, rate }
 }
@@ -110,7 +109,7 @@ pub async fn artifact_link(
             }
         }
         Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
-        Err(error) => Err(unavailable(error)),
+        Err(error) => Err(error.into_rejection("a job read")),
     };
     Submission { outcome, rate }
 }
@@ -151,7 +150,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
                 next_cursor,
             })
         }
-        Err(error) => Err(unavailable(error)),
+        Err(error) => Err(error.into_rejection("a job read")),
     };
     Submission { outcome, rate }
 }
@@ -287,11 +286,6 @@ fn next_path(query: &JobQuery, cursor: &str) -> String {
 /// Both reads count against one generous per-client window.
 async fn limit_reads(app: &App, client: &ClientKey) -> Result<Option<RateDecision>, Rejection> {
     check_rate_limit(app, JOBS_ENDPOINT, app.config.rate_limits.read, client).await
-}
-
-fn unavailable(error: StoreError) -> Rejection {
-    tracing::error!(%error, "job read failed");
-    Rejection::DatabaseUnavailable
 }
 
 /// A job as the API shows it.

@@ -145,10 +145,7 @@ pub async fn receive(
             nonce: &nonce,
         })
         .await
-        .map_err(|error| {
-            tracing::error!(%error, %id, "webhook transition failed");
-            Rejection::DatabaseUnavailable
-        })?;
+        .map_err(|error| error.into_rejection(&format!("job {id}'s webhook transition")))?;
     match outcome {
         TransitionOutcome::Applied {
             status,

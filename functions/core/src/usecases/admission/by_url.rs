@@ -1,4 +1,4 @@
-//! A replay named by URL (`replay_url`, issue 32): a bot passes a Discord attachment's URL
+//! A replay named by URL (`replay_url`): a bot passes a Discord attachment's URL
 //! instead of downloading and uploading it. The URL follows the callbacks' rules (https; in
 //! development `ALLOW_PRIVATE_CALLBACKS=true` also lets it reach loopback over http) and is
 //! fetched under their address guard (ports/replays.rs `ReplayFetcher`), only once the rate
@@ -9,20 +9,18 @@
 use crate::domain::callback::CallbackUrl;
 use crate::domain::caller::Caller;
 use crate::domain::form::{Form, TextValue, UploadedFile};
-use crate::domain::job::JobId;
-use crate::ports::idempotency::Reply;
 use crate::ports::replays::FetchError;
 use crate::support::problem::Rejection;
 use crate::usecases::app::App;
-use crate::usecases::request::{Spent, Submission};
 
-use super::{check_render_rate, check_replay, ReplayFile};
+use super::form::check_replay;
+use super::{check_render_rate, RateCount, ReplayFile};
 
 /// The form field that names the replay by URL, and o!rdr's name of it.
 pub const REPLAY_URL_FIELD: &str = "replay_url";
 const ORDR_REPLAY_URL_FIELD: &str = "replayURL";
 
-/// Step 1 of a form that names its replay by URL (`replay_url` or o!rdr's `replayURL`, the last
+/// The replay file check of a form that names its replay by URL (`replay_url` or o!rdr's `replayURL`, the last
 /// sent; a blank one is none): a key's request (as for `callback_url`, the service makes
 /// requests out only for clients it can hold to a quota), on a deployment with a way out,
 /// exactly one of `replay` (the file) and the URL, which the callbacks' rules allow. `None`: the
@@ -66,20 +64,19 @@ pub(super) fn replay_url(
         .map_err(|reason| invalid(&reason))
 }
 
-/// Step 4, then steps 1–2a of a replay named by URL: the rate limit counts the request before
-/// anything is fetched for it (a fetch that fails keeps the hit: it was work done for the
-/// client); then the bytes get an upload's checks, in its order and with its codes. A refusal
-/// carries the rate limit's headers.
+/// The rate limit, then the replay file, structure and rules checks of a replay named by URL:
+/// the rate limit counts the request before anything is fetched for it (a fetch that fails
+/// keeps the hit: it was work done for the client); then the bytes get an upload's checks, in
+/// its order and with its codes.
 pub(super) async fn fetch_replay(
     app: &App,
     caller: &Caller,
     url: &CallbackUrl,
-) -> Result<(ReplayFile, Spent), Submission<Reply<JobId>>> {
-    let spent = check_render_rate(app, caller)
-        .await
-        .map_err(Submission::refused)?;
+    count: &mut RateCount,
+) -> Result<ReplayFile, Rejection> {
+    *count = RateCount::BeforeFetch(check_render_rate(app, caller).await?);
     let max = app.config.max_replay_bytes;
-    let fetched = match app.replay_fetcher.fetch(url, max).await {
+    match app.replay_fetcher.fetch(url, max).await {
         Ok(bytes) if bytes.is_empty() => Err(Rejection::InvalidFile(format!(
             "the replay at `{REPLAY_URL_FIELD}` is empty"
         ))),
@@ -95,12 +92,5 @@ pub(super) async fn fetch_replay(
             "the replay at `{REPLAY_URL_FIELD}` is larger than {limit} bytes"
         ))),
         Err(FetchError::Failed(why)) => Err(Rejection::ReplayUrlFailed(why)),
-    };
-    match fetched {
-        Ok(replay) => Ok((replay, spent)),
-        Err(rejection) => Err(Submission {
-            outcome: Err(rejection),
-            rate: spent.rate,
-        }),
     }
 }

@@ -11,6 +11,7 @@ use futures_util::Stream;
 use super::*;
 use crate::adapters::memory::{AdmitFault, Memory};
 use crate::domain::client::ClientKey;
+use crate::domain::rate::LimitScope;
 use crate::domain::JobStatus;
 use crate::support::config::Config;
 
@@ -282,7 +283,7 @@ async fn without_egress_a_callback_url_is_refused_before_any_port() {
         assert_eq!(memory.calls.take(), Vec::<&str>::new(), "{url}");
     }
     assert!(memory.database.job_ids().is_empty());
-    // A form with an invalid field is refused for that field first (step 3's order).
+    // A form with an invalid field is refused for that field first (the form fields' order).
     let upload = form(
         VALID_REPLAY,
         "play.osr",
@@ -374,7 +375,7 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
     // The client's window refused: its network's is not spent for it.
     assert_eq!(memory.calls.take(), ["jobs.occupancy", "limiter.hit"]);
 
-    // Capacity (steps 5, 6, 8): refused from the look, with a Retry-After from the load.
+    // Queue depth, render capacity, active jobs: refused from the look, with a Retry-After from the load.
     for (vars, status, code) in [
         (("MAX_QUEUED", "3"), JobStatus::Queued, "queue_full"),
         (

@@ -82,8 +82,7 @@ pub async fn check_renderable(app: &App, skin: &SkinName) -> Result<(), Rejectio
 
 /// A skin name lookup that failed: the registry is Postgres, so 503 (logged).
 pub(super) fn lookup_failed(error: StoreError) -> Rejection {
-    tracing::error!(%error, "skin name lookup failed");
-    Rejection::DatabaseUnavailable
+    error.into_rejection("a skin name lookup")
 }
 
 /// One page of the skins a render may name, in byte order. `next` is the cursor of the page
@@ -108,10 +107,7 @@ pub async fn list_skins(app: &App, client: &ClientKey, page: &PageRequest) -> Su
         .list(after, page.limit + 1)
         .await
         .map(|names| paged(names, after, page.limit))
-        .map_err(|error| {
-            tracing::error!(%error, "listing skins failed");
-            Rejection::DatabaseUnavailable
-        });
+        .map_err(|error| error.into_rejection("listing skins"));
     Submission { outcome, rate }
 }
 
