@@ -179,6 +179,11 @@ mod tests {
         Caller::anonymous(address, network, ClientKey::new(ip("203.0.0.0"), 64))
     }
 
+    /// A new live key with `limits`, connecting from `address`.
+    fn live_key(limits: KeyLimits, address: ClientKey) -> Caller {
+        Caller::keyed(KeyId::new(), KeyKind::Live, limits, address)
+    }
+
     #[test]
     fn a_key_client_is_its_key_wherever_it_connects_from() {
         let id: KeyId = "5f0c9a4e-1b2d-4c3e-8f70-0123456789ab".parse().unwrap();
@@ -216,12 +221,7 @@ mod tests {
         assert_eq!(anonymous.entitlements(configured), configured);
         assert_eq!(anonymous.max_replay_length(600), 600);
 
-        let plain = Caller::keyed(
-            KeyId::new(),
-            KeyKind::Live,
-            KeyLimits::default(),
-            address.clone(),
-        );
+        let plain = live_key(KeyLimits::default(), address.clone());
         assert_eq!(plain.entitlements(configured), Entitlements::default());
         assert_eq!(plain.max_replay_length(600), 600);
 
@@ -245,12 +245,7 @@ mod tests {
         let three = Weight::new(3).unwrap();
         assert_eq!(anonymous.fair_weight(three), three);
 
-        let plain = Caller::keyed(
-            KeyId::new(),
-            KeyKind::Live,
-            KeyLimits::default(),
-            address.clone(),
-        );
+        let plain = live_key(KeyLimits::default(), address.clone());
         assert_eq!(
             plain.fair_weight(three),
             Weight::ONE,
@@ -258,7 +253,7 @@ mod tests {
         );
 
         let heavy = KeyLimits::default().with_weight(250).unwrap();
-        let bot = Caller::keyed(KeyId::new(), KeyKind::Live, heavy, address);
+        let bot = live_key(heavy, address);
         assert_eq!(bot.fair_weight(three).get(), 250);
     }
 }

@@ -1,4 +1,4 @@
-//! Sandbox jobs (keys `osr_test_…`, DESIGN.md §9): a job admitted by every real check that
+//! Sandbox jobs (keys `osr_test_…`, DESIGN.md §6, "Sandbox jobs"): a job admitted by every real check that
 //! never reaches a renderer. Its state is a function of its age, the same for every read and
 //! every callback, so nothing has to run to advance it and nothing can leave it stuck.
 
