@@ -163,6 +163,16 @@ impl Dispatcher {
         }
     }
 
+    /// Invocation `request_id` on a wake sent now: its sweep of the callbacks counts
+    /// `callbacks` (claimed, dispatched, retried, failed), and it leaves the render events to
+    /// the schedule.
+    async fn woken(&self, request_id: &str, callbacks: [u64; 4]) {
+        let wake = self.wake_now().await;
+        let report = self.invoke(request_id, wake).await;
+        assert_eq!(counts(&report["callbacks"]), callbacks, "{report}");
+        assert_eq!(counts(&report["events"]), [0; 4], "{report}");
+    }
+
     /// A wake sent now by the core's own adapter, as a status change sends it after its
     /// commit, and taken off the wake queue as the SQS event it becomes.
     async fn wake_now(&self) -> Value {
@@ -277,10 +287,7 @@ fn counts(sweep: &Value) -> [u64; 4] {
 async fn a_wake_sends_the_callbacks_alone_and_the_schedule_publishes_the_render_event() {
     let dispatcher = Dispatcher::start("wake_sends", StatusCode::OK).await;
     let receiver = &dispatcher.receiver;
-    let wake = dispatcher.wake_now().await;
-    let report = dispatcher.invoke("wake-1", wake).await;
-    assert_eq!(counts(&report["callbacks"]), [1, 1, 0, 0], "{report}");
-    assert_eq!(counts(&report["events"]), [0; 4], "{report}");
+    dispatcher.woken("wake-1", [1, 1, 0, 0]).await;
     let received = receiver.received();
     assert_eq!(received.len(), 1);
     let (headers, body) = &received[0];
@@ -323,10 +330,7 @@ async fn a_wake_sends_the_callbacks_alone_and_the_schedule_publishes_the_render_
 async fn after_a_failed_send_the_function_is_woken_when_the_retry_is_due() {
     let dispatcher = Dispatcher::start("wake_retry", StatusCode::INTERNAL_SERVER_ERROR).await;
     let receiver = &dispatcher.receiver;
-    let wake = dispatcher.wake_now().await;
-    let report = dispatcher.invoke("wake-1", wake).await;
-    assert_eq!(counts(&report["callbacks"]), [1, 0, 1, 0], "{report}");
-    assert_eq!(counts(&report["events"]), [0; 4], "{report}");
+    dispatcher.woken("wake-1", [1, 0, 1, 0]).await;
     assert_eq!(receiver.received().len(), 1);
     let asked = Instant::now();
     assert_eq!(

@@ -36,11 +36,7 @@ impl CallbackAddresses for CheckedAddresses {
     }
 }
 
-pub(super) fn check_literal(
-    url: &CallbackUrl,
-    address: IpAddr,
-    allow_private: bool,
-) -> Result<(), SendError> {
+fn check_literal(url: &CallbackUrl, address: IpAddr, allow_private: bool) -> Result<(), SendError> {
     if allow_private || is_public(address) {
         Ok(())
     } else {
@@ -51,69 +47,85 @@ pub(super) fn check_literal(
     }
 }
 
+const USER_AGENT: &str = concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION"));
+
 /// The dispatcher's sender.
-pub struct HttpCallbacks {
-    timeout: Duration,
-    allow_private: bool,
-    /// Built on the first send, not when the dispatcher starts: loading the system's roots
-    /// would lengthen its cold start even when nothing is due.
-    client: OnceLock<Result<reqwest::Client, String>>,
-}
+pub struct HttpCallbacks(GuardedClient);
 
 impl HttpCallbacks {
     /// `timeout`: a whole send, connection included. `allow_private`:
     /// `ALLOW_PRIVATE_CALLBACKS` (development only).
     pub fn new(timeout: Duration, allow_private: bool) -> Self {
-        Self {
-            timeout,
-            allow_private,
-            client: OnceLock::new(),
-        }
-    }
-
-    fn client(&self) -> Result<&reqwest::Client, SendError> {
-        let built = self.client.get_or_init(|| {
-            guarded_client(
-                self.timeout,
-                self.allow_private,
-                concat!("osurender-callbacks/", env!("CARGO_PKG_VERSION")),
-            )
-        });
-        built
-            .as_ref()
-            .map_err(|error| SendError::Failed(error.clone()))
+        Self(GuardedClient::new(timeout, allow_private, USER_AGENT))
     }
 }
 
 /// An HTTP client that reaches only what callbacks may: its resolver refuses what `is_public`
 /// refuses (and connects to the addresses it checked), no redirects, no proxy; `timeout` for
 /// the whole request, connection included. Also replay_fetch.rs's.
-pub(super) fn guarded_client(
+pub(super) struct GuardedClient {
     timeout: Duration,
     allow_private: bool,
     user_agent: &'static str,
-) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .dns_resolver(Arc::new(CheckedResolver { allow_private }))
-        .redirect(reqwest::redirect::Policy::none())
-        // A proxy from the environment would make the connection, to addresses this resolver
-        // never checked.
-        .no_proxy()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .user_agent(user_agent)
-        .build()
-        .map_err(|error| format!("the HTTP client does not start: {error}"))
+    /// Built on first use, not when the function starts: loading the system's roots would
+    /// lengthen every cold start, those that send nothing too.
+    client: OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl GuardedClient {
+    /// `allow_private`: `ALLOW_PRIVATE_CALLBACKS` (development only), which also permits `http`.
+    pub(super) fn new(timeout: Duration, allow_private: bool, user_agent: &'static str) -> Self {
+        Self {
+            timeout,
+            allow_private,
+            user_agent,
+            client: OnceLock::new(),
+        }
+    }
+
+    /// Refuses `url` if it names an address callbacks may not reach literally: no lookup is
+    /// made for one, so the resolver never sees it.
+    pub(super) fn check_literal_address(&self, url: &CallbackUrl) -> Result<(), SendError> {
+        match url.literal_address() {
+            Some(address) => check_literal(url, address, self.allow_private),
+            None => Ok(()),
+        }
+    }
+
+    /// The client, built on the first call; why it does not start.
+    pub(super) fn get(&self) -> Result<&reqwest::Client, &str> {
+        self.client
+            .get_or_init(|| self.build())
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    fn build(&self) -> Result<reqwest::Client, String> {
+        reqwest::Client::builder()
+            .dns_resolver(Arc::new(CheckedResolver {
+                allow_private: self.allow_private,
+            }))
+            .redirect(reqwest::redirect::Policy::none())
+            // A proxy from the environment would make the connection, to addresses this
+            // resolver never checked.
+            .no_proxy()
+            .timeout(self.timeout)
+            .connect_timeout(self.timeout)
+            .user_agent(self.user_agent)
+            .build()
+            .map_err(|error| format!("the HTTP client does not start: {error}"))
+    }
 }
 
 #[async_trait]
 impl CallbackSender for HttpCallbacks {
     async fn send(&self, url: &CallbackUrl, signed: SignedBody) -> Result<(), SendError> {
-        if let Some(address) = url.literal_address() {
-            check_literal(url, address, self.allow_private)?;
-        }
-        let response = self
-            .client()?
+        self.0.check_literal_address(url)?;
+        let client = self
+            .0
+            .get()
+            .map_err(|error| SendError::Failed(error.to_owned()))?;
+        let response = client
             .post(url.url().clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(SIGNATURE_HEADER, signed.signature)

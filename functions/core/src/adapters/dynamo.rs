@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use crate::domain::deadline;
@@ -27,6 +28,14 @@ impl DynamoRateLimiter {
             table: table.into(),
         }
     }
+
+    /// An `UpdateItem` of `counter`'s item.
+    fn update_counter(&self, counter: String) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(counter))
+    }
 }
 
 /// `/health`: the limiter's table answers.
@@ -41,48 +50,53 @@ impl Dependency for DynamoRateLimiter {
     }
 }
 
+/// Sends `update` within the request's deadline: its output, or `None` when its condition
+/// refused it.
+async fn send_conditional(
+    update: UpdateItemFluentBuilder,
+) -> Result<Option<UpdateItemOutput>, LimiterUnavailable> {
+    let outcome = deadline::within(update.send())
+        .await
+        .map_err(|expired| LimiterUnavailable(expired.to_string()))?;
+    match outcome {
+        Ok(output) => Ok(Some(output)),
+        Err(SdkError::ServiceError(failure))
+            if matches!(
+                failure.err(),
+                UpdateItemError::ConditionalCheckFailedException(_)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(other) => Err(LimiterUnavailable(
+            aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
+        )),
+    }
+}
+
 #[async_trait]
 impl RateLimiter for DynamoRateLimiter {
     async fn hit(&self, hit: Hit<'_>) -> Result<RateDecision, LimiterUnavailable> {
         let (counter, end) = hit.counter();
         let number = |n: u64| AttributeValue::N(n.to_string());
         let update = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", AttributeValue::S(counter))
+            .update_counter(counter)
             .update_expression("ADD hits :one SET expires_at = if_not_exists(expires_at, :expires)")
             .condition_expression("attribute_not_exists(hits) OR hits < :limit")
             .expression_attribute_values(":one", number(1))
             .expression_attribute_values(":expires", number(end + TTL_SLACK_SECS))
             .expression_attribute_values(":limit", number(hit.limit.requests.into()))
-            .return_values(ReturnValue::UpdatedNew)
-            .send();
-        let outcome = deadline::within(update)
-            .await
-            .map_err(|expired| LimiterUnavailable(expired.to_string()))?;
-        match outcome {
-            Ok(output) => {
-                let hits = output
-                    .attributes()
-                    .and_then(|attrs| attrs.get("hits"))
-                    .and_then(|hits| hits.as_n().ok())
-                    .and_then(|hits| hits.parse::<u64>().ok())
-                    .ok_or_else(|| LimiterUnavailable("UpdateItem returned no hits".into()))?;
-                Ok(hit.decision(Some(hits)))
-            }
-            Err(SdkError::ServiceError(failure))
-                if matches!(
-                    failure.err(),
-                    UpdateItemError::ConditionalCheckFailedException(_)
-                ) =>
-            {
-                Ok(hit.decision(None))
-            }
-            Err(other) => Err(LimiterUnavailable(
-                aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
-            )),
-        }
+            .return_values(ReturnValue::UpdatedNew);
+        let Some(output) = send_conditional(update).await? else {
+            return Ok(hit.decision(None));
+        };
+        let hits = output
+            .attributes()
+            .and_then(|attrs| attrs.get("hits"))
+            .and_then(|hits| hits.as_n().ok())
+            .and_then(|hits| hits.parse::<u64>().ok())
+            .ok_or_else(|| LimiterUnavailable("UpdateItem returned no hits".into()))?;
+        Ok(hit.decision(Some(hits)))
     }
 
     async fn give_back(&self, hit: Hit<'_>) -> Result<(), LimiterUnavailable> {
@@ -90,31 +104,11 @@ impl RateLimiter for DynamoRateLimiter {
         // Only an item that exists and counts a hit: never below zero, never an item made
         // (without its TTL) for a window that has been pruned.
         let update = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", AttributeValue::S(counter))
+            .update_counter(counter)
             .update_expression("ADD hits :minus_one")
             .condition_expression("hits > :zero")
             .expression_attribute_values(":minus_one", AttributeValue::N("-1".into()))
-            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
-            .send();
-        let outcome = deadline::within(update)
-            .await
-            .map_err(|expired| LimiterUnavailable(expired.to_string()))?;
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(failure))
-                if matches!(
-                    failure.err(),
-                    UpdateItemError::ConditionalCheckFailedException(_)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(other) => Err(LimiterUnavailable(
-                aws_sdk_dynamodb::error::DisplayErrorContext(other).to_string(),
-            )),
-        }
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()));
+        send_conditional(update).await.map(drop)
     }
 }

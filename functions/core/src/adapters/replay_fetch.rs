@@ -3,58 +3,38 @@
 //! not reach and connects to the addresses it checked; a literal address is checked first;
 //! redirects are not followed and no proxy is used. The body is streamed and cut at the cap.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 
-use super::callback_sender::{check_literal, guarded_client, send_error};
+use super::callback_sender::{send_error, GuardedClient};
 use crate::domain::callback::CallbackUrl;
 use crate::domain::deadline;
 use crate::ports::callbacks::SendError;
 use crate::ports::replays::{FetchError, ReplayFetcher};
 
+const USER_AGENT: &str = concat!("osurender-replays/", env!("CARGO_PKG_VERSION"));
+
 /// The fetcher of `POST /v1/render`'s `replay_url`.
-pub struct HttpReplays {
-    timeout: Duration,
-    allow_private: bool,
-    /// Built on the first fetch: loading the system's roots would lengthen every cold start.
-    client: OnceLock<Result<reqwest::Client, String>>,
-}
+pub struct HttpReplays(GuardedClient);
 
 impl HttpReplays {
     /// `timeout`: the whole fetch, connection included (the request's deadline bounds it too).
     /// `allow_private`: `ALLOW_PRIVATE_CALLBACKS` (development), which also permits `http`.
     pub fn new(timeout: Duration, allow_private: bool) -> Self {
-        Self {
-            timeout,
-            allow_private,
-            client: OnceLock::new(),
-        }
-    }
-
-    fn client(&self) -> Result<&reqwest::Client, FetchError> {
-        let built = self.client.get_or_init(|| {
-            guarded_client(
-                self.timeout,
-                self.allow_private,
-                concat!("osurender-replays/", env!("CARGO_PKG_VERSION")),
-            )
-        });
-        built
-            .as_ref()
-            .map_err(|_| failed("the service could not fetch it"))
+        Self(GuardedClient::new(timeout, allow_private, USER_AGENT))
     }
 }
 
 #[async_trait]
 impl ReplayFetcher for HttpReplays {
     async fn fetch(&self, url: &CallbackUrl, max_bytes: usize) -> Result<Bytes, FetchError> {
-        if let Some(address) = url.literal_address() {
-            check_literal(url, address, self.allow_private).map_err(said)?;
-        }
-        let client = self.client()?;
+        self.0.check_literal_address(url).map_err(said)?;
+        let client = self
+            .0
+            .get()
+            .map_err(|_| failed("the service could not fetch it"))?;
         let fetch = async {
             let mut response = client
                 .get(url.url().clone())

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::adapters::postgres::{self as db, millis};
 use crate::domain::client::ClientKey;
@@ -22,6 +22,19 @@ pub struct PgPushQueue {
 impl PgPushQueue {
     pub fn new(pool: deadpool_postgres::Pool) -> Self {
         Self { pool }
+    }
+
+    /// `sql` on `job`'s push: `$1` the job, `$2` `value`.
+    async fn execute_on(
+        &self,
+        sql: &str,
+        job: JobId,
+        value: (&(dyn ToSql + Sync), Type),
+    ) -> Result<(), StoreError> {
+        let conn = db::checkout(&self.pool).await?;
+        conn.execute_typed(sql, &[(&job.as_uuid(), Type::UUID), value])
+            .await?;
+        Ok(())
     }
 }
 
@@ -105,23 +118,13 @@ impl PushQueue for PgPushQueue {
     }
 
     async fn pushed(&self, job: JobId, sequence: i64) -> Result<(), StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        conn.execute_typed(
-            PUSHED_SQL,
-            &[(&job.as_uuid(), Type::UUID), (&sequence, Type::INT8)],
-        )
-        .await?;
-        Ok(())
+        self.execute_on(PUSHED_SQL, job, (&sequence, Type::INT8))
+            .await
     }
 
     async fn push_at(&self, job: JobId, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let conn = db::checkout(&self.pool).await?;
-        conn.execute_typed(
-            PUSH_AT_SQL,
-            &[(&job.as_uuid(), Type::UUID), (&at, Type::TIMESTAMPTZ)],
-        )
-        .await?;
-        Ok(())
+        self.execute_on(PUSH_AT_SQL, job, (&at, Type::TIMESTAMPTZ))
+            .await
     }
 
     async fn next_due(&self) -> Result<Option<Duration>, StoreError> {

@@ -28,29 +28,24 @@ pub async fn suite<S: ConnectionStore + ?Sized>(store: &S) {
     let (one, two, three) = (fresh_topic(), fresh_topic(), fresh_topic());
 
     // Held once, capped exactly.
-    assert_eq!(
-        store.subscribe(&a, &one, 2, until).await.unwrap(),
-        Subscribed::Added
-    );
-    assert_eq!(
-        store.subscribe(&a, &one, 2, until).await.unwrap(),
-        Subscribed::Already,
-        "a subscription held is held once"
-    );
-    assert_eq!(
-        store.subscribe(&a, &two, 2, until).await.unwrap(),
-        Subscribed::Added
-    );
-    assert_eq!(
-        store.subscribe(&a, &three, 2, until).await.unwrap(),
-        Subscribed::Full,
-        "a connection holds at most `max`"
-    );
-    assert_eq!(
-        store.subscribe(&a, &two, 2, until).await.unwrap(),
-        Subscribed::Already,
-        "one held is Already even when the connection is full"
-    );
+    for (topic, expected, why) in [
+        (&one, Subscribed::Added, "a first subscription is added"),
+        (
+            &one,
+            Subscribed::Already,
+            "a subscription held is held once",
+        ),
+        (&two, Subscribed::Added, "a second is added"),
+        (&three, Subscribed::Full, "a connection holds at most `max`"),
+        (
+            &two,
+            Subscribed::Already,
+            "one held is Already even when the connection is full",
+        ),
+    ] {
+        let subscribed = store.subscribe(&a, topic, 2, until).await.unwrap();
+        assert_eq!(subscribed, expected, "{why}");
+    }
     assert!(
         store.subscribers(&three, 10).await.unwrap().is_empty(),
         "a refused subscription is not listed"

@@ -22,11 +22,12 @@ use crate::ports::jobs::{
 const LEASE: Duration = Duration::from_millis(400);
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// The jobs a push queue is filled by (one database with it): admitted, read and moved here.
+pub trait PushedJobs: JobAdmission + JobReads + JobTransitions {}
+impl<S: JobAdmission + JobReads + JobTransitions> PushedJobs for S {}
+
 /// `q` is filled by `store`'s jobs (one database).
-pub async fn suite<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
+pub async fn suite<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
     assert_eq!(next_due(q).await, None, "a fresh store queues nothing");
     an_unwatched_change_queues_nothing(q, store).await;
     a_watched_change_queues_one_push(q, store).await;
@@ -67,6 +68,13 @@ async fn job_of<S: JobAdmission>(store: &S, client: Option<&ClientKey>) -> NewJo
     job
 }
 
+/// A job of its own, admitted and watched.
+async fn watched_job<S: JobAdmission>(q: &dyn PushQueue, store: &S) -> NewJob {
+    let job = job_of(store, None).await;
+    watch(q, &Topic::Job(job.id)).await;
+    job
+}
+
 /// A report of `status` at `progress`; whether it queued a push.
 async fn moved(store: &dyn JobTransitions, id: JobId, status: JobStatus, progress: f32) -> bool {
     let transition = Transition {
@@ -83,10 +91,7 @@ fn jobs(claimed: &[DuePush]) -> Vec<JobId> {
     claimed.iter().map(|push| push.job).collect()
 }
 
-async fn an_unwatched_change_queues_nothing<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
+async fn an_unwatched_change_queues_nothing<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
     let job = job_of(store, None).await;
     assert!(!moved(store, job.id, JobStatus::Downloading, 0.0).await);
     assert!(!moved(store, job.id, JobStatus::Rendering, 10.0).await);
@@ -99,12 +104,8 @@ where
     assert_eq!(next_due(q).await, None);
 }
 
-async fn a_watched_change_queues_one_push<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
-    let job = job_of(store, None).await;
-    watch(q, &Topic::Job(job.id)).await;
+async fn a_watched_change_queues_one_push<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
+    let job = watched_job(q, store).await;
     assert_eq!(claim(q, LEASE).await, [], "a watch alone queues nothing");
     assert!(
         moved(store, job.id, JobStatus::Downloading, 0.0).await,
@@ -132,12 +133,11 @@ where
     assert_eq!(found(store, job.id).await.sequence, 1, "nor counts");
 }
 
-async fn changes_coalesce_and_a_stale_push_keeps_the_row<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
-    let job = job_of(store, None).await;
-    watch(q, &Topic::Job(job.id)).await;
+async fn changes_coalesce_and_a_stale_push_keeps_the_row<S: PushedJobs>(
+    q: &dyn PushQueue,
+    store: &S,
+) {
+    let job = watched_job(q, store).await;
     moved(store, job.id, JobStatus::Downloading, 0.0).await;
     moved(store, job.id, JobStatus::Rendering, 10.0).await;
     moved(store, job.id, JobStatus::Rendering, 20.0).await;
@@ -171,12 +171,8 @@ where
     assert_eq!(next_due(q).await, None);
 }
 
-async fn a_claim_leases<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
-    let job = job_of(store, None).await;
-    watch(q, &Topic::Job(job.id)).await;
+async fn a_claim_leases<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
+    let job = watched_job(q, store).await;
     moved(store, job.id, JobStatus::Downloading, 0.0).await;
     assert_eq!(jobs(&claim(q, LEASE).await), [job.id]);
     assert_eq!(claim(q, LEASE).await, [], "leased: not claimed again");
@@ -194,10 +190,7 @@ where
     assert_eq!(next_due(q).await, None);
 }
 
-async fn a_key_covers_its_later_jobs_only<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
+async fn a_key_covers_its_later_jobs_only<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
     let key = KeyId::new().client();
     let earlier = job_of(store, Some(&key)).await;
     watch(q, &Topic::Key(key.clone())).await;
@@ -227,10 +220,7 @@ where
     assert_eq!(next_due(q).await, None);
 }
 
-async fn push_at_queues_or_brings_forward<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
+async fn push_at_queues_or_brings_forward<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
     let job = job_of(store, None).await;
     let in_an_hour = Utc::now() + chrono::Duration::from_std(HOUR).unwrap();
     q.push_at(job.id, in_an_hour).await.unwrap();
@@ -263,10 +253,7 @@ where
     assert_eq!(next_due(q).await, None);
 }
 
-async fn an_expired_watch_queues_nothing<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
+async fn an_expired_watch_queues_nothing<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
     let job = job_of(store, None).await;
     let ended = Utc::now() - chrono::Duration::seconds(1);
     q.watch(&Topic::Job(job.id), ended).await.unwrap();
@@ -280,10 +267,7 @@ where
     drop_push(q, job.id).await;
 }
 
-async fn pruning_is_bounded<S>(q: &dyn PushQueue, store: &S)
-where
-    S: JobAdmission + JobReads + JobTransitions,
-{
+async fn pruning_is_bounded<S: PushedJobs>(q: &dyn PushQueue, store: &S) {
     let ended = Utc::now() - chrono::Duration::seconds(1);
     for _ in 0..3 {
         let topic = Topic::Job(JobId::new());
