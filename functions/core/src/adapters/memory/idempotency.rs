@@ -72,3 +72,39 @@ pub(super) fn held(tables: &Tables, claim: &Claim) -> Option<Held> {
             },
         })
 }
+
+pub(super) fn key_of(claim: &Claim) -> (String, &'static str, String) {
+    (
+        claim.client.as_str().to_owned(),
+        claim.endpoint,
+        claim.key.as_str().to_owned(),
+    )
+}
+
+/// A key answers for `KEY_TTL` after its claim, as `expires_at` says in Postgres.
+pub(super) fn expired(row: &KeyRow, now: DateTime<Utc>) -> bool {
+    row.claimed_at + KEY_TTL <= now
+}
+
+/// Whether a claim may take `row` over: expired, or in progress past the claim's staleness.
+pub(super) fn free(row: &KeyRow, claim: &Claim) -> bool {
+    let now = Utc::now();
+    expired(row, now) || (row.response.is_none() && row.claimed_at < now - claim.stale_after)
+}
+
+pub(super) fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &RequestHash) -> bool {
+    let key = key_of(claim);
+    let free = tables.keys.get(&key).is_none_or(|row| free(row, claim));
+    if free {
+        tables.keys.insert(
+            key,
+            KeyRow {
+                request_hash: *request_hash,
+                token: claim.token,
+                response: None,
+                claimed_at: Utc::now(),
+            },
+        );
+    }
+    free
+}

@@ -345,3 +345,46 @@ fn sweep(
     }
     ended.len() as u64
 }
+
+pub(super) fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
+    let place = (job.status == JobStatus::Queued).then(|| farm::place_of(tables, job));
+    // A sandbox job young enough to show queued: the place a new client's job would have now.
+    let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
+    let shows_queued = job.sandbox && age < sandbox::QUEUED_FOR;
+    let place = place.or_else(|| shows_queued.then(|| farm::place_at(tables, tables.fair_clock)));
+    let wait = place.map(|place| QueueWait {
+        farm: farm::state(tables),
+        place,
+    });
+    let record = JobRecord {
+        id: job.id,
+        status: job.status,
+        progress: job.progress,
+        queue_position: wait.as_ref().map(|wait| wait.place.position),
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+        error: job.error.clone(),
+        error_code: job.error_code,
+        config: job.config.clone(),
+        video_key: job.video_key.clone(),
+        thumb_key: job.thumb_key.clone(),
+        replay: job.replay.clone(),
+        wait,
+        sandbox: job.sandbox,
+        sequence: job.event_seq,
+        client_reference: job.client_reference.clone(),
+    };
+    match job.sandbox {
+        true => record.as_sandbox_shows(age),
+        false => record,
+    }
+}
+
+/// The status a job shows: a sandbox job's, as its age makes it.
+pub(super) fn shown_status(job: &MemoryJob) -> JobStatus {
+    if !job.sandbox {
+        return job.status;
+    }
+    let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
+    sandbox::state_at(age, job.status).0
+}

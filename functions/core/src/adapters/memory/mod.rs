@@ -36,6 +36,8 @@ pub use replay_urls::MemoryReplayUrls;
 pub use secrets::MemorySecrets;
 pub use wake::MemoryWake;
 
+use idempotency::key_of;
+
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -551,14 +553,6 @@ fn job_changed(tables: &mut Tables, id: JobId, bump: bool) -> bool {
     true
 }
 
-fn key_of(claim: &Claim) -> (String, &'static str, String) {
-    (
-        claim.client.as_str().to_owned(),
-        claim.endpoint,
-        claim.key.as_str().to_owned(),
-    )
-}
-
 fn occupancy_of(
     tables: &Tables,
     client: &ClientKey,
@@ -640,77 +634,6 @@ fn capacity_of(tables: &Tables) -> Capacity {
         rendering: count(&|j| matches!(j.status, JobStatus::Downloading | JobStatus::Rendering)),
         anonymous_queued: count(&|j| queued(j) && j.client.scope() == LimitScope::Client),
     }
-}
-
-/// A key answers for `KEY_TTL` after its claim, as `expires_at` says in Postgres.
-fn expired(row: &KeyRow, now: DateTime<Utc>) -> bool {
-    row.claimed_at + KEY_TTL <= now
-}
-
-/// Whether a claim may take `row` over: expired, or in progress past the claim's staleness.
-fn free(row: &KeyRow, claim: &Claim) -> bool {
-    let now = Utc::now();
-    expired(row, now) || (row.response.is_none() && row.claimed_at < now - claim.stale_after)
-}
-
-fn try_claim(tables: &mut Tables, claim: &Claim, request_hash: &RequestHash) -> bool {
-    let key = key_of(claim);
-    let free = tables.keys.get(&key).is_none_or(|row| free(row, claim));
-    if free {
-        tables.keys.insert(
-            key,
-            KeyRow {
-                request_hash: *request_hash,
-                token: claim.token,
-                response: None,
-                claimed_at: Utc::now(),
-            },
-        );
-    }
-    free
-}
-
-fn record(job: &MemoryJob, tables: &Tables) -> JobRecord {
-    let place = (job.status == JobStatus::Queued).then(|| farm::place_of(tables, job));
-    // A sandbox job young enough to show queued: the place a new client's job would have now.
-    let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
-    let shows_queued = job.sandbox && age < sandbox::QUEUED_FOR;
-    let place = place.or_else(|| shows_queued.then(|| farm::place_at(tables, tables.fair_clock)));
-    let wait = place.map(|place| QueueWait {
-        farm: farm::state(tables),
-        place,
-    });
-    let record = JobRecord {
-        id: job.id,
-        status: job.status,
-        progress: job.progress,
-        queue_position: wait.as_ref().map(|wait| wait.place.position),
-        created_at: job.created_at,
-        updated_at: job.updated_at,
-        error: job.error.clone(),
-        error_code: job.error_code,
-        config: job.config.clone(),
-        video_key: job.video_key.clone(),
-        thumb_key: job.thumb_key.clone(),
-        replay: job.replay.clone(),
-        wait,
-        sandbox: job.sandbox,
-        sequence: job.event_seq,
-        client_reference: job.client_reference.clone(),
-    };
-    match job.sandbox {
-        true => record.as_sandbox_shows(age),
-        false => record,
-    }
-}
-
-/// The status a job shows: a sandbox job's, as its age makes it.
-fn shown_status(job: &MemoryJob) -> JobStatus {
-    if !job.sandbox {
-        return job.status;
-    }
-    let age = (Utc::now() - job.created_at).to_std().unwrap_or_default();
-    sandbox::state_at(age, job.status).0
 }
 
 fn batch_len(batch: i64) -> usize {
