@@ -33,7 +33,7 @@ WAKE_SENDERS = ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "Outb
 # (core outbox::release_to_farm; docs/DESIGN.md "Fair service"): after an admission, a worker's
 # report that ends a job, a janitor run that ended some, and in every sweep.
 RELEASERS = ("RenderFunction", "JobWebhookFunction", "JanitorFunction", "OutboxDispatcherFunction")
-# The farm's settings, each from its parameter in the Globals (support/config.rs).
+# The farm's settings, each from its parameter in the Globals (support/config/capacity.rs).
 FARM_SETTINGS = {"RENDER_SLOTS": "RenderSlots", "RELEASE_AHEAD": "ReleaseAhead",
                  "RENDER_OVERHEAD_SECS": "RenderOverheadSecs", "RENDER_SPEED": "RenderSpeed",
                  "ANONYMOUS_WEIGHT": "AnonymousWeight", "MAX_QUEUE_WAIT": "MaxQueueWait"}

@@ -153,10 +153,8 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
         .unwrap()
         .queue_url
         .unwrap();
-    let by_url = osurender_core::Config {
-        render_queue_url: Some(queue_url),
-        ..app.config.clone()
-    };
+    let mut by_url = app.config.clone();
+    by_url.aws.render_queue_url = Some(queue_url);
     for (label, config, lookups, ip) in [
         (
             "admitted, fresh instance, RENDER_QUEUE_URL set",

@@ -60,7 +60,7 @@ async fn make_callbacks_due(app: &TestApp) {
 /// Another instance on the server's resources, with private callbacks allowed or not.
 async fn instance(app: &TestApp, allow_private: bool) -> App {
     let mut config = app.config.clone();
-    config.allow_private_callbacks = allow_private;
+    config.callbacks.allow_private = allow_private;
     Clients::new(&config).await.unwrap().app(config.clone())
 }
 

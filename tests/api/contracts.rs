@@ -36,7 +36,8 @@ use crate::support::app::{wake_queue, TestApp};
 async fn the_dynamodb_limiter_keeps_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();
-    let limiter = DynamoRateLimiter::new(clients.dynamodb.clone(), &app.config.rate_limit_table);
+    let limiter =
+        DynamoRateLimiter::new(clients.dynamodb.clone(), &app.config.aws.rate_limit_table);
     contracts::limiter::suite(&limiter).await;
 }
 
@@ -203,18 +204,18 @@ async fn the_s3_object_stores_keep_the_ports_contract() {
     let clients = Clients::new(&app.config).await.unwrap();
     let (s3, config) = (&clients.s3, &app.config);
     let exists = async |key: &str| {
-        let head = s3.head_object().bucket(&config.replay_bucket).key(key);
+        let head = s3.head_object().bucket(&config.aws.replay_bucket).key(key);
         head.send().await.is_ok()
     };
-    let replays = S3Bucket::new(s3.clone(), &config.replay_bucket);
+    let replays = S3Bucket::new(s3.clone(), &config.aws.replay_bucket);
     contracts::objects::replays(&replays, exists).await;
     let place = async |key: &str, body: Bytes| {
-        let put = s3.put_object().bucket(&config.skin_bucket).key(key);
+        let put = s3.put_object().bucket(&config.aws.skin_bucket).key(key);
         put.body(body.into()).send().await.unwrap();
     };
-    let skins = S3SkinStore::new(s3.clone(), clients.sdk.clone(), &config.skin_bucket);
+    let skins = S3SkinStore::new(s3.clone(), clients.sdk.clone(), &config.aws.skin_bucket);
     contracts::objects::skins(&skins, place).await;
-    let links = S3Bucket::new(s3.clone(), &config.artifact_bucket);
+    let links = S3Bucket::new(s3.clone(), &config.aws.artifact_bucket);
     contracts::artifacts::suite(&links).await;
 }
 
@@ -255,7 +256,7 @@ async fn the_dynamodb_connection_store_keeps_the_ports_contract() {
     let app = TestApp::spawn(&[]).await;
     let clients = Clients::new(&app.config).await.unwrap();
     // The dev server made the table at start, as template.yaml makes it on AWS.
-    let store = DynamoConnections::new(clients.dynamodb.clone(), &app.config.events_table);
+    let store = DynamoConnections::new(clients.dynamodb.clone(), &app.config.aws.events_table);
     contracts::connections::suite(&store).await;
 }
 

@@ -116,15 +116,15 @@ async fn start_instance(
     instance: &str,
 ) -> SocketAddr {
     let mut config = app.config.clone();
-    config.db_pool_size = 2;
+    config.database.pool_size = 2;
     let mut postgres: tokio_postgres::Config = app.database_url.parse().unwrap();
     postgres
         .user(&role.name)
         .password(password)
         .application_name(instance);
     let sdk = osurender_core::support::aws::sdk_config(
-        config.aws_timeout,
-        config.aws_endpoint_url.as_deref(),
+        config.aws.timeout,
+        config.aws.endpoint_url.as_deref(),
     )
     .await;
     let source = wiring::database_secret(&sdk, &secret.arn);

@@ -74,12 +74,12 @@ async fn global_cap_holds_exactly_as_it_changes_between_runs() {
     assert_eq!(tally(&first, StatusCode::SERVICE_UNAVAILABLE), 15);
 
     // Raised: exactly the difference gets in.
-    let raised = app.redeployed(|c| c.max_queued = 12).await;
+    let raised = app.redeployed(|c| c.capacity.max_queued = 12).await;
     let second = app.storm(&raised, &distinct_ips("198.51.100", 20)).await;
     assert_eq!(tally(&second, StatusCode::ACCEPTED), 7);
 
     // Lowered below what is queued: nothing gets in, nothing is evicted.
-    let lowered = app.redeployed(|c| c.max_queued = 4).await;
+    let lowered = app.redeployed(|c| c.capacity.max_queued = 4).await;
     let third = app.storm(&lowered, &distinct_ips("203.0.113", 20)).await;
     assert_eq!(tally(&third, StatusCode::SERVICE_UNAVAILABLE), 20);
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 12);
@@ -99,11 +99,15 @@ async fn per_ip_cap_holds_exactly_as_it_changes_between_runs() {
     assert_eq!(tally(&first, StatusCode::ACCEPTED), 3);
     assert_eq!(tally(&first, StatusCode::TOO_MANY_REQUESTS), 12);
 
-    let raised = app.redeployed(|c| c.max_active_jobs_per_ip = 5).await;
+    let raised = app
+        .redeployed(|c| c.capacity.max_active_per_client = 5)
+        .await;
     let second = app.storm(&raised, &one_ip).await;
     assert_eq!(tally(&second, StatusCode::ACCEPTED), 2);
 
-    let lowered = app.redeployed(|c| c.max_active_jobs_per_ip = 1).await;
+    let lowered = app
+        .redeployed(|c| c.capacity.max_active_per_client = 1)
+        .await;
     let third = app.storm(&lowered, &one_ip).await;
     assert_eq!(tally(&third, StatusCode::ACCEPTED), 0);
     assert_eq!(app.jobs_of("203.0.113.200").await, 5);
@@ -411,7 +415,9 @@ async fn child_server() {
         return;
     }
     let config = Config::from_env().expect("the child's configuration is valid");
-    let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+    let listener = tokio::net::TcpListener::bind(config.dev_server.listen)
+        .await
+        .unwrap();
     let server = osurender_local::start(config, listener).await.unwrap();
     println!("{CHILD_LISTENING}{}", server.addr);
     server.finished().await.unwrap();

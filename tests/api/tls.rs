@@ -61,9 +61,9 @@ async fn serve_instance(config: &Config) -> SocketAddr {
 /// `app`'s configuration with other TLS settings, and its database at `host`.
 fn variant(app: &TestApp, mode: DbSslMode, root: Option<String>, host: &str) -> Config {
     let mut config = app.config.clone();
-    config.db_sslmode = mode;
-    config.db_sslrootcert = root.map(Into::into);
-    config.database_url = app.database_url.replace(CERTIFIED_HOST, host);
+    config.database.sslmode = mode;
+    config.database.sslrootcert = root.map(Into::into);
+    config.database.url = app.database_url.replace(CERTIFIED_HOST, host);
     config
 }
 
@@ -72,9 +72,9 @@ fn variant(app: &TestApp, mode: DbSslMode, root: Option<String>, host: &str) -> 
 fn from_url_alone(app: &TestApp, url: &str) -> Result<Config, ConfigError> {
     let read = Config::from_lookup(|name| (name == "DATABASE_URL").then(|| url.to_owned()))?;
     let mut config = app.config.clone();
-    config.database_url = read.database_url;
-    config.db_sslmode = read.db_sslmode;
-    config.db_sslrootcert = read.db_sslrootcert;
+    config.database.url = read.database.url;
+    config.database.sslmode = read.database.sslmode;
+    config.database.sslrootcert = read.database.sslrootcert;
     Ok(config)
 }
 
@@ -229,7 +229,7 @@ async fn sslmode_require_in_the_url_alone_is_honoured() {
         app.database_url.replace(CERTIFIED_HOST, "127.0.0.1")
     );
     let config = from_url_alone(&app, &url).unwrap();
-    assert_eq!(config.db_sslmode, DbSslMode::Require);
+    assert_eq!(config.database.sslmode, DbSslMode::Require);
     let addr = serve_instance(&config).await;
     let read = bounded(
         reqwest::Client::new()
@@ -270,7 +270,7 @@ async fn sslmode_require_in_the_url_does_not_fall_back_to_plain_text() {
     let (plain_only, sent_in_clear) = plain_text_only_server().await;
     let url = format!("postgres://postgres@{plain_only}/osurender?sslmode=require");
     let config = from_url_alone(&app, &url).unwrap();
-    assert_eq!(config.db_sslmode, DbSslMode::Require);
+    assert_eq!(config.database.sslmode, DbSslMode::Require);
     database_unused(&job, config, "server does not support TLS").await;
     // A client falling back would send its startup right after the `N`: let it arrive.
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -53,8 +53,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     migrations::connect_and_apply(
         database_url.parse()?,
         &tls,
-        config.db_timeout,
-        config.migrate_lock_timeout,
+        config.database.timeout,
+        config.database.migrate_lock_timeout,
         None,
     )
     .await?;

@@ -47,28 +47,28 @@ impl Server {
 /// uploads on timers, and plays the render workers if asked to.
 pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<Server> {
     let clients = Clients::new(&config).await?;
-    let migrated = migrations::migrate(&clients.pool, config.migrate_lock_timeout)
+    let migrated = migrations::migrate(&clients.pool, config.database.migrate_lock_timeout)
         .await
         .context("applying migrations")?;
     tracing::info!(outcome = migrated.summary(), "migrations");
     // Creating what is missing is start-up, not a request: a slow stand-in gets
     // PROVISION_TIMEOUT rather than the requests' AWS_TIMEOUT_MS.
-    let setup = aws::sdk_config(PROVISION_TIMEOUT, config.aws_endpoint_url.as_deref()).await;
+    let setup = aws::sdk_config(PROVISION_TIMEOUT, config.aws.endpoint_url.as_deref()).await;
     let (dynamodb, s3) = (aws::dynamodb(&setup), aws::s3(&setup));
-    provision::rate_limit_table(&dynamodb, &config.rate_limit_table).await?;
-    provision::events_table(&dynamodb, &config.events_table).await?;
-    provision::bucket(&s3, &config.replay_bucket).await?;
-    provision::bucket(&s3, &config.artifact_bucket).await?;
-    provision::sandbox_samples(&s3, &config.artifact_bucket).await?;
-    provision::bucket(&s3, &config.skin_bucket).await?;
-    let queue_url = match &config.render_queue_url {
+    provision::rate_limit_table(&dynamodb, &config.aws.rate_limit_table).await?;
+    provision::events_table(&dynamodb, &config.aws.events_table).await?;
+    provision::bucket(&s3, &config.aws.replay_bucket).await?;
+    provision::bucket(&s3, &config.aws.artifact_bucket).await?;
+    provision::sandbox_samples(&s3, &config.aws.artifact_bucket).await?;
+    provision::bucket(&s3, &config.aws.skin_bucket).await?;
+    let queue_url = match &config.aws.render_queue_url {
         Some(url) => url.clone(),
         None => {
             let sqs = aws_sdk_sqs::Client::new(&setup);
-            provision::queue(&sqs, &config.render_queue_name).await?
+            provision::queue(&sqs, &config.aws.render_queue_name).await?
         }
     };
-    let source = config.webhook_secret.get_or_insert_with(|| {
+    let source = config.secrets.webhook.get_or_insert_with(|| {
         // Never logged: a user who wants to sign reports by hand sets WEBHOOK_SECRET.
         // Two v4 UUIDs: 244 bits from the operating system's random source.
         tracing::info!("WEBHOOK_SECRET is not set; generated a random one for this run");
@@ -83,13 +83,15 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     });
     let worker_secret = match source {
         SecretSource::Fixed { current, .. } => current.clone(),
-        SecretSource::Stored(_) if config.simulate_workers => {
+        SecretSource::Stored(_) if config.dev_server.simulate_workers => {
             bail!("the simulated workers sign with WEBHOOK_SECRET; unset WEBHOOK_SECRET_ARN")
         }
         SecretSource::Stored(_) => String::new(),
     };
 
-    if config.simulate_workers && matches!(config.origin_secret, Some(SecretSource::Stored(_))) {
+    if config.dev_server.simulate_workers
+        && matches!(config.secrets.origin, Some(SecretSource::Stored(_)))
+    {
         bail!(
             "the simulated workers reach the API with CF_ORIGIN_SECRET; unset CF_ORIGIN_SECRET_ARN"
         );
@@ -97,10 +99,11 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
 
     let addr = listener.local_addr()?;
     config
+        .http
         .events_url
         .get_or_insert_with(|| format!("ws://{}/v1/events", reachable(addr)));
-    if config.public_base_url.is_none() {
-        config.public_base_url = format!("http://{}", reachable(addr)).parse().ok();
+    if config.http.public_base_url.is_none() {
+        config.http.public_base_url = format!("http://{}", reachable(addr)).parse().ok();
     }
     let mut app = clients.app(config);
     // Live events go to this process's own sockets, as API Gateway's Management API would.
@@ -112,7 +115,7 @@ pub async fn start(mut config: Config, listener: TcpListener) -> anyhow::Result<
     let router = http::service(routes, app.clone());
     events::push_while_watched(app.clone(), sockets);
     run_scheduled(&app, &clients.sqs);
-    if app.config.simulate_workers {
+    if app.config.dev_server.simulate_workers {
         workers::Simulator {
             app: app.clone(),
             clients: clients.clone(),
@@ -154,23 +157,24 @@ fn log_sweep(what: &str, swept: Result<SweepReport, StoreError>) {
 /// wakes when there is a wake queue.
 fn run_scheduled(app: &App, sqs: &aws_sdk_sqs::Client) {
     let sender = callback_sender(&app.config);
-    if let Some(url) = &app.config.callback_wake_queue_url {
+    if let Some(url) = &app.config.aws.callback_wake_queue_url {
         wakes::spawn(app.clone(), sqs.clone(), url.clone(), sender.clone());
     }
-    every(app.config.outbox_sweep_interval, app, move |app| {
+    let dev_server = &app.config.dev_server;
+    every(dev_server.outbox_sweep_interval, app, move |app| {
         let sender = sender.clone();
         async move {
             log_sweep("outbox", outbox::sweep(&app).await);
             sweep_callbacks(&app, &sender, "callback").await;
         }
     });
-    every(app.config.janitor_interval, app, |app| async move {
+    every(dev_server.janitor_interval, app, |app| async move {
         if let Err(error) = janitor::run(&app).await {
             tracing::warn!(%error, "janitor run failed");
         }
     });
     // Stands in for the S3 event that invokes the ingest of presigned skin uploads on AWS.
-    every(app.config.skin_ingest_interval, app, |app| async move {
+    every(dev_server.skin_ingest_interval, app, |app| async move {
         if let Err(error) = skins::ingest_pending(&app).await {
             tracing::warn!(%error, "skin ingest poll failed");
         }

@@ -15,11 +15,11 @@ async fn main() -> anyhow::Result<()> {
     let mut config = Config::from_env_with_sslmode(DbSslMode::Disable)?;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
-            "--simulate-workers" => config.simulate_workers = true,
+            "--simulate-workers" => config.dev_server.simulate_workers = true,
             other => bail!("unknown argument `{other}` (the only one is --simulate-workers)"),
         }
     }
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let listener = tokio::net::TcpListener::bind(config.dev_server.listen).await?;
     let server = osurender_local::start(config, listener).await?;
     tracing::info!(addr = %server.addr, "osurender-local listening");
     tokio::select! {

@@ -44,7 +44,7 @@ impl Simulator {
                 .default_headers(through_the_edge(&self.app))
                 .build()
                 .unwrap_or_default();
-            let slots = usize::try_from(self.app.config.render_slots).unwrap_or(1);
+            let slots = usize::try_from(self.app.config.capacity.render_slots).unwrap_or(1);
             let workers = Arc::new(Semaphore::new(slots.max(1)));
             let mut seen = HashSet::new();
             loop {
@@ -102,8 +102,8 @@ impl Simulator {
     /// How long a job of a replay `length_ms` long renders on this farm.
     fn render_time(&self, length_ms: i64) -> Duration {
         let config = &self.app.config;
-        let cost = RenderCost::of(length_ms, config.render_overhead);
-        Duration::from_secs_f64(cost.secs() / config.render_speed)
+        let cost = RenderCost::of(length_ms, config.capacity.render_overhead);
+        Duration::from_secs_f64(cost.secs() / config.capacity.render_speed)
     }
 
     /// One job's reports, in order, spread over its render time; stops at the first one
@@ -146,7 +146,7 @@ impl Simulator {
             for (key, bytes) in [(&video_key, "not a video"), (&thumb_key, "not a thumbnail")] {
                 let put = s3
                     .put_object()
-                    .bucket(&app.config.artifact_bucket)
+                    .bucket(&app.config.aws.artifact_bucket)
                     .key(key)
                     .body(bytes.as_bytes().to_vec().into())
                     .send()
@@ -166,7 +166,7 @@ impl Simulator {
 /// one): real workers reach the webhook through it.
 fn through_the_edge(app: &App) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    if let Some(SecretSource::Fixed { current, .. }) = &app.config.origin_secret {
+    if let Some(SecretSource::Fixed { current, .. }) = &app.config.secrets.origin {
         if let Ok(value) = HeaderValue::from_str(current) {
             headers.insert(ORIGIN_SECRET_HEADER, value);
         }

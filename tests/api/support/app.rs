@@ -200,8 +200,8 @@ impl TestApp {
         let addr = server.addr;
         tokio::spawn(server.finished());
         // As the dev server does: links absolute under its own address, for every instance.
-        if config.public_base_url.is_none() {
-            config.public_base_url = format!("http://{addr}").parse().ok();
+        if config.http.public_base_url.is_none() {
+            config.http.public_base_url = format!("http://{addr}").parse().ok();
         }
 
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;

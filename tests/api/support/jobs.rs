@@ -119,7 +119,7 @@ impl TestApp {
         let video_key = format!("renders/{job_id}.mp4");
         self.s3
             .put_object()
-            .bucket(&self.config.artifact_bucket)
+            .bucket(&self.config.aws.artifact_bucket)
             .key(&video_key)
             .body(b"rendered video".to_vec().into())
             .send()

@@ -33,11 +33,11 @@ impl TestApp {
         );
         let skins = PgSkinRegistry::new(pool, CLAIM_STALE_AFTER);
         let sdk = aws::sdk_config(
-            self.config.aws_timeout,
-            self.config.aws_endpoint_url.as_deref(),
+            self.config.aws.timeout,
+            self.config.aws.endpoint_url.as_deref(),
         )
         .await;
-        let skin_objects = S3SkinStore::new(aws::s3(&sdk), sdk, &self.config.skin_bucket);
+        let skin_objects = S3SkinStore::new(aws::s3(&sdk), sdk, &self.config.aws.skin_bucket);
         let stores = AdminStores {
             keys: &keys,
             policy: &policy,

@@ -179,6 +179,12 @@ mod tests {
         Caller::anonymous(address, network, ClientKey::new(ip("203.0.0.0"), 64))
     }
 
+    /// 203.0.113.1, and the anonymous client it is.
+    fn anonymous_at_its_address() -> (ClientKey, Caller) {
+        let address = ClientKey::new(ip("203.0.113.1"), 64);
+        (address.clone(), anonymous_of(address))
+    }
+
     /// A new live key with `limits`, connecting from `address`.
     fn live_key(limits: KeyLimits, address: ClientKey) -> Caller {
         Caller::keyed(KeyId::new(), KeyKind::Live, limits, address)
@@ -212,8 +218,7 @@ mod tests {
         use crate::domain::entitlement::DeniedOptions;
         use crate::domain::render::Resolution;
 
-        let address = ClientKey::new(ip("203.0.113.1"), 64);
-        let anonymous = anonymous_of(address.clone());
+        let (address, anonymous) = anonymous_at_its_address();
         let configured = Entitlements {
             max_resolution: Some(Resolution::Hd720),
             denied: DeniedOptions::parse("video").unwrap(),
@@ -240,8 +245,7 @@ mod tests {
 
     #[test]
     fn the_fair_weight_is_the_keys_or_the_anonymous_one() {
-        let address = ClientKey::new(ip("203.0.113.1"), 64);
-        let anonymous = anonymous_of(address.clone());
+        let (address, anonymous) = anonymous_at_its_address();
         let three = Weight::new(3).unwrap();
         assert_eq!(anonymous.fair_weight(three), three);
 

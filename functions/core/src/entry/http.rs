@@ -96,7 +96,7 @@ async fn absolute_location(State(app): State<App>, request: Request, next: Next)
         .get(header::LOCATION)
         .and_then(|location| location.to_str().ok())
         .filter(|location| location.starts_with('/'))
-        .and_then(|path| HeaderValue::try_from(app.config.link(path)).ok());
+        .and_then(|path| HeaderValue::try_from(app.config.http.link(path)).ok());
     if let Some(location) = absolute {
         response.headers_mut().insert(header::LOCATION, location);
     }
@@ -112,7 +112,7 @@ const ABANDON_AFTER_DEADLINE: std::time::Duration = std::time::Duration::from_mi
 /// is abandoned with a 503: dropping it is no worse than the platform's kill it forestalls, and
 /// nothing a handler does leaves a committed write without what it refers to.
 async fn within_deadline(State(app): State<App>, request: Request, next: Next) -> Response {
-    let configured = tokio::time::Instant::now() + app.config.request_deadline;
+    let configured = tokio::time::Instant::now() + app.config.http.request_deadline;
     let deadline = request
         .extensions()
         .get::<AnswerBy>()

@@ -52,8 +52,8 @@ pub struct Clients {
 impl Clients {
     /// Builds the clients, Postgres from `DATABASE_URL`; nothing connects until first use.
     pub async fn new(config: &Config) -> Result<Self, StoreError> {
-        let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
-        Self::from_parts(config, sdk, db::parse_url(&config.database_url)?, None)
+        let sdk = aws::sdk_config(config.aws.timeout, config.aws.endpoint_url.as_deref()).await;
+        Self::from_parts(config, sdk, db::parse_url(&config.database.url)?, None)
     }
 
     /// Builds the clients on a loaded SDK configuration and Postgres settings from elsewhere
@@ -78,8 +78,8 @@ impl Clients {
             pool: db::rotating_pool(
                 postgres,
                 &db::Tls::from_config(config)?,
-                config.db_pool_size,
-                config.db_timeout,
+                config.database.pool_size,
+                config.database.timeout,
                 credentials,
             )?,
             dynamodb: aws::dynamodb(&sdk),
@@ -101,23 +101,23 @@ impl Clients {
     fn ports(&self, config: &Config) -> Ports {
         let limiter = Arc::new(DynamoRateLimiter::new(
             self.dynamodb.clone(),
-            &config.rate_limit_table,
+            &config.aws.rate_limit_table,
         ));
-        let replays = Arc::new(S3Bucket::new(self.s3.clone(), &config.replay_bucket));
+        let replays = Arc::new(S3Bucket::new(self.s3.clone(), &config.aws.replay_bucket));
         let queue = Arc::new(SqsRenderQueue::new(
             self.sqs.clone(),
-            config.render_queue_url.clone(),
-            &config.render_queue_name,
+            config.aws.render_queue_url.clone(),
+            &config.aws.render_queue_name,
         ));
         let postgres = Arc::new(PostgresCheck::new(self.pool.clone()));
         let jobs = Arc::new(PgJobStore::new(
             self.pool.clone(),
-            config.db_timeout,
+            config.database.timeout,
             config.event_lease(),
         ));
         Ports {
             dependencies: vec![postgres, limiter.clone(), replays.clone(), queue.clone()],
-            artifacts: Arc::new(S3Bucket::new(self.s3.clone(), &config.artifact_bucket)),
+            artifacts: Arc::new(S3Bucket::new(self.s3.clone(), &config.aws.artifact_bucket)),
             limiter,
             jobs,
             replays,
@@ -125,16 +125,16 @@ impl Clients {
             queue,
             callbacks: Arc::new(PgCallbackStore::new(self.pool.clone())),
             callback_addresses: Arc::new(CheckedAddresses {
-                allow_private: config.allow_private_callbacks,
+                allow_private: config.callbacks.allow_private,
             }),
             replay_fetcher: Arc::new(HttpReplays::new(
                 REPLAY_FETCH_TIMEOUT,
-                config.allow_private_callbacks,
+                config.callbacks.allow_private,
             )),
             skins: Arc::new(S3SkinStore::new(
                 self.s3.clone(),
                 self.sdk.clone(),
-                &config.skin_bucket,
+                &config.aws.skin_bucket,
             )),
             skin_names: Arc::new(PgSkinRegistry::new(self.pool.clone(), CLAIM_STALE_AFTER)),
             idempotency: Arc::new(PgIdempotencyStore::new(self.pool.clone())),
@@ -143,14 +143,15 @@ impl Clients {
             secrets: Arc::new(SecretsManagerStore::new(self.secretsmanager.clone())),
             connections: Arc::new(DynamoConnections::new(
                 self.dynamodb.clone(),
-                &config.events_table,
+                &config.aws.events_table,
             )),
             pusher: config
+                .aws
                 .events_management_url
                 .as_ref()
                 .map(|url| Arc::new(ManagementApiPusher::new(&self.sdk, url)) as Arc<dyn Pusher>),
             pushes: Arc::new(PgPushQueue::new(self.pool.clone())),
-            wake: config.callback_wake_queue_url.as_ref().map(|url| {
+            wake: config.aws.callback_wake_queue_url.as_ref().map(|url| {
                 Arc::new(SqsWake::new(self.sqs.clone(), url.clone())) as Arc<dyn DispatcherWake>
             }),
         }
@@ -169,7 +170,7 @@ pub fn database_secret(sdk: &aws_config::SdkConfig, id: &str) -> Arc<dyn Credent
 /// so the other functions link no HTTP client.
 pub fn callback_sender(config: &Config) -> Arc<dyn CallbackSender> {
     Arc::new(HttpCallbacks::new(
-        config.callback_timeout,
-        config.allow_private_callbacks,
+        config.callbacks.timeout,
+        config.callbacks.allow_private,
     ))
 }

@@ -64,7 +64,7 @@ impl FromRequestParts<App> for Caller {
 /// `Sec-Fetch-Site`: whose page a browser sent the request for (Fetch Metadata).
 const SEC_FETCH_SITE: &str = "sec-fetch-site";
 
-/// A state-changing request's check that no web page of another site sent it (DESIGN.md §9, "No
+/// A state-changing request's check that no web page of another site sent it (DESIGN.md §2, "No
 /// borrowed browsers"): an `Origin`, when present, must be the allowed CORS origin
 /// (`CORS_ALLOW_ORIGIN`, exactly; `*` allows any origin but the opaque `null`); without one,
 /// `Sec-Fetch-Site: cross-site` is refused. Programs (bots, curl) send neither header, and
@@ -95,7 +95,7 @@ impl FromRequestParts<App> for AllowedSite {
     type Rejection = Rejection;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
-        check_request_site(app.config.cors_allow_origin.as_deref(), &parts.headers)?;
+        check_request_site(app.config.http.cors_allow_origin.as_deref(), &parts.headers)?;
         Ok(AllowedSite)
     }
 }
@@ -196,11 +196,11 @@ impl App {
         let forwarded = headers
             .get(CF_CONNECTING_IP)
             .and_then(|value| value.to_str().ok());
-        let ip = resolve_client_ip(peer, forwarded, &self.config.trusted_proxies);
+        let ip = resolve_client_ip(peer, forwarded, &self.config.clients.trusted_proxies);
         (
-            ClientKey::new(ip, self.config.ipv6_prefix_len),
-            ClientKey::network(ip, self.config.network_prefixes),
-            ClientKey::network(ip, self.config.wide_network_prefixes),
+            ClientKey::new(ip, self.config.clients.ipv6_client_prefix),
+            ClientKey::network(ip, self.config.clients.network_prefixes),
+            ClientKey::network(ip, self.config.clients.wide_network_prefixes),
         )
     }
 }

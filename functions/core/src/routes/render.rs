@@ -32,7 +32,7 @@ async fn render(
     let started = Instant::now();
     // Another site's page is refused first, and like any refusal logged and counted.
     let caller = async {
-        check_request_site(app.config.cors_allow_origin.as_deref(), &headers)?;
+        check_request_site(app.config.http.cors_allow_origin.as_deref(), &headers)?;
         app.caller(peer, &headers).await
     }
     .await;

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Deserialize;
 
 use super::{form_upload, AllowedSite, QueryParams, ValidQuery};
@@ -44,12 +44,16 @@ pub fn list_routes() -> Router<App> {
 
 /// `POST /v1/skins/upload`.
 pub fn upload_routes() -> Router<App> {
-    Router::new().route("/v1/skins/upload", post(upload_v1))
+    Router::new()
+        .route("/v1/skins/upload", post(upload))
+        .layer(Extension(UploadRoute::V1))
 }
 
 /// `POST /skins/upload`.
 pub fn legacy_upload_routes() -> Router<App> {
-    Router::new().route("/skins/upload", post(upload_legacy))
+    Router::new()
+        .route("/skins/upload", post(upload))
+        .layer(Extension(UploadRoute::Legacy))
 }
 
 /// `GET /v1/skins` query parameters; anything else is ignored.
@@ -78,9 +82,10 @@ async fn list(
         .respond(|page| Json(page).into_response())
 }
 
-/// A multipart upload, or with a JSON body the request for a presigned one.
-async fn upload_v1(
+/// A multipart upload; on `/v1`, with a JSON body, the request for a presigned one.
+async fn upload(
     State(app): State<App>,
+    Extension(route): Extension<UploadRoute>,
     _: AllowedSite,
     headers: HeaderMap,
     caller: Caller,
@@ -88,10 +93,10 @@ async fn upload_v1(
 ) -> Response {
     let started = Instant::now();
     if let Err(banned) = check_caller_ban(&app, &caller).await {
-        return refused_banned(caller.client(), UploadRoute::V1, banned, started);
+        return refused_banned(caller.client(), route, banned, started);
     }
-    if !is_json(&headers) {
-        return direct_upload(&app, &caller, UploadRoute::V1, &headers, body).await;
+    if route == UploadRoute::Legacy || !is_json(&headers) {
+        return direct_upload(&app, &caller, route, &headers, body).await;
     }
     let submission = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(request) => upload::request_upload(&app, &caller, &request).await,
@@ -104,25 +109,8 @@ async fn upload_v1(
         caller.client(),
         &submission.outcome.as_ref().map(|u| &u.skin),
     );
-    metrics::admission(
-        UploadRoute::V1.endpoint(),
-        &submission.outcome,
-        started.elapsed(),
-    );
+    metrics::admission(route.endpoint(), &submission.outcome, started.elapsed());
     submission.respond(|presigned| Json(presigned).into_response())
-}
-
-async fn upload_legacy(
-    State(app): State<App>,
-    _: AllowedSite,
-    headers: HeaderMap,
-    caller: Caller,
-    body: Body,
-) -> Response {
-    if let Err(banned) = check_caller_ban(&app, &caller).await {
-        return refused_banned(caller.client(), UploadRoute::Legacy, banned, Instant::now());
-    }
-    direct_upload(&app, &caller, UploadRoute::Legacy, &headers, body).await
 }
 
 /// An upload from a banned address or key: refused before the body is read or any quota

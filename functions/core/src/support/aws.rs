@@ -1,4 +1,4 @@
-//! AWS SDK clients, built once per process. `AWS_ENDPOINT_URL` (`Config::aws_endpoint_url`)
+//! AWS SDK clients, built once per process. `AWS_ENDPOINT_URL` (`Aws::endpoint_url`)
 //! points them at a local stand-in such as moto or LocalStack.
 
 use std::time::Duration;

@@ -336,10 +336,9 @@ impl Rejection {
         self.kind().status
     }
 
-    /// The stable machine-readable code clients switch on.
     /// A refusal for the service's state, not the request's: the queue, the farm, the
     /// client's running jobs, a paused intake, a skin not (yet) in the registry. One that comes
-    /// after the rate limit gives its hit back (DESIGN.md §3, "Waiting costs no quota").
+    /// after the rate limit gives its hit back (DESIGN.md §4, "Waiting costs no quota").
     pub fn is_the_services(&self) -> bool {
         matches!(
             self,
@@ -351,6 +350,7 @@ impl Rejection {
         )
     }
 
+    /// The stable machine-readable code clients switch on.
     pub fn code(&self) -> &'static str {
         self.kind().code
     }

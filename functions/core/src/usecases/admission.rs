@@ -194,7 +194,7 @@ impl Keyed {
                     caller.client(),
                     RENDER_ENDPOINT,
                     key,
-                    app.config.request_deadline,
+                    app.config.http.request_deadline,
                 )
             }),
         }
@@ -218,7 +218,7 @@ async fn look(
     replay: &ReplayFile,
     keyed: &Keyed,
 ) -> Result<Looked, Rejection> {
-    let cooldown = app.config.replay_failure_cooldown;
+    let cooldown = app.config.renders.replay_failure_cooldown;
     let looked = app
         .admissions
         .occupancy(&OccupancyLook {
@@ -311,9 +311,9 @@ fn check_rehearsed_refusal(settings: &RenderSettings) -> Result<(), Rejection> {
 
 /// The response to an admitted render, and to every retry with its idempotency key.
 pub fn admitted_response(config: &Config, job_id: JobId) -> StoredResponse {
-    let location = config.link(&job_id.status_path());
+    let location = config.http.link(&job_id.status_path());
     let mut links = json!({ "status": location });
-    if let Some(url) = &config.events_url {
+    if let Some(url) = &config.http.events_url {
         links["events"] = json!(url);
     }
     StoredResponse {

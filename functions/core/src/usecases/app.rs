@@ -79,20 +79,20 @@ impl App {
     /// The App over `ports`, with the use cases' own state (the key cache, the health check,
     /// the origin secret) built from `config`.
     pub fn from_ports(config: Config, ports: Ports) -> Self {
-        if config.farm_reaches_breaker() {
+        if config.capacity.farm_reaches_breaker() {
             tracing::warn!(
-                render_slots = config.render_slots,
-                release_ahead = config.release_ahead,
-                max_rendering = config.max_rendering,
+                render_slots = config.capacity.render_slots,
+                release_ahead = config.capacity.release_ahead,
+                max_rendering = config.capacity.max_rendering,
                 "RENDER_SLOTS + RELEASE_AHEAD reach MAX_RENDERING: admission refuses \
                  (render_capacity) while the farm holds only what it was given"
             );
         }
-        let origin_secret = config.origin_secret.as_ref().map(|source| {
+        let origin_secret = config.secrets.origin.as_ref().map(|source| {
             RotatingSecret::new(
                 source,
                 ports.secrets.clone(),
-                config.secret_refresh_interval,
+                config.secrets.refresh_interval,
             )
         });
         Self {
@@ -115,12 +115,12 @@ impl App {
             skins: ports.skins,
             skin_names: ports.skin_names,
             idempotency: ports.idempotency,
-            keys: Arc::new(KeyLookup::new(ports.keys, config.key_cache_ttl)),
-            policy: Arc::new(PolicyCache::new(ports.policy, config.policy_cache_ttl)),
+            keys: Arc::new(KeyLookup::new(ports.keys, config.caches.key_ttl)),
+            policy: Arc::new(PolicyCache::new(ports.policy, config.caches.policy_ttl)),
             artifacts: ports.artifacts,
             health: Arc::new(HealthCheck::new(
                 ports.dependencies,
-                config.health_check_interval,
+                config.caches.health_check_interval,
             )),
             status: Arc::default(),
             secrets: ports.secrets,

@@ -53,7 +53,7 @@ pub fn parse_callback(
     let Some(text) = text else {
         return Ok(None);
     };
-    if !app.config.callbacks_egress {
+    if !app.config.callbacks.egress {
         // First: no change to the URL or the caller would make it deliverable.
         return Err(Rejection::CallbacksUnavailable);
     }
@@ -63,7 +63,7 @@ pub fn parse_callback(
              can set one (without a key, follow the job by its job_id or live events)",
         ));
     }
-    let allow_private = app.config.allow_private_callbacks;
+    let allow_private = app.config.callbacks.allow_private;
     let url =
         CallbackUrl::parse(text, allow_private).map_err(|reason| invalid_callback(&reason))?;
     // An address named literally is checked with the form; a name is looked up after the rate
@@ -117,7 +117,8 @@ pub async fn wake_after_sweep(app: &App, swept: Option<&SweepReport>) {
         return wake_after(app, Duration::ZERO).await;
     }
     let (callback, push) = tokio::join!(
-        app.callbacks.next_due(app.config.outbox_max_attempts),
+        app.callbacks
+            .next_due(app.config.lifecycle.max_delivery_attempts),
         app.pushes.next_due()
     );
     let due = |next: Result<Option<Duration>, StoreError>, what: &str| {
@@ -161,7 +162,7 @@ fn with_absolute_links(config: &Config, mut body: serde_json::Value) -> serde_js
     {
         for link in links.values_mut() {
             if let Some(path) = link.as_str() {
-                *link = serde_json::Value::String(config.link(path));
+                *link = serde_json::Value::String(config.http.link(path));
             }
         }
     }
@@ -195,8 +196,8 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
     let mut errors = SweepErrors::default();
     loop {
         let free = MAX_SENDS_IN_FLIGHT - in_flight.len();
-        let may_claim =
-            started.elapsed() + app.config.callback_timeout <= SWEEP_BUDGET && !errors.claim_failed;
+        let may_claim = started.elapsed() + app.config.callbacks.timeout <= SWEEP_BUDGET
+            && !errors.claim_failed;
         if may_claim && (free >= CLAIM_WHEN_FREE || in_flight.is_empty()) {
             let claimed = app
                 .callbacks
@@ -204,11 +205,11 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
                     lease: LeaseClaim {
                         limit: free as i64,
                         lease: app.config.callback_lease(),
-                        max_attempts: app.config.outbox_max_attempts,
+                        max_attempts: app.config.lifecycle.max_delivery_attempts,
                     },
                     shares: KeyShares {
                         per_client: CLAIM_PER_KEY,
-                        max_pending_per_key: app.config.max_pending_callbacks_per_key,
+                        max_pending_per_key: app.config.callbacks.max_pending_per_key,
                     },
                 })
                 .await;
@@ -241,7 +242,7 @@ pub async fn sweep(app: &App, sender: &Arc<dyn CallbackSender>) -> Result<SweepR
     }
     // Claims stopped for the budget: callbacks may be left, or have fallen due as the last
     // sends ended (their jobs' next ones).
-    report.unfinished = started.elapsed() + app.config.callback_timeout > SWEEP_BUDGET;
+    report.unfinished = started.elapsed() + app.config.callbacks.timeout > SWEEP_BUDGET;
     match errors.first {
         None => Ok(report),
         Some(first) => {
@@ -279,7 +280,7 @@ async fn send_and_mark(
     sender: Arc<dyn CallbackSender>,
     callback: Callback,
 ) -> Result<SweepReport, StoreError> {
-    let max_attempts = app.config.outbox_max_attempts;
+    let max_attempts = app.config.lifecycle.max_delivery_attempts;
     let failed = match send(&app, sender.as_ref(), &callback).await {
         Sent::Delivered(id) => {
             app.callbacks.mark_dispatched(&[id]).await?;
@@ -309,7 +310,7 @@ async fn send(app: &App, sender: &dyn CallbackSender, callback: &Callback) -> Se
     let Some(secret) = &callback.signing_secret else {
         return Sent::GiveUp(retry("the job's API key is revoked".into()));
     };
-    let url = match CallbackUrl::parse(&callback.url, app.config.allow_private_callbacks) {
+    let url = match CallbackUrl::parse(&callback.url, app.config.callbacks.allow_private) {
         Ok(url) => url,
         Err(reason) => return Sent::GiveUp(retry(format!("callback_url: {reason}"))),
     };

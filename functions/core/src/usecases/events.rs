@@ -153,7 +153,7 @@ async fn count_frame(app: &App, id: &ConnectionId) -> Result<(), ServerFrame> {
                 rate.retry_after
             ),
         )),
-        Err(_) if app.config.rate_limit_fail_open => Ok(()),
+        Err(_) if app.config.rate_limits.fail_open => Ok(()),
         Err(error) => {
             tracing::error!(%error, "rate limiter unavailable");
             Err(unavailable())

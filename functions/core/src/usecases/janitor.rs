@@ -82,7 +82,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
         outbox::release_to_farm(app).await;
     }
     ended?;
-    let until = Instant::now() + app.config.request_deadline;
+    let until = Instant::now() + app.config.http.request_deadline;
     report.nonces_pruned = in_batches(until, || jobs.prune_nonces(PRUNE_BATCH)).await?;
     report.idempotency_keys_pruned =
         in_batches(until, || app.idempotency.prune(PRUNE_BATCH)).await?;
@@ -94,7 +94,7 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
     })
     .await?;
     report.watches_pruned = in_batches(until, || app.pushes.prune_watches(PRUNE_BATCH)).await?;
-    let retention = app.config.job_retention;
+    let retention = app.config.lifecycle.job_retention;
     let outbox_events_deleted = &AtomicU64::new(0);
     report.jobs_deleted = in_batches(until, || async move {
         let deleted = jobs.delete_ended(retention, PRUNE_BATCH).await?;
@@ -113,13 +113,15 @@ pub async fn run(app: &App) -> Result<JanitorReport, StoreError> {
 async fn end_what_will_not_finish(app: &App, report: &mut JanitorReport) -> Result<(), StoreError> {
     let (jobs, config) = (&app.housekeeping, &app.config);
     // Both leased queues give up after the same attempts.
-    let attempts = config.outbox_max_attempts;
-    report.expired = jobs.expire_queued(config.queued_ttl).await?;
-    report.timed_out = jobs.fail_stalled(config.render_stall_timeout).await?;
+    let attempts = config.lifecycle.max_delivery_attempts;
+    report.expired = jobs.expire_queued(config.lifecycle.queued_ttl).await?;
+    report.timed_out = jobs
+        .fail_stalled(config.lifecycle.render_stall_timeout)
+        .await?;
     // A released job waits at most for one render to end (RELEASE_AHEAD): twice the stall
     // timeout is past any honest wait.
     report.unclaimed = jobs
-        .fail_unclaimed(config.render_stall_timeout.saturating_mul(2))
+        .fail_unclaimed(config.lifecycle.render_stall_timeout.saturating_mul(2))
         .await?;
     report.outbox_failed = app.outbox.fail_exhausted(attempts).await?;
     report.callbacks_failed = app.callbacks.fail_exhausted(attempts).await?;

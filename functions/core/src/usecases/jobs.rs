@@ -92,12 +92,14 @@ pub async fn artifact_link(
                 Artifact::Thumbnail => job.thumb_key.as_deref(),
             };
             match (job.status, key) {
-                (JobStatus::Completed, Some(key)) => presign(app, key, app.config.artifact_url_ttl)
-                    .await
-                    .map_err(|error| {
-                        tracing::error!(%error, "could not presign an artifact URL");
-                        Rejection::StorageFailed
-                    }),
+                (JobStatus::Completed, Some(key)) => {
+                    presign(app, key, app.config.http.artifact_url_ttl)
+                        .await
+                        .map_err(|error| {
+                            tracing::error!(%error, "could not presign an artifact URL");
+                            Rejection::StorageFailed
+                        })
+                }
                 (JobStatus::Completed, None) => Err(Rejection::NotFound(format!(
                     "job {id} was rendered without a {}",
                     artifact.noun()
@@ -146,7 +148,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
                 total_capped: page.total.map(|total| total > TOTAL_CAP),
                 next: next_cursor
                     .as_deref()
-                    .map(|cursor| app.config.link(&next_path(query, cursor))),
+                    .map(|cursor| app.config.http.link(&next_path(query, cursor))),
                 next_cursor,
             })
         }
@@ -334,7 +336,7 @@ impl Links {
     /// deployment has live events and `with_events`.
     pub(crate) fn of(config: &Config, job: &JobRecord, with_events: bool) -> Self {
         let completed = job.status == JobStatus::Completed;
-        let path = config.link(&job.id.status_path());
+        let path = config.http.link(&job.id.status_path());
         let artifact = |key: &Option<String>, noun: &str| {
             key.as_ref()
                 .filter(|_| completed)
@@ -343,7 +345,7 @@ impl Links {
         Self {
             video: artifact(&job.video_key, "video"),
             thumbnail: artifact(&job.thumb_key, "thumbnail"),
-            events: config.events_url.clone().filter(|_| with_events),
+            events: config.http.events_url.clone().filter(|_| with_events),
             this: path,
         }
     }
@@ -388,7 +390,7 @@ impl JobView {
 
 /// When the farm model (estimate.rs) expects the job to start; `None` unless it is queued.
 fn estimated_start(app: &App, job: &JobRecord) -> Option<DateTime<Utc>> {
-    let wait = estimate::start_in(&app.config.farm(), job.wait.as_ref()?);
+    let wait = estimate::start_in(&app.config.capacity.farm(), job.wait.as_ref()?);
     Some(Utc::now() + wait)
 }
 
@@ -405,7 +407,7 @@ async fn artifacts_of(app: &App, job: &JobRecord) -> Option<Artifacts> {
 /// Presigning is local work (no request is made); it fails only without credentials, and then
 /// the job is shown without artifacts rather than not at all.
 async fn artifacts(app: &App, video_key: &str, thumb_key: Option<&str>) -> Option<Artifacts> {
-    let ttl = app.config.artifact_url_ttl;
+    let ttl = app.config.http.artifact_url_ttl;
     let presigned = async {
         let video_url = presign(app, video_key, ttl).await?;
         let thumb_url = match thumb_key {

@@ -66,13 +66,14 @@ impl Verifier {
     pub async fn from_app(app: &App) -> Result<Self, SecretError> {
         let source = app
             .config
-            .webhook_secret
+            .secrets
+            .webhook
             .as_ref()
             .ok_or(SecretError::Missing)?;
         let secret = RotatingSecret::new(
             source,
             app.secrets.clone(),
-            app.config.secret_refresh_interval,
+            app.config.secrets.refresh_interval,
         );
         secret.read().await;
         Ok(Self { secret })
@@ -135,7 +136,7 @@ pub async fn receive(
     check_signature(verifier, signature, body).await?;
     let report = parse_report(body)?;
     check_job(&report, id)?;
-    let transition = check_report(&report, app.config.render_stall_timeout)?;
+    let transition = check_report(&report, app.config.lifecycle.render_stall_timeout)?;
     let nonce = check_freshness(&report, epoch_secs() as i64)?;
     let outcome = app
         .transitions

@@ -76,7 +76,7 @@ pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
             .claim(LeaseClaim {
                 limit: CLAIM_BATCH,
                 lease,
-                max_attempts: app.config.outbox_max_attempts,
+                max_attempts: app.config.lifecycle.max_delivery_attempts,
             })
             .await?;
         report += deliver(app, &events).await?;
@@ -105,7 +105,7 @@ async fn deliver(app: &App, events: &[OutboxEvent]) -> Result<SweepReport, Store
         0
     } else {
         app.outbox
-            .mark_retry(&retries, app.config.outbox_max_attempts)
+            .mark_retry(&retries, app.config.lifecycle.max_delivery_attempts)
             .await?
     };
     Ok(SweepReport {
@@ -142,8 +142,8 @@ fn retries(events: &[OutboxEvent], published: &crate::ports::queue::Published) -
 /// The farm's room as configured (`RENDER_SLOTS`, `RELEASE_AHEAD`).
 pub fn farm_room(app: &App) -> FarmRoom {
     FarmRoom {
-        render_slots: app.config.render_slots,
-        release_ahead: app.config.release_ahead,
+        render_slots: app.config.capacity.render_slots,
+        release_ahead: app.config.capacity.release_ahead,
     }
 }
 

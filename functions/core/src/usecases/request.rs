@@ -1,5 +1,5 @@
 //! Steps every submission route shares (render, skin uploads, the reads): the form's bounded
-//! read (400/413), the file check (step 1), the endpoint's rate limit (step 4), and what a
+//! read (400/413), the file check, the endpoint's rate limit, and what a
 //! submission came to.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -64,7 +64,7 @@ pub async fn read_form<S: BodyStream>(
     })
 }
 
-/// Step 1: the spec's file field, named `*{extension}` (any case), with 1..=`max_file_bytes`
+/// The file check: the spec's file field, named `*{extension}` (any case), with 1..=`max_file_bytes`
 /// bytes (the upper bound was enforced while reading): `*.osr` up to `MAX_REPLAY_BYTES` here.
 pub fn check_file(
     file: Option<UploadedFile>,
@@ -86,7 +86,7 @@ pub fn check_file(
     Ok(file)
 }
 
-/// Step 4: the endpoint's fixed window for this client. An outage refuses (503) unless
+/// The rate limit: the endpoint's fixed window for this client. An outage refuses (503) unless
 /// `RATE_LIMIT_FAIL_OPEN` lets requests through. Every rate-limited endpoint checks this way,
 /// each under its own `endpoint` name.
 pub async fn check_rate_limit(
@@ -125,7 +125,7 @@ async fn check_hit(
     match app.limiter.hit(hit).await {
         Ok(rate) if rate.allowed => Ok(Some(rate)),
         Ok(rate) => Err(Rejection::RateLimited(rate, scope)),
-        Err(error) if app.config.rate_limit_fail_open => {
+        Err(error) if app.config.rate_limits.fail_open => {
             tracing::warn!(%error, "rate limiter unavailable; failing open");
             Ok(None)
         }
@@ -158,7 +158,7 @@ pub struct Window {
     pub counted: Counted,
 }
 
-/// Step 4 of an action limited at several scales (DESIGN.md §3): its windows in order, the
+/// The rate limit of an action limited at several scales (DESIGN.md §3): its windows in order, the
 /// client's first, each counted only for a request every window before it allowed, so one
 /// address over its own limit does not spend its neighbours' quota, nor one network its wide
 /// network's. A window of a scale the caller has none of (a key has no network) is skipped.

@@ -1,4 +1,4 @@
-//! Database credentials that rotate (issue 22). On AWS the functions read the database secret
+//! Database credentials that rotate. On AWS the functions read the database secret
 //! (`DB_SECRET_ARN`) once, at start; a rotation (an RDS-managed secret rotates every 7 days)
 //! then makes every new connection of a warm instance fail authentication (28P01) until Lambda
 //! recycles it. So a connection refused for its credentials re-reads the secret and tries what

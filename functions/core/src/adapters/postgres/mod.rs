@@ -121,7 +121,7 @@ fn tls_hint(mut source: Option<&(dyn std::error::Error + 'static)>) -> Option<&'
 /// tokio-postgres' error when the server refuses TLS and the mode requires it.
 const NO_TLS: &str = "server does not support TLS";
 
-/// `DATABASE_URL`'s connection settings but its `sslmode`, which `Config::db_sslmode` has
+/// `DATABASE_URL`'s connection settings but its `sslmode`, which `Database::sslmode` has
 /// already read (and which tokio-postgres could not: it knows no `verify-full`).
 pub fn parse_url(database_url: &str) -> Result<tokio_postgres::Config, StoreError> {
     let (settings, _) = config::split_sslmode(database_url);
@@ -146,7 +146,7 @@ fn fresh_enough(metrics: &Metrics) -> Result<(), HookError> {
 
 /// A small pool: no startup `options` and fast recycling (no round trip on checkout), as
 /// RDS Proxy multiplexing wants; statements are sent unnamed (`query_typed`) by the stores.
-/// Its connections are made as `tls` says (`Config::db_sslmode`), whatever `pg`'s `sslmode` was.
+/// Its connections are made as `tls` says (`Database::sslmode`), whatever `pg`'s `sslmode` was.
 pub fn pool(
     pg: tokio_postgres::Config,
     tls: &Tls,

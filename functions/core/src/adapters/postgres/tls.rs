@@ -1,4 +1,4 @@
-//! TLS to Postgres (`DB_SSLMODE` or `DATABASE_URL`'s `sslmode`, config.rs): rustls on the AWS SDK's aws-lc-rs provider.
+//! TLS to Postgres (`DB_SSLMODE` or `DATABASE_URL`'s `sslmode`, support/config/database.rs): rustls on the AWS SDK's aws-lc-rs provider.
 //!
 //! `verify-full` trusts the AWS roots compiled in (functions/core/data/README.md: the RDS
 //! bundle for a database's own endpoint, the Amazon Trust Services roots for an RDS Proxy's)
@@ -39,9 +39,12 @@ pub struct Tls {
 }
 
 impl Tls {
-    /// The connections `Config::db_sslmode` and `DB_SSLROOTCERT` ask for.
+    /// The connections `Database::sslmode` and `DB_SSLROOTCERT` ask for.
     pub fn from_config(config: &Config) -> Result<Self, StoreError> {
-        Self::new(config.db_sslmode, config.db_sslrootcert.as_deref())
+        Self::new(
+            config.database.sslmode,
+            config.database.sslrootcert.as_deref(),
+        )
     }
 
     /// The connections `mode` asks for; for `verify-full`, trusting the AWS roots and those in

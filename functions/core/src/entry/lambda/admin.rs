@@ -109,6 +109,6 @@ async fn connect() -> Result<Stores, String> {
         keys: PgKeyStore::new(pool.clone()),
         policy: PgPolicyStore::new(pool.clone()),
         skins: PgSkinRegistry::new(pool, CLAIM_STALE_AFTER),
-        skin_objects: S3SkinStore::new(aws::s3(&own.sdk), own.sdk, &config.skin_bucket),
+        skin_objects: S3SkinStore::new(aws::s3(&own.sdk), own.sdk, &config.aws.skin_bucket),
     })
 }

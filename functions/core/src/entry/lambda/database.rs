@@ -57,7 +57,7 @@ pub struct OwnConnection {
 /// The database settings of `config` (the secret when there is no `DATABASE_URL`); an error
 /// says which part failed.
 pub async fn own_connection(config: &Config) -> Result<OwnConnection, String> {
-    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let sdk = aws::sdk_config(config.aws.timeout, config.aws.endpoint_url.as_deref()).await;
     let postgres = postgres_config(config, &sdk)
         .await
         .map_err(|e| e.message().to_owned())?;
@@ -65,7 +65,7 @@ pub async fn own_connection(config: &Config) -> Result<OwnConnection, String> {
     Ok(OwnConnection {
         postgres,
         tls,
-        timeout: config.db_timeout,
+        timeout: config.database.timeout,
         sdk,
     })
 }
@@ -81,7 +81,7 @@ pub async fn postgres_config(
             let text = secret_text(sdk, &arn, "the database secret").await?;
             secret_postgres_config(&text, &DbEndpoint::from_env()?)
         }
-        _ => db::parse_url(&config.database_url),
+        _ => db::parse_url(&config.database.url),
     }
 }
 
@@ -91,7 +91,7 @@ pub async fn app_role(config: &Config) -> Result<Option<AppRole>, String> {
     let Some(arn) = env("DB_APP_SECRET_ARN") else {
         return Ok(None);
     };
-    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let sdk = aws::sdk_config(config.aws.timeout, config.aws.endpoint_url.as_deref()).await;
     let what = "the application role's secret";
     let text = secret_text(&sdk, &arn, what)
         .await

@@ -79,7 +79,7 @@ pub async fn migrate(event: Value, time_left: Option<Duration>) -> Result<Value,
 /// `run_deadline`; every way it can end is an outcome or a short reason.
 async fn run(time_left: Option<Duration>) -> Result<Outcome, String> {
     let config = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
-    let deadline = run_deadline(config.migrate_deadline, time_left)?;
+    let deadline = run_deadline(config.database.migrate_deadline, time_left)?;
     let mut task = tokio::spawn(connect_and_migrate(config));
     match tokio::time::timeout(deadline, &mut task).await {
         Ok(Ok(result)) => result,
@@ -130,7 +130,7 @@ async fn connect_and_migrate(config: Config) -> Result<Outcome, String> {
         db.postgres,
         &db.tls,
         db.timeout,
-        config.migrate_lock_timeout,
+        config.database.migrate_lock_timeout,
         app_role.as_ref(),
     )
     .await

@@ -48,7 +48,7 @@ pub use websocket::{websocket_event, GatewayAnswer};
 pub async fn app() -> Result<App, Error> {
     telemetry::init();
     let config = Config::from_env()?;
-    let sdk = aws::sdk_config(config.aws_timeout, config.aws_endpoint_url.as_deref()).await;
+    let sdk = aws::sdk_config(config.aws.timeout, config.aws.endpoint_url.as_deref()).await;
     let postgres = postgres_config(&config, &sdk).await?;
     let secret = database::rotating_secret(&sdk);
     let clients = Clients::from_parts(&config, sdk, postgres, secret)?;
@@ -69,6 +69,7 @@ pub async fn serve(routes: Router<App>, app: App) -> Result<(), Error> {
 pub fn router(routes: Router<App>, app: App) -> Router {
     let origin = app
         .config
+        .http
         .cors_allow_origin
         .as_deref()
         .and_then(|origin| HeaderValue::from_str(origin).ok());

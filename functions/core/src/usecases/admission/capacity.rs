@@ -21,19 +21,19 @@ pub(super) fn capacity_limits(app: &App, caller: &Caller) -> CapacityLimits {
     let global = |cap| if caller.is_sandbox() { i64::MAX } else { cap };
     let anonymous = |cap| caller.network().map(|_| cap);
     CapacityLimits {
-        max_queued: global(config.max_queued),
-        max_anonymous_queued: anonymous(config.max_anonymous_queued()),
-        max_rendering: global(config.max_rendering),
-        max_active_per_client: caller.max_active(config.max_active_jobs_per_ip),
-        max_active_per_network: anonymous(config.max_active_per_network),
-        max_active_per_wide_network: anonymous(config.max_active_per_wide_network),
+        max_queued: global(config.capacity.max_queued),
+        max_anonymous_queued: anonymous(config.capacity.max_anonymous_queued()),
+        max_rendering: global(config.capacity.max_rendering),
+        max_active_per_client: caller.max_active(config.capacity.max_active_per_client),
+        max_active_per_network: anonymous(config.capacity.max_active_per_network),
+        max_active_per_wide_network: anonymous(config.capacity.max_active_per_wide_network),
         farm: outbox::farm_room(app),
     }
 }
 
 /// The caller's share of the farm's time: its key's weight, or `ANONYMOUS_WEIGHT`.
 pub(super) fn fair_weight(app: &App, caller: &Caller) -> Weight {
-    caller.fair_weight(app.config.anonymous_weight)
+    caller.fair_weight(app.config.capacity.anonymous_weight)
 }
 
 /// Queue depth, render capacity and active jobs, from the look's unlocked read: a request
@@ -54,12 +54,12 @@ pub(super) async fn check_capacity(
 /// the caller's own active jobs in fair order, is later than the cap is refused `queue_full`,
 /// told when it would fit. One more read, only where the cap is set.
 pub(super) async fn check_queue_wait(app: &App, caller: &Caller) -> Result<(), Rejection> {
-    let Some(cap) = app.config.max_queue_wait else {
+    let Some(cap) = app.config.capacity.max_queue_wait else {
         return Ok(());
     };
     let wait = app.admissions.next_wait(caller).await;
     let wait = wait.map_err(|error| error.into_rejection("the queue wait read"))?;
-    let start = estimate::start_in(&app.config.farm(), &wait);
+    let start = estimate::start_in(&app.config.capacity.farm(), &wait);
     if start <= cap {
         return Ok(());
     }
@@ -93,7 +93,7 @@ pub(super) async fn no_room_rejection(
             Load::default()
         }),
     };
-    let (model, farm) = (app.config.farm(), &load.farm);
+    let (model, farm) = (app.config.capacity.farm(), &load.farm);
     match no_room {
         NoRoom::Duplicate(existing) => duplicate(caller, existing),
         NoRoom::QueueFull | NoRoom::AnonymousQueueFull => Rejection::QueueFull {

@@ -8,7 +8,7 @@ use axum::http::HeaderValue;
 use crate::domain::callback::{CallbackUrl, CALLBACK_FIELD};
 use crate::domain::caller::Caller;
 use crate::domain::failure::FailureCode;
-use crate::domain::form::{last_field, BodyStream, FormSpec, TextValue, UploadedFile};
+use crate::domain::form::{last_field, BodyStream, Form, FormSpec, TextValue, UploadedFile};
 use crate::domain::hash::{ReplayHash, RequestHash};
 use crate::domain::job::ClientReference;
 use crate::domain::render::RenderOptions;
@@ -20,7 +20,7 @@ use crate::usecases::app::App;
 use crate::usecases::callbacks::parse_callback;
 use crate::usecases::request::{check_file, read_form, FormUpload};
 
-use super::{by_url, ReplayFile};
+use super::ReplayFile;
 
 /// Where the form's replay is: uploaded (and checked: file, structure, rules), or at a URL to
 /// fetch.
@@ -74,7 +74,7 @@ pub(super) async fn check_form<S: BodyStream>(
 ) -> Result<ValidForm, Rejection> {
     let spec = render_form_spec(app);
     let form = read_form(spec, upload).await?;
-    let replay = match by_url::replay_url(app, caller, &form)? {
+    let replay = match replay_url(app, caller, &form)? {
         Some(url) => Replay::At(url),
         None => {
             let file = check_file(form.file, &spec, ".osr")?;
@@ -110,6 +110,50 @@ pub(super) async fn check_form<S: BodyStream>(
     })
 }
 
+/// The form field that names the replay by URL, and o!rdr's name of it.
+pub(super) const REPLAY_URL_FIELD: &str = "replay_url";
+const ORDR_REPLAY_URL_FIELD: &str = "replayURL";
+
+/// The replay file check of a form that names its replay by URL (`replay_url` or o!rdr's `replayURL`, the last
+/// sent; a blank one is none): a key's request (as for `callback_url`, the service makes
+/// requests out only for clients it can hold to a quota), on a deployment with a way out,
+/// exactly one of `replay` (the file) and the URL, which the callbacks' rules allow. `None`: the
+/// form uploads its replay.
+fn replay_url(app: &App, caller: &Caller, form: &Form) -> Result<Option<CallbackUrl>, Rejection> {
+    let invalid = |reason: &str| Rejection::InvalidField(format!("{REPLAY_URL_FIELD}: {reason}"));
+    let sent = form
+        .fields
+        .iter()
+        .rev()
+        .find(|(name, _)| name == REPLAY_URL_FIELD || name == ORDR_REPLAY_URL_FIELD)
+        .map(|(_, value)| value);
+    let text = match sent {
+        None => return Ok(None),
+        Some(TextValue::Text(text)) if text.trim().is_empty() => return Ok(None),
+        Some(TextValue::Text(text)) => text,
+        Some(_) => return Err(invalid("must be a URL of at most 1024 bytes")),
+    };
+    if caller.is_anonymous() {
+        return Err(Rejection::ApiKeyRequired(
+            "a `replay_url` needs `Authorization: Bearer <key>`: only a client with an API key \
+             can have the service fetch for it (without a key, upload the file)",
+        ));
+    }
+    if !app.config.callbacks.egress {
+        return Err(invalid(
+            "this deployment cannot fetch replays (no way out: CALLBACKS_EGRESS=false); upload the file",
+        ));
+    }
+    if form.file.is_some() {
+        return Err(invalid(
+            "send exactly one of `replay` (the file) and `replay_url`",
+        ));
+    }
+    CallbackUrl::parse(text, app.config.callbacks.allow_private)
+        .map(Some)
+        .map_err(|reason| invalid(&reason))
+}
+
 /// The replay structure and rules of a replay's bytes, uploaded or fetched.
 pub(super) fn check_replay(
     app: &App,
@@ -127,7 +171,7 @@ pub(super) fn check_replay(
 fn render_form_spec(app: &App) -> FormSpec {
     FormSpec {
         file_field: "replay",
-        max_file_bytes: app.config.max_replay_bytes,
+        max_file_bytes: app.config.renders.max_replay_bytes,
     }
 }
 
@@ -149,13 +193,13 @@ fn check_replay_rules(
 ) -> Result<ReplayInfo, Rejection> {
     let config = &app.config;
     let refuse = |rule, detail: String| Err(Rejection::ReplayRefused(rule, detail));
-    if !config.render_modes.renders(summary.mode) {
+    if !config.renders.modes.renders(summary.mode) {
         return refuse(
             ReplayRule::UnsupportedMode,
             format!(
                 "this is an osu!{} replay; this service renders {} replays only",
                 summary.mode.as_str(),
-                config.render_modes.names()
+                config.renders.modes.names()
             ),
         );
     }
@@ -167,7 +211,8 @@ fn check_replay_rules(
         );
     }
     // A key's own limit (`keys create --max-replay-length`), else `MAX_REPLAY_LENGTH`.
-    let default_secs = u32::try_from(config.max_replay_length.as_secs()).unwrap_or(u32::MAX);
+    let default_secs =
+        u32::try_from(config.renders.max_replay_length.as_secs()).unwrap_or(u32::MAX);
     let max_secs = u64::from(caller.max_replay_length(default_secs));
     let length_ms = summary.length_ms();
     if length_ms > i64::try_from(max_secs.saturating_mul(1000)).unwrap_or(i64::MAX) {
@@ -260,7 +305,7 @@ fn check_entitlements(
     fields: &[(String, TextValue)],
     mut options: RenderOptions,
 ) -> Result<RenderOptions, Rejection> {
-    let entitlements = caller.entitlements(app.config.anonymous_entitlements);
+    let entitlements = caller.entitlements(app.config.renders.anonymous_entitlements);
     entitlements.fit_unnamed(&mut options, |name| last_field(fields, name).is_some());
     entitlements
         .permit(&options)

@@ -63,7 +63,7 @@ pub(super) async fn store_and_admit(
         }),
         sandbox,
         callback,
-        cost: RenderCost::of(replay.info.length_ms, app.config.render_overhead),
+        cost: RenderCost::of(replay.info.length_ms, app.config.capacity.render_overhead),
         weight: fair_weight(app, caller),
     };
     store_replay(app, &job, replay).await?;
@@ -134,7 +134,7 @@ async fn admit_or_resolve(
     job: &NewJob,
     limits: &CapacityLimits,
 ) -> Result<Option<Vec<OutboxEvent>>, NotAdmitted> {
-    let reserve = app.config.settle_reserve(app.config.db_timeout);
+    let reserve = app.config.http.settle_reserve(app.config.database.timeout);
     let error = match deadline::reserving(reserve, app.admissions.admit(job, limits)).await {
         Ok(Admission::Admitted(released)) => return Ok(Some(released)),
         Ok(Admission::NoRoom(no_room)) => return Err(NotAdmitted::NoRoom(no_room)),

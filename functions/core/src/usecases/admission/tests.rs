@@ -94,8 +94,6 @@ const ADMITTED: [&str; 9] = [
     "outbox.mark_dispatched",
 ];
 
-/// What a render refused by a capacity pre-check does: the look, the three windows, then the
-/// load read for its `Retry-After`; nothing stored.
 /// Refused for the service's state after the rate limit: the three windows' hits given back,
 /// each once its given-back window allows it.
 const GIVEN_BACK: [&str; 6] = [
@@ -107,19 +105,20 @@ const GIVEN_BACK: [&str; 6] = [
     "limiter.give_back",
 ];
 
-const REFUSED_AT_CAPACITY: [&str; 11] = [
-    "jobs.occupancy",
-    "limiter.hit",
-    "limiter.hit",
-    "limiter.hit",
-    "jobs.load",
-    GIVEN_BACK[0],
-    GIVEN_BACK[1],
-    GIVEN_BACK[2],
-    GIVEN_BACK[3],
-    GIVEN_BACK[4],
-    GIVEN_BACK[5],
-];
+/// The calls of a render refused for the service's state after the look, the three windows and
+/// `before_refusal`: those, then the hits given back.
+fn refused_after_rate_limit(before_refusal: &str) -> Vec<&str> {
+    let counted = [
+        "jobs.occupancy",
+        "limiter.hit",
+        "limiter.hit",
+        "limiter.hit",
+    ];
+    let mut calls = counted.to_vec();
+    calls.push(before_refusal);
+    calls.extend(GIVEN_BACK);
+    calls
+}
 
 #[tokio::test]
 async fn an_admitted_render_calls_each_port_once_in_admission_order() {
@@ -388,7 +387,11 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
         memory.database.occupy(status, 3);
         let refused = render(&app, 5, None).await.unwrap_err();
         assert_eq!(refused.code(), code);
-        assert_eq!(memory.calls.take(), REFUSED_AT_CAPACITY, "{code}");
+        assert_eq!(
+            memory.calls.take(),
+            refused_after_rate_limit("jobs.load"),
+            "{code}"
+        );
         assert!(memory.objects.keys().is_empty(), "{code}: nothing stored");
     }
     let (app, memory) = App::in_memory(config(&[("MAX_ACTIVE_JOBS_PER_IP", "1")]));
@@ -396,7 +399,7 @@ async fn each_later_step_refuses_in_its_place_and_leaves_nothing() {
         second_render(&app, &memory, 6).await,
         "too_many_active_jobs"
     );
-    assert_eq!(memory.calls.take(), REFUSED_AT_CAPACITY);
+    assert_eq!(memory.calls.take(), refused_after_rate_limit("jobs.load"));
 }
 
 /// Client `who`'s render admitted, then its render of another replay refused: that refusal's
@@ -668,19 +671,7 @@ async fn an_unknown_skin_is_looked_up_after_the_rate_limit() {
     assert_eq!(refused.outcome.unwrap_err().code(), "unknown_skin");
     assert_eq!(
         memory.calls.take(),
-        [
-            "jobs.occupancy",
-            "limiter.hit",
-            "limiter.hit",
-            "limiter.hit",
-            "skin_names.state",
-            GIVEN_BACK[0],
-            GIVEN_BACK[1],
-            GIVEN_BACK[2],
-            GIVEN_BACK[3],
-            GIVEN_BACK[4],
-            GIVEN_BACK[5],
-        ]
+        refused_after_rate_limit("skin_names.state")
     );
     let upload = form(VALID_REPLAY, "play.osr", &[("skin", "default")]);
     admitted(submit_render(&app, &client(21), None, upload).await.outcome);

@@ -1,4 +1,4 @@
-//! Who a request is from (DESIGN.md §9, "API keys"): without `Authorization`, the anonymous
+//! Who a request is from (DESIGN.md §3, "API keys"): without `Authorization`, the anonymous
 //! client of its address, as always; with one, the key's client, or a 401 `invalid_api_key`
 //! for a malformed, unknown or revoked key. Resolved before anything else about the request,
 //! so a refused key spends no quota and writes nothing.

@@ -4,7 +4,7 @@
 //!
 //! The cache keeps an answer for `API_KEY_CACHE_TTL` (30 s by default, at most 60 s) counted
 //! from before the read that produced it, so a revocation is honoured by every instance within
-//! that long of its commit (the issue asks for 60 s). It is bounded: at most `MAX_KNOWN` keys found and `MAX_UNKNOWN` hashes
+//! that long of its commit. It is bounded: at most `MAX_KNOWN` keys found and `MAX_UNKNOWN` hashes
 //! found to be no key; when a side is full of live entries, new answers are served but not
 //! kept. The unknown side makes a client that repeats a wrong key cost one read per TTL; a
 //! flood of *different* random keys would cost one indexed point read each (there is nothing

@@ -68,7 +68,7 @@ pub enum IngestError {
 }
 
 pub async fn ingest(app: &App, bucket: &str, key: &str) -> Result<IngestOutcome, IngestError> {
-    if bucket != app.config.skin_bucket || !key.starts_with(INCOMING_PREFIX) {
+    if bucket != app.config.aws.skin_bucket || !key.starts_with(INCOMING_PREFIX) {
         return Err(IngestError::NotIncoming {
             bucket: bucket.to_owned(),
             key: key.to_owned(),
@@ -167,7 +167,7 @@ async fn check_and_publish(
     name: SkinName,
     version: &ObjectVersion,
 ) -> Result<Decision, IngestError> {
-    let max = app.config.max_skin_upload_bytes;
+    let max = app.config.skins.max_presigned_bytes;
     if version.size > max as u64 {
         return refused(format!("larger than {max} bytes"));
     }
@@ -292,7 +292,7 @@ pub async fn ingest_pending(app: &App) -> Result<usize, StorageError> {
     let keys = app.skins.list_incoming(PENDING_BATCH).await?;
     let mut done = 0;
     for key in &keys {
-        match ingest(app, &app.config.skin_bucket, key).await {
+        match ingest(app, &app.config.aws.skin_bucket, key).await {
             Ok(_) => done += 1,
             Err(error) => tracing::warn!(%error, key, "skin ingest failed; will retry"),
         }

@@ -141,7 +141,7 @@ pub async fn upload_skin<S: BodyStream>(
             caller.client(),
             route.endpoint(),
             key,
-            app.config.request_deadline,
+            app.config.http.request_deadline,
         )
     });
     match idempotency::look_up(app, claim.as_ref(), &request_hash).await {
@@ -238,7 +238,7 @@ async fn validate_upload<S: BodyStream>(
 ) -> Result<(UploadedFile, SkinName), Rejection> {
     let spec = FormSpec {
         file_field: SKIN_FIELD,
-        max_file_bytes: app.config.max_skin_bytes,
+        max_file_bytes: app.config.skins.max_direct_bytes,
     };
     let form = read_form(spec, upload).await?;
     let file = check_file(form.file, &spec, ".osk")?;
@@ -395,7 +395,7 @@ pub(super) async fn publish(
         NameClaim::Kept => return Err(PublishError::Kept(name.clone())),
         NameClaim::Held => return held_name(app, name, &content_id).await,
     };
-    let reserve = app.config.settle_reserve(app.config.aws_timeout);
+    let reserve = app.config.http.settle_reserve(app.config.aws.timeout);
     let write = async {
         match content {
             Content::Bytes(bytes) => app.skins.put_new(name, bytes).await,
@@ -514,7 +514,7 @@ fn validate_request(app: &App, body: &[u8]) -> Result<(SkinName, u64), Rejection
             "expected a JSON object {{\"name\": string, \"size\": bytes}}: {e}"
         ))
     })?;
-    let max = app.config.max_skin_upload_bytes as u64;
+    let max = app.config.skins.max_presigned_bytes as u64;
     if request.size > max {
         return Err(Rejection::FileTooLarge(format!(
             "skins may be at most {max} bytes"

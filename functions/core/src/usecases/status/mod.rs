@@ -82,8 +82,8 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
     let Capacity {
         queued, rendering, ..
     } = overview.capacity;
-    let estimated_start_secs = (queued < config.max_queued).then(|| {
-        estimate::start_in(&config.farm(), &overview.wait)
+    let estimated_start_secs = (queued < config.capacity.max_queued).then(|| {
+        estimate::start_in(&config.capacity.farm(), &overview.wait)
             .as_secs_f64()
             .ceil() as u64
     });
@@ -92,11 +92,11 @@ pub async fn service_status(app: &App) -> Result<ServiceStatus, Rejection> {
         pause_reason,
         queued,
         rendering,
-        max_queued: config.max_queued,
-        max_rendering: config.max_rendering,
+        max_queued: config.capacity.max_queued,
+        max_rendering: config.capacity.max_rendering,
         slots_in_use: overview.wait.farm.slots_in_use(),
-        render_slots: config.render_slots,
-        release_ahead: config.release_ahead,
+        render_slots: config.capacity.render_slots,
+        release_ahead: config.capacity.release_ahead,
         queue_age_secs: overview.queue_age,
         estimated_start: estimated_start_secs
             .map(|secs| reading.at + chrono::Duration::seconds(secs.try_into().unwrap_or(0))),
