@@ -66,9 +66,9 @@ fn starts_between(
         .count()
 }
 
-/// The case: a bot key with 60 jobs queued, then six players submitting one job each.
-/// Before fair service each player's job started after 56–61 of the bot's; now each starts
-/// within a few starts of its admission, and every bot job still completes.
+/// A bot key with 60 jobs queued, then six players submitting one job each: each player's
+/// job starts within a few starts of its admission (not after 56–61 of the bot's, as in
+/// arrival order), and every bot job still completes.
 #[tokio::test]
 async fn a_players_job_starts_within_a_few_starts_behind_a_bots_sixty_queued_jobs() {
     let app = TestApp::spawn(&[
@@ -180,7 +180,7 @@ async fn estimates_fall_within_half_of_what_happens() {
     }
 }
 
-/// The outside review's race: all the farm's slots busy (`MAX_RENDERING` at its default, above
+/// A race for a busy farm: all the farm's slots busy (`MAX_RENDERING` at its default, above
 /// the farm's room) and an attacker submitting at 10 requests a second with a key that admits
 /// all of them. Keys and honest anonymous clients are admitted as with no attacker (202, never
 /// 503 `render_capacity`), and they are served their fair share: each honest client's first

@@ -1,4 +1,4 @@
-//! Issue 7: `Idempotency-Key`, duplicate replays, honest `Retry-After`, the IETF rate-limit
+//! `Idempotency-Key`, duplicate replays, honest `Retry-After`, the IETF rate-limit
 //! headers and `estimated_start`, over HTTP against real Postgres and the AWS stand-in.
 
 use std::time::{SystemTime, UNIX_EPOCH};

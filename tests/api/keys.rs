@@ -1,4 +1,4 @@
-//! Issue 13: `Authorization: Bearer <key>`. With a key the key is the client: its render limit
+//! `Authorization: Bearer <key>`. With a key the key is the client: its render limit
 //! and `max_active`, its idempotency and duplicate scope, its job list, its advisory lock, from
 //! whatever address; without one nothing changes. A key that does not count is a 401 before
 //! anything else, spending no quota and writing nothing.
@@ -165,7 +165,7 @@ fn made_up_key() -> String {
     )
 }
 
-/// Issue 19: a burst of made-up keys from one address costs at most `RATE_LIMIT_KEY_LOOKUP`
+/// A burst of made-up keys from one address costs at most `RATE_LIMIT_KEY_LOOKUP`
 /// reads (the rest are 429 before any read), and never holds back a real key from that address.
 #[tokio::test]
 async fn made_up_keys_are_limited_per_address_and_never_hold_back_a_real_key() {

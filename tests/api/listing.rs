@@ -161,7 +161,7 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
     assert_eq!(item_ids(&app.list_as(&bob, "").await), [bobs.as_str()]);
     assert!(item_ids(&app.list_as(&carol, "").await).is_empty());
 
-    // An address lists no one's jobs, not even those sent from it (issue 19): 401, no quota.
+    // An address lists no one's jobs, not even those sent from it: 401, no quota.
     let anonymous = app.get_as(alices_address, "/v1/jobs").await;
     assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
     assert!(anonymous.headers().get("x-ratelimit-limit").is_none());
@@ -451,7 +451,7 @@ async fn listing_reads_by_index_with_a_large_table() {
             .get(0);
         let nodes = plan_nodes(&plan[0]["Plan"]);
         let label = format!("{query:?}");
-        // job_counts (V11) and fair_clock (V18) are one row each: a young sandbox job's place
+        // job_counts and fair_clock are one row each: a young sandbox job's place
         // is read from them.
         let one_row = |node: &Value| {
             node["Relation Name"] == "job_counts" || node["Relation Name"] == "fair_clock"

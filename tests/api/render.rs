@@ -143,7 +143,8 @@ async fn each_step_rejects_with_its_code() {
 async fn earlier_steps_win_and_spend_no_quota() {
     let app = TestApp::spawn(&[]).await;
     let ip = "198.51.100.20";
-    // Bad name and bad skin: step 1 decides. Bad replay and bad skin: step 2 decides.
+    // Bad name and bad skin: the replay file's check decides. Bad replay and bad skin: the
+    // replay structure's check decides.
     let bad_name_and_skin = render_form(fixture("valid_0.osr"), "x.zip", &[("skin", "a/b")]);
     problem(
         app.render(ip, bad_name_and_skin).await,

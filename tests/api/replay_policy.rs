@@ -1,6 +1,6 @@
-//! The render policy's replay rules (step 2a: mode, Autoplay, length at the mods' speed,
-//! input, MD5s; 3b: a recently failed render) and what a job says it renders (`replay`), in its
-//! reads, its listing filters, its queue message and its callbacks.
+//! The render policy's replay rules (mode, Autoplay, length at the mods' speed, input, MD5s;
+//! and, at the look, a recently failed render) and what a job says it renders (`replay`), in
+//! its reads, its listing filters, its queue message and its callbacks.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Replays by URL (issue 32): `replay_url` instead of the file, fetched after the rate limit
+//! Replays by URL: `replay_url` instead of the file, fetched after the rate limit
 //! under the callbacks' address guard, capped, then checked as an upload is.
 
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! The database password rotated under running instances (issue 22). Instances are built as
+//! The database password rotated under running instances. Instances are built as
 //! a function's start builds them on AWS (`Clients::from_parts` with the credentials read from
 //! the database secret, `DB_SECRET_ARN`, and that secret to re-read), here a secret in the
 //! stand-in's Secrets Manager and a role of the TLS-only PostgreSQL, which checks passwords
