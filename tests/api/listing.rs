@@ -41,9 +41,8 @@ impl TestApp {
         ago_secs: f64,
         spacing_secs: f64,
     ) -> Vec<String> {
-        self.db
-            .query(
-                "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at, \
+        self.column_with(
+            "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at, \
                                    updated_at)
                  SELECT gen_random_uuid(), $2::text::job_status,
                         CASE WHEN $3::int8 > 1 THEN $1::text || '.' || (g % $3::int8)
@@ -53,20 +52,16 @@ impl TestApp {
                         now() - ($5::float8 + g * $6::float8) * interval '1 second'
                    FROM generate_series(1, $4::int8) g
                  RETURNING id::text",
-                &[
-                    &client_ip,
-                    &status,
-                    &every,
-                    &count,
-                    &ago_secs,
-                    &spacing_secs,
-                ],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
+            &[
+                &client_ip,
+                &status,
+                &every,
+                &count,
+                &ago_secs,
+                &spacing_secs,
+            ],
+        )
+        .await
     }
 
     /// `key`'s whole listing, `limit` at a time, following each page's `next`.
@@ -110,18 +105,13 @@ impl TestApp {
 
     /// The ids of `client`'s jobs in listing order, as the database has them.
     async fn listing_order(&self, client: &str, status: Option<&str>) -> Vec<String> {
-        self.db
-            .query(
-                "SELECT id::text FROM jobs WHERE client_ip = $1
-                    AND ($2::text IS NULL OR status::text = $2)
-                  ORDER BY created_at DESC, id DESC",
-                &[&client, &status],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
+        self.column_with(
+            "SELECT id::text FROM jobs WHERE client_ip = $1
+                AND ($2::text IS NULL OR status::text = $2)
+              ORDER BY created_at DESC, id DESC",
+            &[&client, &status],
+        )
+        .await
     }
 }
 
@@ -586,12 +576,9 @@ async fn the_janitor_deletes_what_ended_past_the_retention_and_nothing_active() 
     assert_eq!(events_before - events_after, deleted as i64);
 
     let left: HashSet<String> = app
-        .db
-        .query("SELECT id::text FROM jobs", &[])
+        .column_with::<String>("SELECT id::text FROM jobs", &[])
         .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
+        .into_iter()
         .collect();
     let expected: HashSet<String> = [recent_done.clone(), rendering.clone(), queued.clone()]
         .into_iter()

@@ -29,28 +29,17 @@ async fn admits_a_valid_replay_and_records_job_outbox_and_object() {
     assert_eq!(body["status"], "queued");
     assert_eq!(body["links"]["status"], location);
 
-    let row = app
-        .db
-        .query_one(
-            "SELECT status::text, client_ip, replay_key, skin FROM jobs WHERE id = $1::text::uuid",
-            &[&job_id],
-        )
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, String>(0), "queued");
-    assert_eq!(row.get::<_, String>(1), "203.0.113.7");
-    let replay_key: String = row.get(2);
-    assert!(replay_key.contains(job_id));
-    assert_eq!(row.get::<_, String>(3), "Default");
+    let job = app.job_row(job_id).await;
+    assert_eq!(job.status, "queued");
+    assert_eq!(job.client_ip, "203.0.113.7");
+    assert!(job.replay_key.contains(job_id));
+    assert_eq!(job.skin, "Default");
     let payload_job: String = app
-        .db
-        .query_one("SELECT payload->>'job_id' FROM outbox_events", &[])
-        .await
-        .unwrap()
-        .get(0);
+        .scalar("SELECT payload->>'job_id' FROM outbox_events")
+        .await;
     assert_eq!(payload_job, job_id);
-    assert_eq!(app.replay_objects().await, vec![replay_key.clone()]);
-    let stored = app.replay_object(&replay_key).await;
+    assert_eq!(app.replay_objects().await, vec![job.replay_key.clone()]);
+    let stored = app.replay_object(&job.replay_key).await;
     assert_eq!(&stored[..], &fixture("valid_0.osr")[..]);
 }
 

@@ -48,15 +48,12 @@ impl TestRole {
 
     /// The sessions of this role, by `application_name`.
     async fn sessions(&self, app: &TestApp, instance: &str) -> i64 {
-        app.db
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 \
-                 AND application_name = $2",
-                &[&self.name, &instance],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        app.scalar_with(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 \
+             AND application_name = $2",
+            &[&self.name, &instance],
+        )
+        .await
     }
 
     /// Waits (10 s at most) until `instance` has `count` sessions of this role, authenticated.

@@ -351,33 +351,30 @@ async fn a_sandbox_keys_schedules_keep_to_the_pending_callback_bound() {
     ];
     let coalesced = ["queued", "downloading", "rendering", "completed"];
     for (i, job) in jobs.iter().enumerate() {
-        let queued: Vec<(i32, String)> = app
-            .db
-            .query(
-                "SELECT sequence, body ->> 'status' FROM job_callbacks \
+        let statuses: Vec<String> = app
+            .column_with(
+                "SELECT body ->> 'status' FROM job_callbacks \
                  WHERE job_id = $1::text::uuid ORDER BY sequence",
                 &[job],
             )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
+            .await;
+        let sequences: Vec<i32> = app
+            .column_with(
+                "SELECT sequence FROM job_callbacks \
+                 WHERE job_id = $1::text::uuid ORDER BY sequence",
+                &[job],
+            )
+            .await;
         // Two schedules fit whole under the bound (5 + 5); from then on, only status changes.
         let expected: &[&str] = if i < 2 { &whole } else { &coalesced };
-        let statuses: Vec<&str> = queued.iter().map(|(_, status)| status.as_str()).collect();
         assert_eq!(statuses, expected, "job {i}");
-        let sequences: Vec<i32> = queued.iter().map(|(sequence, _)| *sequence).collect();
         assert_eq!(sequences, (1..=expected.len() as i32).collect::<Vec<_>>());
-        let recorded = app
-            .db
-            .query_one(
+        let recorded: i32 = app
+            .scalar_with(
                 "SELECT callback_seq FROM jobs WHERE id = $1::text::uuid",
                 &[job],
             )
-            .await
-            .unwrap()
-            .get::<_, i32>(0);
+            .await;
         assert_eq!(
             recorded,
             expected.len() as i32,

@@ -888,13 +888,8 @@ async fn the_skin_list_pages_through_the_registry() {
         .await
         .unwrap();
     let mut expected: Vec<String> = app
-        .db
-        .query("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+        .column_with("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
+        .await;
     expected.push("Default".into());
     expected.sort();
 

@@ -51,14 +51,11 @@ impl TestApp {
     }
 
     async fn jobs_of(&self, client_key: &str) -> i64 {
-        self.db
-            .query_one(
-                "SELECT count(*) FROM jobs WHERE client_ip = $1",
-                &[&client_key],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        self.scalar_with(
+            "SELECT count(*) FROM jobs WHERE client_ip = $1",
+            &[&client_key],
+        )
+        .await
     }
 }
 
