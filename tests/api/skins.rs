@@ -6,12 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use osurender_core::domain::render::SkinName;
 use osurender_core::usecases::skins::ingest::IngestOutcome;
-use osurender_core::{usecases::janitor, usecases::skins};
+use osurender_core::{usecases::janitor, usecases::skins, App};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::app::{accepted_job, header, problem, within_one_minute, TestApp};
+use crate::support::app::{accepted_job, header, problem, within_one_minute, Proxies, TestApp};
 use crate::support::replays::{render_form, unique_replay};
 use crate::support::skins::{
     compressed_bomb, declare_size, noise, osk, post_to_s3, skin, upload_form, with_unix_mode,
@@ -1002,16 +1002,50 @@ async fn the_skin_list_pages_through_the_registry() {
 /// POSTed again 100 times (the same file and others) and each S3 event delivered costs a
 /// registry read and a DELETE each: nothing read, inflated or copied. Before that, the same
 /// object delivered ten times at once is checked and copied once.
-#[tokio::test]
-async fn a_presigned_policy_is_ingested_once() {
+/// A server reached through proxies, another instance of its core, and a presigned upload
+/// of a 200 kB skin as "Once", posted but not yet ingested.
+struct Presigned {
+    app: TestApp,
+    proxies: Proxies,
+    core: App,
+    /// The upload's policy, and its object's key.
+    upload: Value,
+    key: String,
+    bytes: Vec<u8>,
+}
+
+/// The client of the presigned upload tests.
+const PRESIGNED_IP: &str = "198.51.100.32";
+
+async fn presigned_once() -> Presigned {
     let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
     let core = app.instance().await;
-    let ip = "198.51.100.32";
     let bytes = osk(&[
         ("skin.ini", b"[General]\nName: Once\n"),
         ("big.wav", &noise(200_000)),
     ]);
-    let (upload, key) = app.presigned_upload(ip, "Once", &bytes).await;
+    let (upload, key) = app.presigned_upload(PRESIGNED_IP, "Once", &bytes).await;
+    Presigned {
+        app,
+        proxies,
+        core,
+        upload,
+        key,
+        bytes,
+    }
+}
+
+#[tokio::test]
+async fn a_presigned_policy_is_ingested_once() {
+    let Presigned {
+        app,
+        proxies,
+        core,
+        key,
+        bytes,
+        ..
+    } = presigned_once().await;
+    let ip = PRESIGNED_IP;
 
     // Ten deliveries of one event at once: one run checks and copies; the others find it
     // claimed (or, once it is done, gone).
@@ -1051,8 +1085,24 @@ async fn a_presigned_policy_is_ingested_once() {
             "{op}: {concurrent:?} {single:?}"
         );
     }
+}
 
-    // The policy POSTed again 100 times, the same file or another, each delivered: no-ops.
+/// The policy POSTed again 100 times once its upload is ingested, the same file or another,
+/// each delivered: no-ops.
+#[tokio::test]
+async fn a_presigned_policy_posted_again_after_its_ingest_changes_nothing() {
+    let Presigned {
+        app,
+        proxies,
+        core,
+        upload,
+        key,
+        bytes,
+    } = presigned_once().await;
+    assert!(matches!(
+        skins::ingest(&core, &app.bucket, &key).await.unwrap(),
+        IngestOutcome::Published(_)
+    ));
     let other = skin("another file");
     for i in 0..100 {
         let file = if i % 2 == 0 {
