@@ -278,10 +278,13 @@ async fn an_upload_with_a_bad_name_is_refused_and_spends_nothing() {
     app.assert_refusals_spent_nothing().await;
 }
 
+/// The client of the taken-name tests.
+const TAKEN_IP: &str = "198.51.100.21";
+
 #[tokio::test]
 async fn an_existing_name_is_not_overwritten() {
     let app = TestApp::spawn(ROOMY).await;
-    let ip = "198.51.100.21";
+    let ip = TAKEN_IP;
     let first = skin("first");
     let response = app
         .upload_skin(V1, ip, upload_form(first.clone(), "Taken.osk", None))
@@ -298,8 +301,13 @@ async fn an_existing_name_is_not_overwritten() {
         app.assert_name_taken(ip, form).await;
     }
     assert_eq!(app.object("skins/Taken.osk").await, first);
+    assert_eq!(app.skin_names().await, ["Default", "Taken"]);
+}
 
-    // An object from before the name registry (or another fleet) is kept too.
+/// An object from before the name registry (or another fleet) is kept too.
+#[tokio::test]
+async fn a_stored_object_outside_the_registry_is_not_overwritten() {
+    let app = TestApp::spawn(ROOMY).await;
     let legacy = skin("legacy");
     app.s3
         .put_object()
@@ -310,11 +318,16 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("new"), "Old One.osk", None);
-    app.assert_name_taken(ip, form).await;
+    app.assert_name_taken(TAKEN_IP, form).await;
     assert_eq!(app.object("skins/Old One.osk").await, legacy);
+    assert_eq!(app.skin_names().await, ["Default", "Old One"]);
+}
 
-    // A claim whose upload is in flight holds the name; one whose function died long ago
-    // (never confirmed, older than any function runs) is taken over.
+/// A claim whose upload is in flight holds the name; one whose function died long ago (never
+/// confirmed, older than any function runs) is taken over.
+#[tokio::test]
+async fn a_claim_in_flight_holds_its_name_and_a_dead_one_is_taken_over() {
+    let app = TestApp::spawn(ROOMY).await;
     app.db
         .batch_execute(
             "INSERT INTO skins (name, claim) VALUES ('In Flight', gen_random_uuid());
@@ -324,16 +337,13 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("late"), "In Flight.osk", None);
-    app.assert_name_taken(ip, form).await;
+    app.assert_name_taken(TAKEN_IP, form).await;
     let form = upload_form(skin("revived"), "Abandoned.osk", None);
     assert_eq!(
-        app.upload_skin(V1, ip, form).await.status(),
+        app.upload_skin(V1, TAKEN_IP, form).await.status(),
         StatusCode::CREATED
     );
-    assert_eq!(
-        app.skin_names().await,
-        ["Abandoned", "Default", "Old One", "Taken"]
-    );
+    assert_eq!(app.skin_names().await, ["Abandoned", "Default"]);
 }
 
 #[tokio::test]
@@ -1375,10 +1385,13 @@ async fn a_removed_name_is_freed_once_no_job_can_read_its_object() {
 /// `skin_name_reserved`, the presigned ingest too when the reservation came after the policy;
 /// a skin stored before its name was reserved stays listed and renderable; `skins unreserve`
 /// frees the name.
+/// The client of the reservation tests.
+const RESERVING_IP: &str = "198.51.100.91";
+
 #[tokio::test]
 async fn a_reserved_name_is_refused_on_every_upload_path() {
     let app = TestApp::spawn(ROOMY_RENDERS).await;
-    let ip = "198.51.100.91";
+    let ip = RESERVING_IP;
     let reserved = app.admin(&["skins", "reserve", "Official"]).await;
     assert_eq!(
         reserved,
@@ -1389,17 +1402,28 @@ async fn a_reserved_name_is_refused_on_every_upload_path() {
     }
     let response = app.render_with_skin(ip, "Official").await;
     problem(response, StatusCode::UNPROCESSABLE_ENTITY, "unknown_skin").await;
+}
 
-    // A policy granted before the reservation: its upload is refused at the ingest, unread.
+/// A policy granted before the reservation: its upload is refused at the ingest, unread.
+#[tokio::test]
+async fn a_presigned_upload_granted_before_its_name_was_reserved_is_refused_at_the_ingest() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
     let bytes = skin("late");
-    let (_, key) = app.presigned_upload(ip, "Late Official", &bytes).await;
+    let (_, key) = app
+        .presigned_upload(RESERVING_IP, "Late Official", &bytes)
+        .await;
     app.admin(&["skins", "reserve", "late official"]).await;
     let core = app.instance().await;
     assert_ingest_refused(&core, &app.bucket, &key, "is reserved", "reserved late").await;
     assert!(app.objects("incoming/").await.is_empty());
     assert!(app.objects("skins/").await.is_empty());
+}
 
-    // A stored skin whose name is reserved afterwards: listed and renderable, never replaced.
+/// A stored skin whose name is reserved afterwards: listed and renderable, never replaced.
+#[tokio::test]
+async fn a_stored_skin_reserved_afterwards_stays_listed_and_renderable_and_is_never_replaced() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    let ip = RESERVING_IP;
     let team = skin("team");
     let form = upload_form(team.clone(), "Team Skin.osk", None);
     assert_eq!(
@@ -1412,7 +1436,12 @@ async fn a_reserved_name_is_refused_on_every_upload_path() {
     accepted_job(app.render_with_skin(ip, "TEAM SKIN").await).await;
     app.assert_uploads_refused(ip, "Team Skin").await;
     assert_eq!(app.object("skins/Team Skin.osk").await, team);
+}
 
+#[tokio::test]
+async fn an_unreserved_name_may_be_uploaded_again() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    app.admin(&["skins", "reserve", "Official"]).await;
     let unreserved = app.admin(&["skins", "unreserve", "OFFICIAL"]).await;
     assert_eq!(
         unreserved,
@@ -1420,8 +1449,8 @@ async fn a_reserved_name_is_refused_on_every_upload_path() {
     );
     let form = upload_form(skin("official"), "Official.osk", None);
     assert_eq!(
-        app.upload_skin(V1, ip, form).await.status(),
+        app.upload_skin(V1, RESERVING_IP, form).await.status(),
         StatusCode::CREATED
     );
-    assert_eq!(app.skin_names().await, ["Default", "Official", "Team Skin"]);
+    assert_eq!(app.skin_names().await, ["Default", "Official"]);
 }
