@@ -342,13 +342,9 @@ async fn a_report_applies_only_to_the_job_it_names() {
 }
 
 #[tokio::test]
-async fn concurrent_reports_apply_once() {
-    let app = TestApp::spawn(&[ROOMY]).await;
-    let job = app.submit("203.0.113.125").await;
-    app.report_ok(&job, json!({ "status": "rendering", "progress": 1 }))
-        .await;
-
-    // One signed report delivered ten times at once: one applies, the rest are replays.
+async fn one_report_delivered_ten_times_at_once_applies_once() {
+    let (app, job) = a_rendering_job().await;
+    // One applies, the rest are replays.
     let body = signed_body(&job, json!({ "status": "rendering", "progress": 50 }));
     let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
     let statuses: Vec<StatusCode> = join_all((0..10).map(|_| async {
@@ -363,8 +359,20 @@ async fn concurrent_reports_apply_once() {
         .filter(|s| **s == StatusCode::UNAUTHORIZED)
         .count();
     assert_eq!((applied, replayed), (1, 9));
+}
 
-    // Ten different workers finishing it at once: one wins, the others find it completed.
+/// A server, and a job of it a worker reports rendering.
+async fn a_rendering_job() -> (TestApp, String) {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let job = app.submit("203.0.113.125").await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 1 }))
+        .await;
+    (app, job)
+}
+
+#[tokio::test]
+async fn ten_workers_completing_a_job_at_once_are_one_winner_and_nine_conflicts() {
+    let (app, job) = a_rendering_job().await;
     let statuses: Vec<StatusCode> = join_all((0..10).map(|i| {
         let fields = json!({ "status": "completed", "video_key": format!("v{i}.mp4") });
         let app = &app;
