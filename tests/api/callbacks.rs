@@ -1134,43 +1134,73 @@ async fn wakes_taken(app: &TestApp, queue: &str) {
     }
 }
 
-/// With a wake queue and no scheduled sweep at all (`OUTBOX_SWEEP_INTERVAL=0`, as every test
-/// server), callbacks go out on the dispatcher's wakes alone, as on AWS: a job's first
-/// callback and each status change within seconds, a failed send again once its backoff ends
-/// (a delayed wake), and a receiver that keeps failing holds back only its own job's later
-/// callbacks, not another job's of the same key, and only until its attempts run out.
+/// How soon a callback goes out on a wake.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// A server with a wake queue and no scheduled sweep at all (`OUTBOX_SWEEP_INTERVAL=0`, as
+/// every test server): callbacks go out on the dispatcher's wakes alone, as on AWS. Two sends
+/// at most a callback; a receiver that answers every POST, one that fails every one; a key.
+struct Woken {
+    app: TestApp,
+    wake_queue: String,
+    good: Receiver,
+    failing: Receiver,
+    key: TestKey,
+}
+
+impl Woken {
+    async fn start() -> Woken {
+        let wake_queue = wake_queue().await;
+        let app = TestApp::spawn(&[
+            ("ALLOW_PRIVATE_CALLBACKS", "true"),
+            ("CALLBACK_WAKE_QUEUE_URL", wake_queue.as_str()),
+            ("OUTBOX_MAX_ATTEMPTS", "2"),
+        ])
+        .await;
+        let (good, failing) = (Receiver::start(0).await, Receiver::start(usize::MAX).await);
+        let key = app.create_key("60/minute", 20).await;
+        Woken {
+            app,
+            wake_queue,
+            good,
+            failing,
+            key,
+        }
+    }
+
+    /// A job calling back the good receiver, whose first callback came.
+    async fn called_back_job(&self) -> String {
+        let job = self
+            .app
+            .submit_with_callback("203.0.113.32", &self.key, &self.good.url("/hook"))
+            .await;
+        let first = received_within(&self.good, 1, PROMPTLY).await;
+        assert!(
+            first.is_some(),
+            "the queued callback did not come within {PROMPTLY:?}"
+        );
+        job
+    }
+}
+
+/// The sequences a receiver got, in order.
+fn sent(receiver: &Receiver) -> Vec<i64> {
+    receiver.received().iter().map(|r| r.sequence()).collect()
+}
+
+/// A job alone: its first callback, then a status change, each within seconds.
 #[tokio::test]
 async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
-    const PROMPTLY: Duration = Duration::from_secs(5);
-    let wake_queue = wake_queue().await;
-    let app = TestApp::spawn(&[
-        ("ALLOW_PRIVATE_CALLBACKS", "true"),
-        ("CALLBACK_WAKE_QUEUE_URL", wake_queue.as_str()),
-        ("OUTBOX_MAX_ATTEMPTS", "2"),
-    ])
-    .await;
-    let (good, failing) = (Receiver::start(0).await, Receiver::start(usize::MAX).await);
-    let key = app.create_key("60/minute", 20).await;
-    let sent = |receiver: &Receiver| -> Vec<i64> {
-        receiver.received().iter().map(|r| r.sequence()).collect()
-    };
-
-    // A job alone: its first callback, then a status change, each within seconds.
-    let job = app
-        .submit_with_callback("203.0.113.32", &key, &good.url("/hook"))
-        .await;
-    let first = received_within(&good, 1, PROMPTLY).await;
-    assert!(
-        first.is_some(),
-        "the queued callback did not come within {PROMPTLY:?}"
-    );
+    let woken = Woken::start().await;
+    let (app, good) = (&woken.app, &woken.good);
+    let job = woken.called_back_job().await;
     // The admission's wake is spent, the sweep it started has ended (it read what waits: then
     // nothing), and no delayed wake is due: only the report's own wake can send the next one.
-    wakes_taken(&app, &wake_queue).await;
+    wakes_taken(app, &woken.wake_queue).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     app.report_ok(&job, json!({ "status": "downloading" }))
         .await;
-    let change = received_within(&good, 2, PROMPTLY).await;
+    let change = received_within(good, 2, PROMPTLY).await;
     assert!(
         change.is_some(),
         "the status change did not come within {PROMPTLY:?}"
@@ -1179,25 +1209,36 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
         sequences(&good.received()),
         [(1, "queued"), (2, "downloading")]
     );
+}
 
-    // A job whose receiver keeps failing holds back its own later callbacks, not the other
-    // job's of the same key.
-    let held = app
-        .submit_with_callback("203.0.113.31", &key, &failing.url("/hook"))
+/// A job whose receiver keeps failing holds back its own later callbacks, not another job's of
+/// the same key; its first is sent again once its backoff ends (a delayed wake), and the hold
+/// ends with its attempts.
+#[tokio::test]
+async fn with_a_wake_queue_a_failing_receiver_holds_back_only_its_own_jobs_callbacks() {
+    let woken = Woken::start().await;
+    let (app, good, failing, key) = (&woken.app, &woken.good, &woken.failing, &woken.key);
+    let job = woken.called_back_job().await;
+    app.report_ok(&job, json!({ "status": "downloading" }))
         .await;
-    assert!(received_within(&failing, 1, PROMPTLY).await.is_some());
+    assert!(received_within(good, 2, PROMPTLY).await.is_some());
+
+    let held = app
+        .submit_with_callback("203.0.113.31", key, &failing.url("/hook"))
+        .await;
+    assert!(received_within(failing, 1, PROMPTLY).await.is_some());
     let first_failure = Instant::now();
     app.report_ok(&held, json!({ "status": "downloading" }))
         .await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 10 }))
         .await;
     assert!(
-        received_within(&good, 3, PROMPTLY).await.is_some(),
+        received_within(good, 3, PROMPTLY).await.is_some(),
         "the other job's status change was held back"
     );
-    assert!(!sent(&failing).contains(&2), "{:?}", sent(&failing));
+    assert!(!sent(failing).contains(&2), "{:?}", sent(failing));
     // Its first callback is sent again when its backoff (5 s) ends, woken by a delayed wake.
-    let retried = received_within(&failing, 2, Duration::from_secs(5) + PROMPTLY).await;
+    let retried = received_within(failing, 2, Duration::from_secs(5) + PROMPTLY).await;
     assert!(
         retried.is_some(),
         "no retry within its backoff and {PROMPTLY:?}"
@@ -1209,15 +1250,15 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
     );
     // That was its last attempt (OUTBOX_MAX_ATTEMPTS=2): the hold ends, and the job's next
     // callback goes out at once.
-    assert!(received_within(&failing, 3, PROMPTLY).await.is_some());
-    assert_eq!(sent(&failing), [1, 1, 2]);
-    let stored = stored_callbacks(&app, &held).await;
+    assert!(received_within(failing, 3, PROMPTLY).await.is_some());
+    assert_eq!(sent(failing), [1, 1, 2]);
+    let stored = stored_callbacks(app, &held).await;
     assert_eq!(
         (stored[0].status.as_str(), stored[0].attempts),
         ("failed", 2),
         "{stored:?}"
     );
-    assert_eq!(sent(&good), [1, 2, 3], "the other job was never held");
+    assert_eq!(sent(good), [1, 2, 3], "the other job was never held");
 }
 
 /// A sandbox job's callbacks fall due on its simulated schedule (0–9 s): each sweep's wake for
