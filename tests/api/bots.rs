@@ -1,4 +1,4 @@
-//! What a bot ported from o!rdr relies on (issue 32): its own reference in every view of a job,
+//! What a bot ported from o!rdr relies on: its own reference in every view of a job,
 //! an expired job that says why, an anonymous callback refused as needing a key.
 
 use reqwest::StatusCode;

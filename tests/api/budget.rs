@@ -42,21 +42,23 @@ const ADMITTED: Budget = Budget {
     ],
 };
 
-/// Steps 1–3 refuse before any state is touched.
+/// The replay file, its structure and rules, and the form fields refuse before any state is
+/// touched.
 const NOTHING: Budget = Budget {
     pg_round_trips: 0,
     aws: &[],
 };
 
-/// Step 4's refusal by the client's own window: the limiter's one call (the networks' windows
-/// are not spent for it), after the one read that looks for a duplicate of the replay (step 3b,
-/// which a duplicate must pass without spending quota) and takes the occupancy counts.
+/// The rate limit's refusal by the client's own window: the limiter's one call (the networks'
+/// windows are not spent for it), after the one read that looks for a duplicate of the replay
+/// (the look, which a duplicate must pass without spending quota) and takes the occupancy
+/// counts.
 const RATE_LIMITED: Budget = Budget {
     pg_round_trips: 1,
     aws: &[("DynamoDB.UpdateItem", 1)],
 };
 
-/// Steps 5, 6 and 8's early refusal: that read, the limiter, and the load read the refusal's
+/// The queue depth's, render capacity's and active jobs' early refusal: that read, the limiter, and the load read the refusal's
 /// `Retry-After` is estimated from; then, a refusal for the service's state, each window's hit
 /// given back (its given-back window counted, then the hit taken back: two writes per window).
 /// Nothing is stored or locked.
@@ -65,7 +67,7 @@ const CAPACITY_REFUSED: Budget = Budget {
     aws: &[("DynamoDB.UpdateItem", 9)],
 };
 
-/// Step 4's refusal of a skin outside the registry: the occupancy read, the three windows, and
+/// The skin registry's refusal of a skin outside it: the occupancy read, the three windows, and
 /// the registry's point read; the hits given back as for a capacity refusal. Nothing is stored
 /// or locked.
 const UNKNOWN_SKIN: Budget = Budget {
@@ -206,8 +208,9 @@ async fn a_fresh_instance_pays_only_connections_and_the_queue_lookup() {
 }
 
 /// The instance's first read of the operator's policy (bans, pause), which it then keeps for
-/// `POLICY_CACHE_TTL`: made by `GET /v1/status`, which waits for it (a render refused at steps
-/// 1–3 does not: its answer does not wait for the instance's first read).
+/// `POLICY_CACHE_TTL`: made by `GET /v1/status`, which waits for it (a render refused at the
+/// replay file, its structure or rules, or the form fields does not: its answer does not wait
+/// for the instance's first read).
 async fn warm_policy(app: &TestApp) {
     let response = app.get("/v1/status").await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -417,7 +420,7 @@ async fn a_limiter_outage_touches_nothing_else() {
     assert!(aws.connections >= 1, "the SDK tried");
 }
 
-/// Issue 19: health checks cost the dependencies one probe per `HEALTH_CHECK_INTERVAL` per
+/// Health checks cost the dependencies one probe per `HEALTH_CHECK_INTERVAL` per
 /// instance, however many arrive at once: one Postgres round trip and one call of each probe
 /// (`DescribeTable`, `HeadBucket`, `GetQueueAttributes`; the dev server also looks up its
 /// queue's URL once) for 50 requests (well within the interval, so all share the first probe).

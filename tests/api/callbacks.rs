@@ -13,9 +13,11 @@ use osurender_core::usecases::callbacks::CLAIM_PER_KEY;
 use osurender_core::{App, Clients};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use tokio_postgres::Row;
 
 use crate::support::app::{header, problem, wake_queue, TestApp};
 use crate::support::callbacks::{callback_form, sequences, sweep_callbacks, Receiver, Trap};
+use crate::support::keys::TestKey;
 use crate::support::replays::valid_form;
 
 /// A claim of up to `limit` callbacks as the tests make them: a minute's lease, 10 attempts,
@@ -34,8 +36,41 @@ fn lease_claim(limit: i64) -> CallbackClaim {
     }
 }
 
-/// The job's callbacks as stored: sequence, status, attempts, last error.
-async fn stored_callbacks(app: &TestApp, job: &str) -> Vec<(i32, String, i32, Option<String>)> {
+/// A callback as stored.
+#[derive(Debug, PartialEq)]
+struct StoredCallback {
+    sequence: i32,
+    status: String,
+    attempts: i32,
+    last_error: Option<String>,
+}
+
+impl StoredCallback {
+    fn new(sequence: i32, status: &str, attempts: i32, last_error: Option<&str>) -> Self {
+        StoredCallback {
+            sequence,
+            status: status.to_owned(),
+            attempts,
+            last_error: last_error.map(str::to_owned),
+        }
+    }
+
+    fn from_row(row: &Row) -> Self {
+        StoredCallback {
+            sequence: row.get("sequence"),
+            status: row.get("status"),
+            attempts: row.get("attempts"),
+            last_error: row.get("last_error"),
+        }
+    }
+
+    fn error(&self) -> &str {
+        self.last_error.as_deref().unwrap_or_default()
+    }
+}
+
+/// The job's callbacks as stored, in sequence.
+async fn stored_callbacks(app: &TestApp, job: &str) -> Vec<StoredCallback> {
     app.db
         .query(
             "SELECT sequence, status, attempts, last_error FROM job_callbacks \
@@ -45,7 +80,7 @@ async fn stored_callbacks(app: &TestApp, job: &str) -> Vec<(i32, String, i32, Op
         .await
         .unwrap()
         .iter()
-        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .map(StoredCallback::from_row)
         .collect()
 }
 
@@ -64,11 +99,23 @@ async fn instance(app: &TestApp, allow_private: bool) -> App {
     Clients::new(&config).await.unwrap().app(config.clone())
 }
 
-#[tokio::test]
-async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
-    let app = TestApp::spawn(&[]).await;
+/// A server with `overrides`, and a key that may render 60 a minute, 20 at once.
+async fn app_with_key(overrides: &[(&str, &str)]) -> (TestApp, TestKey) {
+    let app = TestApp::spawn(overrides).await;
     let key = app.create_key("60/minute", 20).await;
-    // Without a key: 401 with the code that means "needs a key", and no quota read.
+    (app, key)
+}
+
+/// A server that may call back a local receiver, a receiver that answers every POST, and a key.
+async fn app_with_receiver() -> (TestApp, Receiver, TestKey) {
+    let (app, key) = app_with_key(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    (app, Receiver::start(0).await, key)
+}
+
+#[tokio::test]
+async fn a_callback_url_without_a_key_is_refused_as_needing_one() {
+    let app = TestApp::spawn(&[]).await;
+    // 401 with the code that means "needs a key", and no quota read.
     let anonymous = app
         .render("203.0.113.20", callback_form("https://93.184.216.34/hook"))
         .await;
@@ -82,6 +129,11 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
             .contains("callback_url"),
         "{anonymous}"
     );
+}
+
+#[tokio::test]
+async fn a_callback_url_not_to_a_public_https_address_is_refused() {
+    let (app, key) = app_with_key(&[]).await;
     for refused in [
         "http://93.184.216.34/hook",
         "https://127.0.0.1/hook",
@@ -127,14 +179,18 @@ async fn only_a_keyed_client_sets_a_callback_and_only_to_a_public_https_url() {
         assert!(!body.to_string().contains("resolve"), "{refused}: {body}");
     }
     assert_eq!(app.count("SELECT count(*) FROM jobs").await, 0);
+}
 
-    // A public address is accepted (named literally: no DNS needed), and its first callback
-    // is queued with the job.
+/// A public address (named literally: no DNS needed) is accepted, and its first callback is
+/// queued with the job.
+#[tokio::test]
+async fn a_callback_url_to_a_public_address_queues_its_first_callback_with_the_job() {
+    let (app, key) = app_with_key(&[]).await;
     let job = app
         .submit_with_callback("203.0.113.20", &key, "https://93.184.216.34/hook")
         .await;
     let stored = stored_callbacks(&app, &job).await;
-    assert_eq!(stored, vec![(1, "pending".to_owned(), 0, None)]);
+    assert_eq!(stored, [StoredCallback::new(1, "pending", 0, None)]);
 }
 
 /// A stack whose dispatcher has no route out (`CALLBACKS_EGRESS=false`) refuses a
@@ -189,9 +245,7 @@ async fn without_egress_a_callback_url_is_refused_before_the_rate_limit() {
 
 #[tokio::test]
 async fn each_status_change_is_posted_signed_and_in_order() {
-    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
-    let receiver = Receiver::start(0).await;
-    let key = app.create_key("60/minute", 20).await;
+    let (app, receiver, key) = app_with_receiver().await;
     let job = app
         .submit_with_callback("203.0.113.21", &key, &receiver.url("/osu/hook"))
         .await;
@@ -239,14 +293,23 @@ async fn each_status_change_is_posted_signed_and_in_order() {
         "the completed callback links the video"
     );
     assert_eq!(received[2].json["links"].get("video"), None);
+    assert_eq!(
+        received[0].json.get("error_code"),
+        None,
+        "only a failure has a code"
+    );
     // Each was sent once; nothing is left.
     assert_eq!(sweep_callbacks(&core).await, 0);
     assert!(stored_callbacks(&app, &job)
         .await
         .iter()
-        .all(|(_, status, attempts, _)| status == "dispatched" && *attempts == 1));
+        .all(|stored| stored.status == "dispatched" && stored.attempts == 1));
+}
 
-    // A failed job says why.
+#[tokio::test]
+async fn a_failed_jobs_callback_says_why_with_its_code() {
+    let (app, receiver, key) = app_with_receiver().await;
+    let core = app.instance().await;
     let failing = app
         .submit_with_callback("203.0.113.21", &key, &receiver.url("/osu/hook"))
         .await;
@@ -262,11 +325,6 @@ async fn each_status_change_is_posted_signed_and_in_order() {
     assert_eq!(
         (&last.json["error_code"], &last.json["retryable"]),
         (&json!("beatmap_not_found"), &json!(false))
-    );
-    assert_eq!(
-        received[0].json.get("error_code"),
-        None,
-        "only a failure has a code"
     );
 }
 
@@ -290,15 +348,12 @@ async fn a_failing_receiver_gets_retries_with_backoff_then_the_next_callback_goe
     assert_eq!(sweep_callbacks(&core).await, 0);
     assert_eq!(receiver.received().len(), 1);
     let wait: f64 = app
-        .db
-        .query_one(
+        .scalar_with(
             "SELECT extract(epoch FROM available_at - now())::float8 FROM job_callbacks \
              WHERE job_id = $1::text::uuid AND sequence = 1",
             &[&job],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert!((3.0..=5.5).contains(&wait), "first backoff {wait}");
     // Two more failures use up the attempts; then the second callback goes out.
     make_callbacks_due(&app).await;
@@ -310,21 +365,20 @@ async fn a_failing_receiver_gets_retries_with_backoff_then_the_next_callback_goe
     let stored = stored_callbacks(&app, &job).await;
     assert_eq!(
         stored,
-        vec![
-            (1, "failed".to_owned(), 3, Some("answered 500".to_owned())),
-            (2, "dispatched".to_owned(), 1, None),
+        [
+            StoredCallback::new(1, "failed", 3, Some("answered 500")),
+            StoredCallback::new(2, "dispatched", 1, None),
         ]
     );
 }
 
+/// Accepted where private callbacks were allowed; delivered where they are not (a host that
+/// now resolves to a private address is the same case: the address is checked as the
+/// connection is made).
 #[tokio::test]
-async fn a_callback_is_checked_again_at_delivery_and_a_revoked_keys_callbacks_are_dropped() {
-    // Accepted where private callbacks were allowed; delivered where they are not (a host that
-    // now resolves to a private address is the same case: the address is checked as the
-    // connection is made).
-    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+async fn a_callback_is_checked_again_at_delivery() {
+    let (app, key) = app_with_key(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
     let trap = Trap::start().await;
-    let key = app.create_key("60/minute", 20).await;
     let mut jobs = Vec::new();
     for url in [
         format!("https://localhost:{}/hook", trap.addr.port()),
@@ -336,35 +390,29 @@ async fn a_callback_is_checked_again_at_delivery_and_a_revoked_keys_callbacks_ar
     assert_eq!(sweep_callbacks(&strict).await, 0);
     assert_eq!(trap.connections(), 0, "a refused callback connected");
     for job in &jobs {
-        let stored = stored_callbacks(&app, job).await;
-        let (_, status, attempts, error) = &stored[0];
-        assert_eq!((status.as_str(), *attempts), ("pending", 1));
-        let error = error.as_deref().unwrap_or_default();
-        assert!(error.contains("may not reach"), "{error}");
+        let stored = &stored_callbacks(&app, job).await[0];
+        assert_eq!((stored.status.as_str(), stored.attempts), ("pending", 1));
+        assert!(stored.error().contains("may not reach"), "{stored:?}");
     }
+}
 
-    // A revoked key's callbacks are not sent, and not retried.
-    let receiver = Receiver::start(0).await;
+#[tokio::test]
+async fn a_revoked_keys_callbacks_are_not_sent_nor_retried() {
+    let (app, receiver, key) = app_with_receiver().await;
     let job = app
         .submit_with_callback("203.0.113.23", &key, &receiver.url("/hook"))
         .await;
     app.revoke_key(&key).await;
     sweep_callbacks(&instance(&app, true).await).await;
     assert!(receiver.received().is_empty());
-    let stored = stored_callbacks(&app, &job).await;
-    assert_eq!(stored[0].1, "failed");
-    assert!(stored[0]
-        .3
-        .as_deref()
-        .unwrap_or_default()
-        .contains("revoked"));
+    let stored = &stored_callbacks(&app, &job).await[0];
+    assert_eq!(stored.status, "failed");
+    assert!(stored.error().contains("revoked"), "{stored:?}");
 }
 
 #[tokio::test]
 async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
-    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
-    let receiver = Receiver::start(0).await;
-    let key = app.create_key_of(KeyKind::Sandbox, "60/minute", 5).await;
+    let (app, receiver, key) = app_with_sandbox_key().await;
     let core = app.instance().await;
     let job = app
         .submit_with_callback("203.0.113.24", &key, &receiver.url("/sandbox"))
@@ -398,11 +446,23 @@ async fn a_sandbox_job_calls_back_its_whole_progression_in_order() {
     assert!(received.iter().all(|r| r.signed_with(&key.signing_secret)));
     assert!(received.iter().all(|r| r.json["job_id"] == job.as_str()));
     assert_eq!(received[3].json["progress"], 50.0);
-    // Plain submissions of a sandbox key have no callbacks.
+}
+
+#[tokio::test]
+async fn a_sandbox_job_without_a_callback_url_has_no_callbacks() {
+    let (app, _receiver, key) = app_with_sandbox_key().await;
     let plain = app
         .submit_with("203.0.113.24", &key.bearer, valid_form())
         .await;
     assert!(stored_callbacks(&app, &plain).await.is_empty());
+}
+
+/// A server that may call back a local receiver, the receiver, and a sandbox key.
+async fn app_with_sandbox_key() -> (TestApp, Receiver, TestKey) {
+    let app = TestApp::spawn(&[("ALLOW_PRIVATE_CALLBACKS", "true")]).await;
+    let receiver = Receiver::start(0).await;
+    let key = app.create_key_of(KeyKind::Sandbox, "60/minute", 5).await;
+    (app, receiver, key)
 }
 
 #[tokio::test]
@@ -606,16 +666,13 @@ async fn every_key_with_a_due_callback_gets_a_share_of_each_claim_in_turn() {
     }
     let core = app.instance().await;
     let clients_of = |ids: Vec<i64>| {
-        let db = &app.db;
+        let app = &app;
         async move {
-            let rows = db
-                .query(
-                    "SELECT client FROM job_callbacks WHERE id = ANY($1) ORDER BY id",
-                    &[&ids],
-                )
-                .await
-                .unwrap();
-            rows.iter().map(|row| row.get(0)).collect::<Vec<String>>()
+            app.column_with::<String>(
+                "SELECT client FROM job_callbacks WHERE id = ANY($1) ORDER BY id",
+                &[&ids],
+            )
+            .await
         }
     };
     let mut served = HashSet::new();
@@ -677,26 +734,27 @@ async fn past_the_cap_progress_is_coalesced_and_status_changes_are_kept_in_order
         json!({ "status": "completed", "video_key": "videos/v.mp4" }),
     )
     .await;
-    let stored: Vec<(i32, String, f64)> = app
+    let stored: Vec<CallbackBody> = app
         .db
         .query(
-            "SELECT sequence, body ->> 'status', (body ->> 'progress')::float8 \
+            "SELECT sequence, body ->> 'status' AS status, \
+                    (body ->> 'progress')::float8 AS progress \
              FROM job_callbacks WHERE job_id = $1::text::uuid ORDER BY sequence",
             &[&job],
         )
         .await
         .unwrap()
         .iter()
-        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .map(CallbackBody::from_row)
         .collect();
     assert_eq!(
         stored,
         [
-            (1, "queued".to_owned(), 0.0),
-            (2, "rendering".to_owned(), 10.0),
-            (3, "rendering".to_owned(), 30.0),
+            CallbackBody::new(1, "queued", 0.0),
+            CallbackBody::new(2, "rendering", 10.0),
+            CallbackBody::new(3, "rendering", 30.0),
             // 60 % was coalesced; the status change carries the latest state.
-            (4, "completed".to_owned(), 100.0),
+            CallbackBody::new(4, "completed", 100.0),
         ]
     );
     let pending = app
@@ -705,7 +763,33 @@ async fn past_the_cap_progress_is_coalesced_and_status_changes_are_kept_in_order
     assert_eq!(pending, 6);
 }
 
-/// The issue's case: a key's 5,000 callbacks are due and its receiver answers 500; another
+/// What a stored callback will say: its sequence, status and progress.
+#[derive(Debug, PartialEq)]
+struct CallbackBody {
+    sequence: i32,
+    status: String,
+    progress: f64,
+}
+
+impl CallbackBody {
+    fn new(sequence: i32, status: &str, progress: f64) -> Self {
+        CallbackBody {
+            sequence,
+            status: status.to_owned(),
+            progress,
+        }
+    }
+
+    fn from_row(row: &Row) -> Self {
+        CallbackBody {
+            sequence: row.get("sequence"),
+            status: row.get("status"),
+            progress: row.get("progress"),
+        }
+    }
+}
+
+/// A key's 5,000 callbacks are due and its receiver answers 500; another
 /// key's first callback goes out within one sweep (and its send), not behind the backlog.
 /// `bench/run --only callbacks` reports the printed latency.
 #[tokio::test]
@@ -753,31 +837,27 @@ async fn a_keys_backlog_does_not_delay_another_keys_first_callback() {
     );
 }
 
-#[tokio::test]
-async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
-    let app = TestApp::spawn(&[]).await;
+/// The one key with a callback not held behind a retry in `a_backlog_behind_retries`.
+const UNHELD: &str = "key:00000000-0000-4000-8000-999999999999";
+
+/// 20 keys, each with 200 jobs of 5 callbacks whose first is backing off (10 minutes); then a
+/// key (`UNHELD`) with one callback, walked after them. A dispatcher's instance, and the ids of
+/// the backing-off firsts.
+async fn a_backlog_behind_retries(app: &TestApp) -> (App, Vec<i64>) {
     let url = "https://93.184.216.34/hook";
-    // 20 keys, each with 200 jobs of 5 callbacks whose first is backing off; then a key with
-    // one callback, walked after them.
     let blocked: Vec<String> = (1..=20)
         .map(|n| format!("key:00000000-0000-4000-8000-{n:012}"))
         .collect();
     for client in &blocked {
-        seed_backlog(&app, client, 200, 5, url).await;
+        seed_backlog(app, client, 200, 5, url).await;
     }
-    let other = "key:00000000-0000-4000-8000-999999999999";
-    seed_backlog(&app, other, 1, 1, url).await;
+    seed_backlog(app, UNHELD, 1, 1, url).await;
     let heads: Vec<i64> = app
-        .db
-        .query(
+        .column_with(
             "SELECT id FROM job_callbacks WHERE sequence = 1 AND client <> $1",
-            &[&other],
+            &[&UNHELD],
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+        .await;
     let core = app.instance().await;
     let retries: Vec<Retry> = heads
         .iter()
@@ -788,41 +868,55 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
         })
         .collect();
     assert_eq!(core.callbacks.mark_retry(&retries, 10).await.unwrap(), 0);
+    (core, heads)
+}
 
+/// The jobs and sequences of a claim of up to `limit` callbacks.
+async fn claim_jobs(core: &App, limit: i64) -> Vec<(String, i32)> {
+    let claimed = core.callbacks.claim(lease_claim(limit)).await.unwrap();
+    claimed
+        .iter()
+        .map(|c| (c.job_id.to_string(), c.sequence))
+        .collect()
+}
+
+#[tokio::test]
+async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
+    let app = TestApp::spawn(&[]).await;
+    let (core, _) = a_backlog_behind_retries(&app).await;
     // The later callbacks wait with their job's first: none of the 20 keys is due, so the
     // first claim finds the other key's callback instead of 20 keys with nothing to give.
-    let claimed = core.callbacks.claim(lease_claim(20)).await.unwrap();
+    let claimed = claim_jobs(&core, 20).await;
     let other_job: String = app
-        .db
-        .query_one(
+        .scalar_with(
             "SELECT job_id::text FROM job_callbacks WHERE client = $1",
-            &[&other],
+            &[&UNHELD],
         )
-        .await
-        .unwrap()
-        .get(0);
-    let claimed_jobs: Vec<String> = claimed.iter().map(|c| c.job_id.to_string()).collect();
-    assert_eq!(claimed_jobs, [other_job]);
+        .await;
+    assert_eq!(claimed, [(other_job, 1)]);
+}
 
-    // Once a job's first callback is delivered, the next is due at once.
+#[tokio::test]
+async fn once_a_jobs_first_callback_is_delivered_its_next_is_due_at_once() {
+    let app = TestApp::spawn(&[]).await;
+    let (core, heads) = a_backlog_behind_retries(&app).await;
+    // The one callback due is claimed (and leased) first: the next claim finds only what the
+    // delivery makes due.
+    assert_eq!(claim_jobs(&core, 20).await.len(), 1);
     let job: String = app
-        .db
-        .query_one(
+        .scalar_with(
             "SELECT job_id::text FROM job_callbacks WHERE id = $1",
             &[&heads[0]],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     core.callbacks.mark_dispatched(&heads[..1]).await.unwrap();
-    let claimed = core.callbacks.claim(lease_claim(20)).await.unwrap();
-    let next: Vec<(String, i32)> = claimed
-        .iter()
-        .map(|c| (c.job_id.to_string(), c.sequence))
-        .collect();
-    assert_eq!(next, [(job.clone(), 2)]);
+    assert_eq!(claim_jobs(&core, 20).await, [(job, 2)]);
+}
 
-    // A callback queued while its job's first backs off waits for it too (V12's trigger).
+#[tokio::test]
+async fn a_callback_queued_while_its_jobs_first_backs_off_waits_for_it_too() {
+    let app = TestApp::spawn(&[]).await;
+    let (_, heads) = a_backlog_behind_retries(&app).await;
     let waiting = heads[1];
     app.db
         .execute(
@@ -833,39 +927,51 @@ async fn keys_whose_callbacks_wait_behind_a_retry_take_no_place_in_a_claim() {
         .await
         .unwrap();
     let due: i64 = app
-        .db
-        .query_one(
+        .scalar_with(
             "SELECT count(*) FROM job_callbacks c JOIN job_callbacks h ON h.job_id = c.job_id
               WHERE h.id = $1 AND c.sequence = 6 AND c.available_at >= h.available_at",
             &[&waiting],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert_eq!(due, 1);
 }
 
+/// The migrations' scripts in the order they apply, each with its name (`fair_callbacks` for
+/// `V12__fair_callbacks.sql`).
+fn migrations() -> Vec<(String, String)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+    let mut found: Vec<(u32, String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter_map(|path| {
+            let file = path.file_name()?.to_str()?.to_owned();
+            let (version, name) = file.strip_prefix('V')?.split_once("__")?;
+            let name = name.strip_suffix(".sql")?.to_owned();
+            Some((version.parse().ok()?, name, path))
+        })
+        .map(|(version, name, path)| (version, name, std::fs::read_to_string(path).unwrap()))
+        .collect();
+    found.sort_by_key(|(version, ..)| *version);
+    found
+        .into_iter()
+        .map(|(_, name, script)| (name, script))
+        .collect()
+}
+
+/// A database that has callbacks without their client (every migration before
+/// `fair_callbacks`) with one job's callbacks: one delivered, one backing off, one queued behind
+/// it, is upgraded.
 #[tokio::test]
-async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_backoff() {
-    // V1 to V11 as a database before this release has them, with one job's callbacks: one
-    // delivered, one backing off, one queued behind it.
-    let database = osurender_testkit::fresh_database("api_v12").await;
+async fn an_upgrade_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_backoff() {
+    let database = osurender_testkit::fresh_database("api_upgrade").await;
     let db = database.connect().await;
-    let migration = |version: u32| {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
-        std::fs::read_dir(dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().path())
-            .find(|path| {
-                path.file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|name| name.starts_with(&format!("V{version}__")))
-            })
-            .map(|path| std::fs::read_to_string(path).unwrap())
-            .unwrap()
-    };
-    for version in 1..=11 {
-        db.batch_execute(&migration(version)).await.unwrap();
+    let migrations = migrations();
+    let upgrade = migrations
+        .iter()
+        .position(|(name, _)| name == "fair_callbacks")
+        .expect("the migration that gives callbacks their client");
+    for (_, script) in &migrations[..upgrade] {
+        db.batch_execute(script).await.unwrap();
     }
     db.batch_execute(
         "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, callback_url)
@@ -879,26 +985,51 @@ async fn v12_gives_only_pending_callbacks_their_client_and_holds_them_behind_a_b
     )
     .await
     .unwrap();
-    db.batch_execute(&migration(12)).await.unwrap();
+    db.batch_execute(&migrations[upgrade].1).await.unwrap();
     let rows = db
         .query(
-            "SELECT sequence, client, available_at > now() FROM job_callbacks ORDER BY sequence",
+            "SELECT sequence, client, available_at > now() AS held FROM job_callbacks \
+             ORDER BY sequence",
             &[],
         )
         .await
         .unwrap();
-    let seen: Vec<(i32, Option<String>, bool)> = rows
-        .iter()
-        .map(|row| (row.get(0), row.get(1), row.get(2)))
-        .collect();
+    let upgraded: Vec<UpgradedCallback> = rows.iter().map(UpgradedCallback::from_row).collect();
+    let of_k = |sequence, held| UpgradedCallback {
+        sequence,
+        client: Some("key:k".to_owned()),
+        held,
+    };
     assert_eq!(
-        seen,
+        upgraded,
         [
-            (1, None, false),
-            (2, Some("key:k".to_owned()), true),
-            (3, Some("key:k".to_owned()), true),
+            UpgradedCallback {
+                sequence: 1,
+                client: None,
+                held: false
+            },
+            of_k(2, true),
+            of_k(3, true),
         ]
     );
+}
+
+/// A callback after an upgrade: its sequence, its client, whether it waits (is not due yet).
+#[derive(Debug, PartialEq)]
+struct UpgradedCallback {
+    sequence: i32,
+    client: Option<String>,
+    held: bool,
+}
+
+impl UpgradedCallback {
+    fn from_row(row: &Row) -> Self {
+        UpgradedCallback {
+            sequence: row.get("sequence"),
+            client: row.get("client"),
+            held: row.get("held"),
+        }
+    }
 }
 
 #[tokio::test]
@@ -929,11 +1060,8 @@ async fn a_callback_queued_during_a_send_goes_out_next_however_that_send_ends() 
         }
     };
     let head: i64 = app
-        .db
-        .query_one("SELECT id FROM job_callbacks WHERE sequence = 1", &[])
-        .await
-        .unwrap()
-        .get(0);
+        .scalar("SELECT id FROM job_callbacks WHERE sequence = 1")
+        .await;
     // Queued while the first is in flight (leased for 60 s): it waits for that send.
     assert_eq!(claim().await, [1]);
     queue_next(2).await;
@@ -1006,43 +1134,73 @@ async fn wakes_taken(app: &TestApp, queue: &str) {
     }
 }
 
-/// With a wake queue and no scheduled sweep at all (`OUTBOX_SWEEP_INTERVAL=0`, as every test
-/// server), callbacks go out on the dispatcher's wakes alone, as on AWS: a job's first
-/// callback and each status change within seconds, a failed send again once its backoff ends
-/// (a delayed wake), and a receiver that keeps failing holds back only its own job's later
-/// callbacks, not another job's of the same key, and only until its attempts run out.
+/// How soon a callback goes out on a wake.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// A server with a wake queue and no scheduled sweep at all (`OUTBOX_SWEEP_INTERVAL=0`, as
+/// every test server): callbacks go out on the dispatcher's wakes alone, as on AWS. Two sends
+/// at most a callback; a receiver that answers every POST, one that fails every one; a key.
+struct Woken {
+    app: TestApp,
+    wake_queue: String,
+    good: Receiver,
+    failing: Receiver,
+    key: TestKey,
+}
+
+impl Woken {
+    async fn start() -> Woken {
+        let wake_queue = wake_queue().await;
+        let app = TestApp::spawn(&[
+            ("ALLOW_PRIVATE_CALLBACKS", "true"),
+            ("CALLBACK_WAKE_QUEUE_URL", wake_queue.as_str()),
+            ("OUTBOX_MAX_ATTEMPTS", "2"),
+        ])
+        .await;
+        let (good, failing) = (Receiver::start(0).await, Receiver::start(usize::MAX).await);
+        let key = app.create_key("60/minute", 20).await;
+        Woken {
+            app,
+            wake_queue,
+            good,
+            failing,
+            key,
+        }
+    }
+
+    /// A job calling back the good receiver, whose first callback came.
+    async fn called_back_job(&self) -> String {
+        let job = self
+            .app
+            .submit_with_callback("203.0.113.32", &self.key, &self.good.url("/hook"))
+            .await;
+        let first = received_within(&self.good, 1, PROMPTLY).await;
+        assert!(
+            first.is_some(),
+            "the queued callback did not come within {PROMPTLY:?}"
+        );
+        job
+    }
+}
+
+/// The sequences a receiver got, in order.
+fn sent(receiver: &Receiver) -> Vec<i64> {
+    receiver.received().iter().map(|r| r.sequence()).collect()
+}
+
+/// A job alone: its first callback, then a status change, each within seconds.
 #[tokio::test]
 async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
-    const PROMPTLY: Duration = Duration::from_secs(5);
-    let wake_queue = wake_queue().await;
-    let app = TestApp::spawn(&[
-        ("ALLOW_PRIVATE_CALLBACKS", "true"),
-        ("CALLBACK_WAKE_QUEUE_URL", wake_queue.as_str()),
-        ("OUTBOX_MAX_ATTEMPTS", "2"),
-    ])
-    .await;
-    let (good, failing) = (Receiver::start(0).await, Receiver::start(usize::MAX).await);
-    let key = app.create_key("60/minute", 20).await;
-    let sent = |receiver: &Receiver| -> Vec<i64> {
-        receiver.received().iter().map(|r| r.sequence()).collect()
-    };
-
-    // A job alone: its first callback, then a status change, each within seconds.
-    let job = app
-        .submit_with_callback("203.0.113.32", &key, &good.url("/hook"))
-        .await;
-    let first = received_within(&good, 1, PROMPTLY).await;
-    assert!(
-        first.is_some(),
-        "the queued callback did not come within {PROMPTLY:?}"
-    );
+    let woken = Woken::start().await;
+    let (app, good) = (&woken.app, &woken.good);
+    let job = woken.called_back_job().await;
     // The admission's wake is spent, the sweep it started has ended (it read what waits: then
     // nothing), and no delayed wake is due: only the report's own wake can send the next one.
-    wakes_taken(&app, &wake_queue).await;
+    wakes_taken(app, &woken.wake_queue).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     app.report_ok(&job, json!({ "status": "downloading" }))
         .await;
-    let change = received_within(&good, 2, PROMPTLY).await;
+    let change = received_within(good, 2, PROMPTLY).await;
     assert!(
         change.is_some(),
         "the status change did not come within {PROMPTLY:?}"
@@ -1051,25 +1209,36 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
         sequences(&good.received()),
         [(1, "queued"), (2, "downloading")]
     );
+}
 
-    // A job whose receiver keeps failing holds back its own later callbacks, not the other
-    // job's of the same key.
-    let held = app
-        .submit_with_callback("203.0.113.31", &key, &failing.url("/hook"))
+/// A job whose receiver keeps failing holds back its own later callbacks, not another job's of
+/// the same key; its first is sent again once its backoff ends (a delayed wake), and the hold
+/// ends with its attempts.
+#[tokio::test]
+async fn with_a_wake_queue_a_failing_receiver_holds_back_only_its_own_jobs_callbacks() {
+    let woken = Woken::start().await;
+    let (app, good, failing, key) = (&woken.app, &woken.good, &woken.failing, &woken.key);
+    let job = woken.called_back_job().await;
+    app.report_ok(&job, json!({ "status": "downloading" }))
         .await;
-    assert!(received_within(&failing, 1, PROMPTLY).await.is_some());
+    assert!(received_within(good, 2, PROMPTLY).await.is_some());
+
+    let held = app
+        .submit_with_callback("203.0.113.31", key, &failing.url("/hook"))
+        .await;
+    assert!(received_within(failing, 1, PROMPTLY).await.is_some());
     let first_failure = Instant::now();
     app.report_ok(&held, json!({ "status": "downloading" }))
         .await;
     app.report_ok(&job, json!({ "status": "rendering", "progress": 10 }))
         .await;
     assert!(
-        received_within(&good, 3, PROMPTLY).await.is_some(),
+        received_within(good, 3, PROMPTLY).await.is_some(),
         "the other job's status change was held back"
     );
-    assert!(!sent(&failing).contains(&2), "{:?}", sent(&failing));
+    assert!(!sent(failing).contains(&2), "{:?}", sent(failing));
     // Its first callback is sent again when its backoff (5 s) ends, woken by a delayed wake.
-    let retried = received_within(&failing, 2, Duration::from_secs(5) + PROMPTLY).await;
+    let retried = received_within(failing, 2, Duration::from_secs(5) + PROMPTLY).await;
     assert!(
         retried.is_some(),
         "no retry within its backoff and {PROMPTLY:?}"
@@ -1081,15 +1250,15 @@ async fn with_a_wake_queue_a_status_change_is_called_back_within_seconds() {
     );
     // That was its last attempt (OUTBOX_MAX_ATTEMPTS=2): the hold ends, and the job's next
     // callback goes out at once.
-    assert!(received_within(&failing, 3, PROMPTLY).await.is_some());
-    assert_eq!(sent(&failing), [1, 1, 2]);
-    let stored = stored_callbacks(&app, &held).await;
+    assert!(received_within(failing, 3, PROMPTLY).await.is_some());
+    assert_eq!(sent(failing), [1, 1, 2]);
+    let stored = stored_callbacks(app, &held).await;
     assert_eq!(
-        (stored[0].1.as_str(), stored[0].2),
+        (stored[0].status.as_str(), stored[0].attempts),
         ("failed", 2),
         "{stored:?}"
     );
-    assert_eq!(sent(&good), [1, 2, 3], "the other job was never held");
+    assert_eq!(sent(good), [1, 2, 3], "the other job was never held");
 }
 
 /// A sandbox job's callbacks fall due on its simulated schedule (0–9 s): each sweep's wake for

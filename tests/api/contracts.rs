@@ -121,14 +121,11 @@ async fn the_postgres_callback_queue_keeps_the_ports_contract() {
         job.callback = Some(CallbackUrl::parse("https://example.com/hook", false).unwrap());
         let admitted = jobs.admit(&job, &contracts::jobs::ROOMY).await.unwrap();
         assert!(matches!(admitted, Admission::Admitted(_)), "{admitted:?}");
-        app.db
-            .query_one(
-                "SELECT id FROM job_callbacks WHERE job_id = $1::text::uuid",
-                &[&job.id.to_string()],
-            )
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
+        app.scalar_with::<i64>(
+            "SELECT id FROM job_callbacks WHERE job_id = $1::text::uuid",
+            &[&job.id.to_string()],
+        )
+        .await
     };
     let shares = KeyShares {
         per_client: 1000,

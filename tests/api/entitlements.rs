@@ -1,4 +1,4 @@
-//! What a render may ask for (issue 21): a key's entitlements and the anonymous ones refuse an
+//! What a render may ask for: a key's entitlements and the anonymous ones refuse an
 //! option with a 403 `option_not_permitted` naming the field, before the rate limit; a skin
 //! that is neither built in nor registered is a 422 `unknown_skin`, after it; and a 422 lists
 //! every bad field in `invalid_params`.

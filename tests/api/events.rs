@@ -317,14 +317,11 @@ async fn a_completion_is_pushed_within_a_second_of_the_database_having_it() {
     let arrived: DateTime<Utc> = Utc::now();
     assert!(!jobs(&frames).is_empty());
     let stored: DateTime<Utc> = app
-        .db
-        .query_one(
+        .scalar_with(
             "SELECT updated_at FROM jobs WHERE id = $1::text::uuid AND status = 'completed'",
             &[&job],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     let after = arrived - stored;
     assert!(
         after <= chrono::Duration::seconds(1),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde_json::Value;
+use tokio_postgres::Row;
 
 use crate::support::app::{accepted_job, TestApp};
 use crate::support::replays::{played_frames, render_form, Play};
@@ -37,19 +38,44 @@ async fn until_all_ended(app: &TestApp, limit: Duration) {
     }
 }
 
-/// Each job's id, status and when a worker first reported it, in the order the farm started
-/// them.
-async fn starts(app: &TestApp) -> Vec<(String, String, Option<DateTime<Utc>>)> {
+/// A job's start: its id, status and when a worker first reported it.
+struct JobStart {
+    id: String,
+    status: String,
+    started_at: Option<DateTime<Utc>>,
+}
+
+impl JobStart {
+    fn from_row(row: &Row) -> Self {
+        JobStart {
+            id: row.get("id"),
+            status: row.get("status"),
+            started_at: row.get("started_at"),
+        }
+    }
+}
+
+/// Each job's start, in the order the farm started them.
+async fn starts(app: &TestApp) -> Vec<JobStart> {
     app.db
         .query(
-            "SELECT id::text, status::text, started_at FROM jobs \
+            "SELECT id::text AS id, status::text AS status, started_at FROM jobs \
               ORDER BY started_at NULLS LAST, id",
             &[],
         )
         .await
         .unwrap()
         .iter()
-        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .map(JobStart::from_row)
+        .collect()
+}
+
+/// When each job started, by id; every job must have.
+async fn start_of(app: &TestApp) -> HashMap<String, DateTime<Utc>> {
+    starts(app)
+        .await
+        .into_iter()
+        .map(|start| (start.id, start.started_at.expect("a start")))
         .collect()
 }
 
@@ -66,9 +92,9 @@ fn starts_between(
         .count()
 }
 
-/// The issue's case: a bot key with 60 jobs queued, then six players submitting one job each.
-/// Before fair service each player's job started after 56–61 of the bot's; now each starts
-/// within a few starts of its admission, and every bot job still completes.
+/// A bot key with 60 jobs queued, then six players submitting one job each: each player's
+/// job starts within a few starts of its admission (not after 56–61 of the bot's, as in
+/// arrival order), and every bot job still completes.
 #[tokio::test]
 async fn a_players_job_starts_within_a_few_starts_behind_a_bots_sixty_queued_jobs() {
     let app = TestApp::spawn(&[
@@ -98,14 +124,10 @@ async fn a_players_job_starts_within_a_few_starts_behind_a_bots_sixty_queued_job
         players.push((job, admitted_at, told["queue_position"].as_i64()));
     }
     until_all_ended(&app, Duration::from_secs(90)).await;
-    let started = starts(&app).await;
-    for (id, status, _) in &started {
-        assert_eq!(status, "completed", "job {id} completed");
+    for start in starts(&app).await {
+        assert_eq!(start.status, "completed", "job {} completed", start.id);
     }
-    let start_of: HashMap<String, DateTime<Utc>> = started
-        .into_iter()
-        .map(|(id, _, at)| (id, at.expect("a start")))
-        .collect();
+    let start_of = start_of(&app).await;
     for (job, admitted_at, position) in &players {
         let between = starts_between(&start_of, job, *admitted_at);
         assert!(
@@ -162,11 +184,7 @@ async fn estimates_fall_within_half_of_what_happens() {
         told.push((job, read_at, estimate));
     }
     until_all_ended(&app, Duration::from_secs(60)).await;
-    let start_of: HashMap<String, DateTime<Utc>> = starts(&app)
-        .await
-        .into_iter()
-        .map(|(id, _, at)| (id, at.expect("a start")))
-        .collect();
+    let start_of = start_of(&app).await;
     let secs = |d: chrono::Duration| d.num_milliseconds() as f64 / 1000.0;
     for (job, read_at, estimate) in &told {
         let expected = secs(*estimate - *read_at).max(0.0);
@@ -180,7 +198,7 @@ async fn estimates_fall_within_half_of_what_happens() {
     }
 }
 
-/// The outside review's race: all the farm's slots busy (`MAX_RENDERING` at its default, above
+/// A race for a busy farm: all the farm's slots busy (`MAX_RENDERING` at its default, above
 /// the farm's room) and an attacker submitting at 10 requests a second with a key that admits
 /// all of them. Keys and honest anonymous clients are admitted as with no attacker (202, never
 /// 503 `render_capacity`), and they are served their fair share: each honest client's first
@@ -251,11 +269,7 @@ async fn a_busy_farm_is_no_race_keys_and_honest_clients_are_admitted_and_served(
         "nobody is refused for a busy farm: the attacker got {attacked:?}"
     );
     until_all_ended(&app, Duration::from_secs(120)).await;
-    let start_of: HashMap<String, DateTime<Utc>> = starts(&app)
-        .await
-        .into_iter()
-        .map(|(id, _, at)| (id, at.expect("a start")))
-        .collect();
+    let start_of = start_of(&app).await;
     // Five clients wait for two slots: each honest client's first job starts within the starts
     // of the others' heads, not behind a backlog.
     for (job, admitted_at) in honest.iter().take(1).chain(honest.iter().skip(3)) {
@@ -339,11 +353,8 @@ async fn an_earlier_releases_admission_releases_every_held_job() {
         "event_lease_ms": 30000,
     });
     let verdict: String = app
-        .db
-        .query_one("SELECT verdict FROM admit_job($1)", &[&old_release])
-        .await
-        .unwrap()
-        .get(0);
+        .scalar_with("SELECT verdict FROM admit_job($1)", &[&old_release])
+        .await;
     assert_eq!(verdict, "admitted");
     assert_eq!(app.count(held_events).await, 0, "nothing is held any more");
     let released = app

@@ -160,9 +160,7 @@ async fn thirteen_48s_of_one_32_are_held_to_its_wide_caps_and_keys_and_others_st
 
 #[tokio::test]
 async fn the_addresses_of_one_ipv4_24_share_its_window_and_its_cap() {
-    let app = TestApp::spawn(&NETWORK_DEFAULTS).await;
-    let flood: Vec<String> = (1..=30).map(|i| format!("203.0.113.{i}")).collect();
-    let answers = app.storm_from(&flood).await;
+    let (app, answers) = a_flooded_ipv4_24().await;
     // The cap holds; every refusal is the network's (its window, or its cap: a cap refusal
     // gives the window's hit back, so which of the two a request meets depends on the order).
     assert_eq!(tally(&answers, 202, "", ""), 8, "{answers:?}");
@@ -179,8 +177,23 @@ async fn the_addresses_of_one_ipv4_24_share_its_window_and_its_cap() {
     let refused: Value = refused.json().await.unwrap();
     assert_eq!(refused["scope"], "network", "{refused}");
     assert!(refused["detail"].as_str().unwrap().contains("network"));
+    app.assert_counts_exact().await;
+}
 
-    // Another /24 is another network; its client's own cap is named as the client's.
+/// A server with the network limits' defaults, and the answers to 30 addresses of
+/// 203.0.113.0/24 rendering at once.
+async fn a_flooded_ipv4_24() -> (TestApp, Vec<Answer>) {
+    let app = TestApp::spawn(&NETWORK_DEFAULTS).await;
+    let flood: Vec<String> = (1..=30).map(|i| format!("203.0.113.{i}")).collect();
+    let answers = app.storm_from(&flood).await;
+    (app, answers)
+}
+
+/// Beside a flooded /24, another /24 is another network; its client's own cap is named as the
+/// client's.
+#[tokio::test]
+async fn beside_a_flooded_24_another_24s_client_meets_its_own_cap() {
+    let (app, _) = a_flooded_ipv4_24().await;
     let ip = "203.0.114.9";
     for _ in 0..2 {
         assert_eq!(

@@ -1,4 +1,4 @@
-//! Fault injection (issue 5): the server reaches Postgres and the AWS stand-in through proxies
+//! Fault injection: the server reaches Postgres and the AWS stand-in through proxies
 //! the tests control (the testkit's, testkit/src/proxy), which refuse, cut, slow down or
 //! swallow its traffic.
 //! For each fault: the answer (503 with `Retry-After`, never a hang past a bound) and the state

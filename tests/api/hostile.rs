@@ -1,4 +1,4 @@
-//! Hostile HTTP (issue 5): bodies too large to buffer, malformed multipart, header injection,
+//! Hostile HTTP: bodies too large to buffer, malformed multipart, header injection,
 //! path traversal, spoofed client addresses and forged or replayed webhooks. Each is answered
 //! with the right 4xx, nothing is stored, and no secret, signature or client IP shows up in a
 //! log line or a public response. (Traversal inside skin archives and skin names, and the

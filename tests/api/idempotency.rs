@@ -1,4 +1,4 @@
-//! Issue 7: `Idempotency-Key`, duplicate replays, honest `Retry-After`, the IETF rate-limit
+//! `Idempotency-Key`, duplicate replays, honest `Retry-After`, the IETF rate-limit
 //! headers and `estimated_start`, over HTTP against real Postgres and the AWS stand-in.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -9,7 +9,8 @@ use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use crate::support::app::{header, problem, TestApp};
+use crate::support::app::{header, problem, within_one_minute, TestApp};
+use crate::support::keys::TestKey;
 use crate::support::replays::{fixture, render_form, unique_replay, valid_form};
 use crate::support::skins::{skin, upload_form, V1};
 
@@ -412,66 +413,122 @@ async fn skin_uploads_are_idempotent_too() {
     .await;
 }
 
-#[tokio::test]
-async fn a_duplicate_replay_is_409_before_the_rate_limit_until_it_completes() {
-    let app = TestApp::spawn(&[]).await;
-    // A key's client, which the 409 names its job to (an anonymous one it names none:
-    // fairness.rs).
-    let key = app.create_key("5/minute", 5).await;
-    let ip = "203.0.113.160";
-    let replay = unique_replay();
-    let render = |form| app.render_with(ip, &key.bearer, form);
-    let first = render(render_form(replay.clone(), "a.osr", &[])).await;
-    assert_eq!(first.status(), StatusCode::ACCEPTED);
-    assert_eq!(header(&first, "x-ratelimit-remaining"), Some(4));
-    let first_location = location(&first);
-    let job_id = first_location.rsplit('/').next().unwrap().to_owned();
+/// A key's client (which a 409 names its job to; an anonymous one it names none:
+/// fairness.rs) that rendered a replay: its key renders 5 a minute, and the window starts with
+/// room for the whole test.
+struct Rendered {
+    app: TestApp,
+    key: TestKey,
+    replay: Vec<u8>,
+    /// The first render's `Location`, and its job.
+    location: String,
+    job_id: String,
+    /// The first render's `X-RateLimit-Remaining`.
+    remaining: Option<u64>,
+}
 
-    // Other options, same replay: still the job this client has.
+const RENDERED_IP: &str = "203.0.113.160";
+
+impl Rendered {
+    async fn start() -> Rendered {
+        let app = TestApp::spawn(&[]).await;
+        let key = app.create_key("5/minute", 5).await;
+        within_one_minute().await;
+        let replay = unique_replay();
+        let first = app
+            .render_with(
+                RENDERED_IP,
+                &key.bearer,
+                render_form(replay.clone(), "a.osr", &[]),
+            )
+            .await;
+        assert_eq!(first.status(), StatusCode::ACCEPTED);
+        let location = location(&first);
+        let job_id = location.rsplit('/').next().unwrap().to_owned();
+        Rendered {
+            remaining: header(&first, "x-ratelimit-remaining"),
+            app,
+            key,
+            replay,
+            location,
+            job_id,
+        }
+    }
+
+    /// `POST /v1/render` of `form` by the same client.
+    async fn render(&self, form: Form) -> Response {
+        self.app
+            .render_with(RENDERED_IP, &self.key.bearer, form)
+            .await
+    }
+
+    /// The first render's job's status set to `status`.
+    async fn set_status(&self, status: &str) {
+        self.app
+            .db
+            .execute(
+                "UPDATE jobs SET status = $2::text::job_status WHERE id = $1::text::uuid",
+                &[&self.job_id, &status],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Other options, same replay: still the job this client has, and no quota read.
+#[tokio::test]
+async fn a_duplicate_replay_is_a_409_naming_the_clients_job_before_the_rate_limit() {
+    let rendered = Rendered::start().await;
+    assert_eq!(rendered.remaining, Some(4));
     for fields in [&[][..], &[("skin", "Other")][..]] {
-        let again = render(render_form(replay.clone(), "b.osr", fields)).await;
-        assert_eq!(location(&again), first_location);
+        let again = rendered
+            .render(render_form(rendered.replay.clone(), "b.osr", fields))
+            .await;
+        assert_eq!(location(&again), rendered.location);
         assert_eq!(
             header(&again, "x-ratelimit-remaining"),
             None,
             "no quota read"
         );
         let body = problem(again, StatusCode::CONFLICT, "duplicate_replay").await;
-        assert_eq!(body["job_id"], job_id.as_str());
+        assert_eq!(body["job_id"], rendered.job_id.as_str());
     }
-    let next = render(valid_form()).await;
+    let next = rendered.render(valid_form()).await;
     assert_eq!(header(&next, "x-ratelimit-remaining"), Some(3));
+}
 
-    // Another client's submission of the same replay is its own job.
-    let elsewhere = app
-        .render("203.0.113.161", render_form(replay.clone(), "a.osr", &[]))
+#[tokio::test]
+async fn another_clients_submission_of_the_same_replay_is_its_own_job() {
+    let rendered = Rendered::start().await;
+    let elsewhere = rendered
+        .app
+        .render(
+            "203.0.113.161",
+            render_form(rendered.replay.clone(), "a.osr", &[]),
+        )
         .await;
     assert_eq!(elsewhere.status(), StatusCode::ACCEPTED);
+}
 
-    // Rendering is still active; completed is not.
-    app.db
-        .execute(
-            "UPDATE jobs SET status = 'rendering' WHERE id = $1::text::uuid",
-            &[&job_id],
-        )
-        .await
-        .unwrap();
+/// Rendering is still active; completed is not.
+#[tokio::test]
+async fn a_replay_is_a_duplicate_while_its_job_renders_and_not_once_it_completed() {
+    let rendered = Rendered::start().await;
+    rendered.set_status("rendering").await;
     problem(
-        render(render_form(replay.clone(), "a.osr", &[])).await,
+        rendered
+            .render(render_form(rendered.replay.clone(), "a.osr", &[]))
+            .await,
         StatusCode::CONFLICT,
         "duplicate_replay",
     )
     .await;
-    app.db
-        .execute(
-            "UPDATE jobs SET status = 'completed' WHERE id = $1::text::uuid",
-            &[&job_id],
-        )
-        .await
-        .unwrap();
-    let rerender = render(render_form(replay, "a.osr", &[])).await;
+    rendered.set_status("completed").await;
+    let rerender = rendered
+        .render(render_form(rendered.replay.clone(), "a.osr", &[]))
+        .await;
     assert_eq!(rerender.status(), StatusCode::ACCEPTED);
-    assert_ne!(location(&rerender), first_location);
+    assert_ne!(location(&rerender), rendered.location);
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 13: `Authorization: Bearer <key>`. With a key the key is the client: its render limit
+//! `Authorization: Bearer <key>`. With a key the key is the client: its render limit
 //! and `max_active`, its idempotency and duplicate scope, its job list, its advisory lock, from
 //! whatever address; without one nothing changes. A key that does not count is a 401 before
 //! anything else, spending no quota and writing nothing.
@@ -10,16 +10,43 @@ use osurender_core::domain::key::{ApiKey, KeyKind};
 use osurender_testkit::proxy::Fault;
 use reqwest::StatusCode;
 
-use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::app::{accepted_job, header, problem, within_one_minute, TestApp};
 use crate::support::jobs::item_ids;
 use crate::support::keys::TestKey;
 use crate::support::replays::{form_without_replay, render_form, unique_replay, valid_form};
 use crate::support::skins::{skin, upload_form, LEGACY, V1};
 
+/// How many jobs a client has, and the address its key's jobs were sent from.
+#[derive(Debug, PartialEq)]
+struct JobsOfClient {
+    client_ip: String,
+    client_addr: Option<String>,
+    jobs: i64,
+}
+
+impl JobsOfClient {
+    fn new(client_ip: &str, client_addr: Option<&str>, jobs: i64) -> Self {
+        JobsOfClient {
+            client_ip: client_ip.to_owned(),
+            client_addr: client_addr.map(str::to_owned),
+            jobs,
+        }
+    }
+
+    fn from_row(row: &tokio_postgres::Row) -> Self {
+        JobsOfClient {
+            client_ip: row.get("client_ip"),
+            client_addr: row.get("client_addr"),
+            jobs: row.get("jobs"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_keys_limits_replace_the_address_defaults_and_leave_the_address_alone() {
     let app = TestApp::spawn(&[]).await;
     let key = app.create_key("60/hour", 20).await;
+    within_one_minute().await;
     for n in 0..7u64 {
         let response = app
             .render_with("203.0.113.10", &key.bearer, valid_form())
@@ -39,23 +66,23 @@ async fn a_keys_limits_replace_the_address_defaults_and_leave_the_address_alone(
         vec!["203.0.113.10".to_owned(), key.client()]
     );
     // The address is still recorded, for the key's jobs only.
-    let addresses = app
+    let addresses: Vec<JobsOfClient> = app
         .db
         .query(
-            "SELECT client_ip, client_addr, count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1",
+            "SELECT client_ip, client_addr, count(*) AS jobs FROM jobs \
+             GROUP BY 1, 2 ORDER BY 1",
             &[],
         )
         .await
-        .unwrap();
-    let addresses: Vec<(String, Option<String>, i64)> = addresses
+        .unwrap()
         .iter()
-        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .map(JobsOfClient::from_row)
         .collect();
     assert_eq!(
         addresses,
-        vec![
-            ("203.0.113.10".to_owned(), None, 1),
-            (key.client(), Some("203.0.113.10".to_owned()), 7),
+        [
+            JobsOfClient::new("203.0.113.10", None, 1),
+            JobsOfClient::new(&key.client(), Some("203.0.113.10"), 7),
         ]
     );
 }
@@ -165,7 +192,7 @@ fn made_up_key() -> String {
     )
 }
 
-/// Issue 19: a burst of made-up keys from one address costs at most `RATE_LIMIT_KEY_LOOKUP`
+/// A burst of made-up keys from one address costs at most `RATE_LIMIT_KEY_LOOKUP`
 /// reads (the rest are 429 before any read), and never holds back a real key from that address.
 #[tokio::test]
 async fn made_up_keys_are_limited_per_address_and_never_hold_back_a_real_key() {

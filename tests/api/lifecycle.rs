@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::support::app::{header, problem, TestApp, WEBHOOK_SECRET};
 use crate::support::jobs::{fresh_nonce, item_ids, now, signed_body, READER};
+use crate::support::keys::TestKey;
 use crate::support::queue::{counts, exactly_once};
 use crate::support::replays::valid_form;
 
@@ -27,25 +28,28 @@ impl TestApp {
 
     /// The whole row, to show a refused report changed nothing.
     async fn row(&self, job_id: &str) -> String {
-        self.db
-            .query_one(
-                "SELECT row_to_json(j)::text FROM jobs j WHERE id = $1::text::uuid",
-                &[&job_id],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        self.scalar_with(
+            "SELECT row_to_json(j)::text FROM jobs j WHERE id = $1::text::uuid",
+            &[&job_id],
+        )
+        .await
     }
 
     async fn status_of(&self, job_id: &str) -> String {
-        self.db
-            .query_one(
-                "SELECT status::text FROM jobs WHERE id = $1::text::uuid",
-                &[&job_id],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        self.scalar_with(
+            "SELECT status::text FROM jobs WHERE id = $1::text::uuid",
+            &[&job_id],
+        )
+        .await
+    }
+
+    /// Whether `condition` holds of the job's row.
+    async fn job_where(&self, job_id: &str, condition: &str) -> bool {
+        self.scalar_with(
+            &format!("SELECT {condition} FROM jobs WHERE id = $1::text::uuid"),
+            &[&job_id],
+        )
+        .await
     }
 }
 
@@ -93,17 +97,8 @@ async fn a_job_walks_to_completed_and_frees_its_clients_slot() {
         assert_eq!(job["progress"], progress);
         assert_eq!(job["queue_position"], Value::Null);
     }
-    let deadline_set: bool = app
-        .db
-        .query_one(
-            "SELECT deadline_at > now() FROM jobs WHERE id = $1::text::uuid",
-            &[&first],
-        )
-        .await
-        .unwrap()
-        .get(0);
     assert!(
-        deadline_set,
+        app.job_where(&first, "deadline_at > now()").await,
         "an in-flight job has a deadline for the janitor"
     );
 
@@ -128,29 +123,25 @@ async fn a_job_walks_to_completed_and_frees_its_clients_slot() {
     let video = reqwest::get(video_url).await.unwrap();
     assert_eq!(video.status(), StatusCode::OK);
     assert_eq!(&video.bytes().await.unwrap()[..], b"rendered video");
-    let deadline_cleared: bool = app
-        .db
-        .query_one(
-            "SELECT deadline_at IS NULL FROM jobs WHERE id = $1::text::uuid",
-            &[&first],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(deadline_cleared);
+    assert!(app.job_where(&first, "deadline_at IS NULL").await);
 
     app.submit(ip).await;
 }
 
-#[tokio::test]
-async fn refused_reports_change_nothing() {
+/// A server, and a job of it a worker reports downloading; its row as that left it.
+async fn a_downloading_job() -> (TestApp, String, String) {
     let app = TestApp::spawn(&[ROOMY]).await;
     let job = app.submit("203.0.113.120").await;
     app.report_ok(&job, json!({ "status": "downloading", "progress": 5 }))
         .await;
     let before = app.row(&job).await;
+    (app, job, before)
+}
 
-    // Forged: another secret, no signature, a signature of another body, not hex.
+/// Another secret, no signature, a signature of another body, not hex.
+#[tokio::test]
+async fn a_report_with_a_forged_signature_is_refused_and_changes_nothing() {
+    let (app, job, before) = a_downloading_job().await;
     let body = signed_body(&job, json!({ "status": "rendering", "progress": 50 }));
     let forged = sign(b"not-the-webhook-secret-at-all", body.as_bytes());
     let other = sign(WEBHOOK_SECRET.as_bytes(), b"{}");
@@ -164,7 +155,16 @@ async fn refused_reports_change_nothing() {
         assert!(response.headers().contains_key("www-authenticate"));
         problem(response, StatusCode::UNAUTHORIZED, "invalid_signature").await;
     }
-    // Stale: more than five minutes off, either way.
+    assert_eq!(
+        app.row(&job).await,
+        before,
+        "no refused report changed the job"
+    );
+}
+
+#[tokio::test]
+async fn a_report_stamped_more_than_five_minutes_off_is_refused_and_changes_nothing() {
+    let (app, job, before) = a_downloading_job().await;
     for skew in [-400i64, 400] {
         let mut fields = json!({ "status": "rendering", "nonce": fresh_nonce(), "job_id": job });
         fields["timestamp"] = json!(now() as i64 + skew);
@@ -173,7 +173,17 @@ async fn refused_reports_change_nothing() {
         let response = app.post_webhook(&job, &body, Some(&signature)).await;
         problem(response, StatusCode::UNAUTHORIZED, "stale_timestamp").await;
     }
-    // Illegal: downloading cannot complete without rendering, nothing makes a job queued.
+    assert_eq!(
+        app.row(&job).await,
+        before,
+        "no refused report changed the job"
+    );
+}
+
+/// Downloading cannot complete without rendering; nothing makes a job queued.
+#[tokio::test]
+async fn an_illegal_transition_is_refused_and_changes_nothing() {
+    let (app, job, before) = a_downloading_job().await;
     for fields in [
         json!({ "status": "completed", "video_key": "v.mp4" }),
         json!({ "status": "queued" }),
@@ -182,7 +192,17 @@ async fn refused_reports_change_nothing() {
         let response = app.report(&job, fields).await;
         problem(response, StatusCode::CONFLICT, "illegal_transition").await;
     }
-    // Malformed: not JSON, a bad field, too large.
+    assert_eq!(
+        app.row(&job).await,
+        before,
+        "no refused report changed the job"
+    );
+}
+
+/// Not JSON, a bad field, too large.
+#[tokio::test]
+async fn a_malformed_report_is_refused_and_changes_nothing() {
+    let (app, job, before) = a_downloading_job().await;
     let not_json = "{\"status\":";
     let signature = sign(WEBHOOK_SECRET.as_bytes(), not_json.as_bytes());
     let response = app.post_webhook(&job, not_json, Some(&signature)).await;
@@ -208,8 +228,12 @@ async fn refused_reports_change_nothing() {
         before,
         "no refused report changed the job"
     );
+}
 
-    // Replayed: the same signed report twice, or its nonce with another body.
+/// The same signed report twice, or its nonce with another body, or sent to another job.
+#[tokio::test]
+async fn a_replayed_report_is_refused_and_changes_neither_job() {
+    let (app, job, _) = a_downloading_job().await;
     let nonce = fresh_nonce();
     let body = signed_body(
         &job,
@@ -234,8 +258,11 @@ async fn refused_reports_change_nothing() {
     problem(redirected, StatusCode::FORBIDDEN, "wrong_job").await;
     assert_eq!(app.row(&job).await, after_first);
     assert_eq!(app.row(&other_job).await, other_before);
+}
 
-    // Ids: malformed, unknown.
+#[tokio::test]
+async fn a_report_on_a_malformed_or_unknown_job_id_is_refused() {
+    let app = TestApp::spawn(&[ROOMY]).await;
     let response = app
         .report("not-a-uuid", json!({ "status": "rendering" }))
         .await;
@@ -243,8 +270,13 @@ async fn refused_reports_change_nothing() {
     let unknown = uuid::Uuid::new_v4().to_string();
     let response = app.report(&unknown, json!({ "status": "rendering" })).await;
     problem(response, StatusCode::NOT_FOUND, "not_found").await;
+}
 
-    // Terminal states are final.
+#[tokio::test]
+async fn a_failed_job_says_why_and_refuses_every_later_report() {
+    let (app, job, _) = a_downloading_job().await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 20 }))
+        .await;
     app.report_ok(&job, json!({ "status": "failed", "error": "GPU on fire" }))
         .await;
     let failed = app.job(&job).await;
@@ -310,13 +342,9 @@ async fn a_report_applies_only_to_the_job_it_names() {
 }
 
 #[tokio::test]
-async fn concurrent_reports_apply_once() {
-    let app = TestApp::spawn(&[ROOMY]).await;
-    let job = app.submit("203.0.113.125").await;
-    app.report_ok(&job, json!({ "status": "rendering", "progress": 1 }))
-        .await;
-
-    // One signed report delivered ten times at once: one applies, the rest are replays.
+async fn one_report_delivered_ten_times_at_once_applies_once() {
+    let (app, job) = a_rendering_job().await;
+    // One applies, the rest are replays.
     let body = signed_body(&job, json!({ "status": "rendering", "progress": 50 }));
     let signature = sign(WEBHOOK_SECRET.as_bytes(), body.as_bytes());
     let statuses: Vec<StatusCode> = join_all((0..10).map(|_| async {
@@ -331,8 +359,20 @@ async fn concurrent_reports_apply_once() {
         .filter(|s| **s == StatusCode::UNAUTHORIZED)
         .count();
     assert_eq!((applied, replayed), (1, 9));
+}
 
-    // Ten different workers finishing it at once: one wins, the others find it completed.
+/// A server, and a job of it a worker reports rendering.
+async fn a_rendering_job() -> (TestApp, String) {
+    let app = TestApp::spawn(&[ROOMY]).await;
+    let job = app.submit("203.0.113.125").await;
+    app.report_ok(&job, json!({ "status": "rendering", "progress": 1 }))
+        .await;
+    (app, job)
+}
+
+#[tokio::test]
+async fn ten_workers_completing_a_job_at_once_are_one_winner_and_nine_conflicts() {
+    let (app, job) = a_rendering_job().await;
     let statuses: Vec<StatusCode> = join_all((0..10).map(|i| {
         let fields = json!({ "status": "completed", "video_key": format!("v{i}.mp4") });
         let app = &app;
@@ -576,6 +616,26 @@ async fn an_event_whose_fast_path_failed_is_delivered_by_the_sweep() {
     assert_eq!(counts(&delivered), exactly_once(&app.event_ids().await));
 }
 
+/// An outbox event as a failed publish leaves it.
+struct OutboxEvent {
+    status: String,
+    attempts: i32,
+    has_error: bool,
+    /// Due again 5 to 10 s from now.
+    in_second_backoff: bool,
+}
+
+impl OutboxEvent {
+    fn from_row(row: &tokio_postgres::Row) -> Self {
+        OutboxEvent {
+            status: row.get("status"),
+            attempts: row.get("attempts"),
+            has_error: row.get("has_error"),
+            in_second_backoff: row.get("in_second_backoff"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn failed_publishes_back_off_and_give_up_after_the_last_attempt() {
     let app = TestApp::spawn(&[("OUTBOX_MAX_ATTEMPTS", "3"), ROOMY]).await;
@@ -586,21 +646,23 @@ async fn failed_publishes_back_off_and_give_up_after_the_last_attempt() {
     app.age_outbox().await;
     let sweep = outbox::sweep(&core).await.unwrap();
     assert_eq!((sweep.claimed, sweep.retried, sweep.failed), (1, 1, 0));
-    let row = app
+    let event = app
         .db
         .query_one(
-            "SELECT status, attempts, last_error IS NOT NULL,
-                    available_at BETWEEN now() + interval '5 seconds' AND now() + interval '10 seconds'
+            "SELECT status, attempts, last_error IS NOT NULL AS has_error,
+                    available_at BETWEEN now() + interval '5 seconds'
+                                     AND now() + interval '10 seconds' AS in_second_backoff
                FROM outbox_events",
             &[],
         )
         .await
         .unwrap();
-    assert_eq!(row.get::<_, String>(0), "pending");
-    assert_eq!(row.get::<_, i32>(1), 2);
-    assert!(row.get::<_, bool>(2), "the error is recorded");
+    let event = OutboxEvent::from_row(&event);
+    assert_eq!(event.status, "pending");
+    assert_eq!(event.attempts, 2);
+    assert!(event.has_error, "the error is recorded");
     assert!(
-        row.get::<_, bool>(3),
+        event.in_second_backoff,
         "the second failure waits backoff(2) = 10 s"
     );
     assert_eq!(
@@ -662,8 +724,15 @@ async fn two_dispatchers_at_once_send_each_event_once() {
     assert_eq!(counts(&delivered), exactly_once(&ids));
 }
 
-#[tokio::test]
-async fn job_reads_filter_and_never_show_the_client() {
+/// Five clients, each with a key and one job of it: the first two's jobs rendering at 12 %.
+struct FiveClients {
+    app: TestApp,
+    ips: Vec<String>,
+    keys: Vec<TestKey>,
+    jobs: Vec<String>,
+}
+
+async fn five_clients_with_a_job_each() -> FiveClients {
     let app = TestApp::spawn(&[ROOMY]).await;
     let ips: Vec<String> = (0..5).map(|i| format!("198.51.100.{}", 60 + i)).collect();
     let (mut keys, mut jobs) = (Vec::new(), Vec::new());
@@ -676,7 +745,22 @@ async fn job_reads_filter_and_never_show_the_client() {
         app.report_ok(job, json!({ "status": "rendering", "progress": 12 }))
             .await;
     }
+    FiveClients {
+        app,
+        ips,
+        keys,
+        jobs,
+    }
+}
 
+#[tokio::test]
+async fn a_listing_shows_only_the_callers_jobs_and_never_a_client() {
+    let FiveClients {
+        app,
+        ips,
+        keys,
+        jobs,
+    } = five_clients_with_a_job_each().await;
     for ((ip, key), job) in ips.iter().zip(&keys).zip(&jobs) {
         let response = app.get_with(ip, &key.bearer, "/v1/jobs").await;
         assert_eq!(response.status(), StatusCode::OK);
@@ -704,7 +788,13 @@ async fn job_reads_filter_and_never_show_the_client() {
         assert_eq!(item_ids(&page), [job.as_str()], "only the caller's own job");
         assert_eq!(page["items"][0]["config"]["skin"], "Default");
     }
+}
 
+#[tokio::test]
+async fn a_listing_filters_by_status() {
+    let FiveClients {
+        app, keys, jobs, ..
+    } = five_clients_with_a_job_each().await;
     let page = app.list_as(&keys[1], "?status=rendering").await;
     assert_eq!(item_ids(&page), [jobs[1].clone()]);
     assert!(page["items"]
@@ -716,7 +806,11 @@ async fn job_reads_filter_and_never_show_the_client() {
         item_ids(&app.list_as(&keys[2], "?status=rendering").await).len(),
         0
     );
+}
 
+#[tokio::test]
+async fn a_listing_with_a_bad_query_is_refused_before_it_spends_quota() {
+    let app = TestApp::spawn(&[ROOMY]).await;
     for bad in [
         "/v1/jobs?limit=0",
         "/v1/jobs?limit=101",
@@ -733,7 +827,11 @@ async fn job_reads_filter_and_never_show_the_client() {
         );
         problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
     }
+}
 
+#[tokio::test]
+async fn a_job_read_never_shows_its_client_and_links_absolutely() {
+    let FiveClients { app, ips, jobs, .. } = five_clients_with_a_job_each().await;
     let one = app.get(&format!("/v1/jobs/{}", jobs[3])).await;
     assert!(header(&one, "x-ratelimit-remaining").is_some());
     let text = one.text().await.unwrap();
@@ -751,7 +849,11 @@ async fn job_reads_filter_and_never_show_the_client() {
     for field in ["created_at", "updated_at"] {
         assert!(job[field].as_str().is_some(), "{field}");
     }
+}
 
+#[tokio::test]
+async fn a_job_read_of_a_malformed_or_unknown_id_is_refused() {
+    let app = TestApp::spawn(&[ROOMY]).await;
     problem(
         app.get("/v1/jobs/not-a-uuid").await,
         StatusCode::BAD_REQUEST,

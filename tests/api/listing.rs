@@ -41,9 +41,8 @@ impl TestApp {
         ago_secs: f64,
         spacing_secs: f64,
     ) -> Vec<String> {
-        self.db
-            .query(
-                "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at, \
+        self.column_with(
+            "INSERT INTO jobs (id, status, client_ip, skin, config, replay_key, created_at, \
                                    updated_at)
                  SELECT gen_random_uuid(), $2::text::job_status,
                         CASE WHEN $3::int8 > 1 THEN $1::text || '.' || (g % $3::int8)
@@ -53,20 +52,16 @@ impl TestApp {
                         now() - ($5::float8 + g * $6::float8) * interval '1 second'
                    FROM generate_series(1, $4::int8) g
                  RETURNING id::text",
-                &[
-                    &client_ip,
-                    &status,
-                    &every,
-                    &count,
-                    &ago_secs,
-                    &spacing_secs,
-                ],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
+            &[
+                &client_ip,
+                &status,
+                &every,
+                &count,
+                &ago_secs,
+                &spacing_secs,
+            ],
+        )
+        .await
     }
 
     /// `key`'s whole listing, `limit` at a time, following each page's `next`.
@@ -110,32 +105,42 @@ impl TestApp {
 
     /// The ids of `client`'s jobs in listing order, as the database has them.
     async fn listing_order(&self, client: &str, status: Option<&str>) -> Vec<String> {
-        self.db
-            .query(
-                "SELECT id::text FROM jobs WHERE client_ip = $1
-                    AND ($2::text IS NULL OR status::text = $2)
-                  ORDER BY created_at DESC, id DESC",
-                &[&client, &status],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
+        self.column_with(
+            "SELECT id::text FROM jobs WHERE client_ip = $1
+                AND ($2::text IS NULL OR status::text = $2)
+              ORDER BY created_at DESC, id DESC",
+            &[&client, &status],
+        )
+        .await
     }
 }
 
-#[tokio::test]
-async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
+/// Three keys: Alice's completed job (`done`) and queued one, Bob's queued job, nothing of
+/// Carol's.
+struct ThreeClients {
+    app: TestApp,
+    alice: TestKey,
+    bob: TestKey,
+    carol: TestKey,
+    /// Alice's completed job, with a video and a thumbnail.
+    done: String,
+    /// Alice's queued job, younger than `done`.
+    queued: String,
+    bobs: String,
+}
+
+const ALICES_ADDRESS: &str = "198.51.100.71";
+const CAROLS_ADDRESS: &str = "198.51.100.73";
+
+async fn three_clients() -> ThreeClients {
     let app = TestApp::spawn(ROOMY).await;
     let (alice, bob, carol) = (key(&app).await, key(&app).await, key(&app).await);
-    let (alices_address, carols_address) = ("198.51.100.71", "198.51.100.73");
     let done = app
-        .submit_with(alices_address, &alice.bearer, valid_form())
+        .submit_with(ALICES_ADDRESS, &alice.bearer, valid_form())
         .await;
     let response = app
         .render_with(
-            alices_address,
+            ALICES_ADDRESS,
             &alice.bearer,
             render_form(fixture("valid_1.osr"), "b.osr", &[]),
         )
@@ -154,15 +159,40 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
         json!({ "status": "completed", "video_key": "renders/v.mp4", "thumb_key": "renders/t.jpg" }),
     )
     .await;
+    ThreeClients {
+        app,
+        alice,
+        bob,
+        carol,
+        done,
+        queued,
+        bobs,
+    }
+}
 
+#[tokio::test]
+async fn a_client_lists_only_its_own_jobs() {
+    let ThreeClients {
+        app,
+        alice,
+        bob,
+        carol,
+        done,
+        queued,
+        bobs,
+    } = three_clients().await;
     let page = app.list_as(&alice, "").await;
     assert_eq!(item_ids(&page), [queued.clone(), done.clone()]);
     assert!(page.get("next").is_none());
     assert_eq!(item_ids(&app.list_as(&bob, "").await), [bobs.as_str()]);
     assert!(item_ids(&app.list_as(&carol, "").await).is_empty());
+}
 
-    // An address lists no one's jobs, not even those sent from it (issue 19): 401, no quota.
-    let anonymous = app.get_as(alices_address, "/v1/jobs").await;
+/// Not even those sent from it: 401, no quota.
+#[tokio::test]
+async fn an_address_lists_no_ones_jobs() {
+    let ThreeClients { app, .. } = three_clients().await;
+    let anonymous = app.get_as(ALICES_ADDRESS, "/v1/jobs").await;
     assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
     assert!(anonymous.headers().get("x-ratelimit-limit").is_none());
     let body = problem(anonymous, StatusCode::UNAUTHORIZED, "api_key_required").await;
@@ -170,16 +200,31 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
         body["detail"].as_str().unwrap().contains("job_id"),
         "{body}"
     );
+}
 
-    // The list carries no artifact links, not even for the caller's own completed job.
+#[tokio::test]
+async fn a_listing_carries_no_artifact_links_even_for_the_callers_completed_job() {
+    let ThreeClients { app, alice, .. } = three_clients().await;
+    let page = app.list_as(&alice, "").await;
     let listed = &page["items"][1];
     assert_eq!(
         (&listed["status"], &listed["artifacts"]),
         (&json!("completed"), &Value::Null)
     );
     assert!(!page.to_string().contains("renders/"), "{page}");
+}
 
-    // Filters narrow the caller's own jobs, never widen them.
+#[tokio::test]
+async fn a_status_filter_narrows_the_callers_own_jobs_and_never_widens_them() {
+    let ThreeClients {
+        app,
+        alice,
+        bob,
+        carol,
+        done,
+        bobs,
+        ..
+    } = three_clients().await;
     for status in ["queued", "completed", "failed"] {
         let query = format!("?status={status}");
         let mine: HashSet<String> = item_ids(&app.list_as(&bob, &query).await)
@@ -195,7 +240,19 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
         item_ids(&app.list_as(&alice, "?status=completed").await),
         [done.as_str()]
     );
-    // Another client's cursor is only a place in time: it pages through the caller's own jobs.
+}
+
+/// Another client's cursor is only a place in time: it pages through the caller's own jobs.
+#[tokio::test]
+async fn another_clients_cursor_pages_through_the_callers_own_jobs() {
+    let ThreeClients {
+        app,
+        alice,
+        bob,
+        carol,
+        bobs,
+        ..
+    } = three_clients().await;
     let first = app.list_as(&alice, "?limit=1").await;
     let cursor = first["next_cursor"].as_str().unwrap();
     for (client, own) in [(&bob, vec![bobs.clone()]), (&carol, vec![])] {
@@ -203,10 +260,13 @@ async fn a_client_lists_only_its_own_jobs_and_a_job_id_is_a_capability() {
         let listed: HashSet<String> = item_ids(&page).into_iter().collect();
         assert!(listed.is_subset(&own.into_iter().collect()), "{listed:?}");
     }
+}
 
-    // Whoever holds the id reads the job, links included.
+#[tokio::test]
+async fn whoever_holds_a_job_id_reads_the_job_links_included() {
+    let ThreeClients { app, done, .. } = three_clients().await;
     let response = app
-        .get_as(carols_address, &format!("/v1/jobs/{done}"))
+        .get_as(CAROLS_ADDRESS, &format!("/v1/jobs/{done}"))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let job: Value = response.json().await.unwrap();
@@ -451,7 +511,7 @@ async fn listing_reads_by_index_with_a_large_table() {
             .get(0);
         let nodes = plan_nodes(&plan[0]["Plan"]);
         let label = format!("{query:?}");
-        // job_counts (V11) and fair_clock (V18) are one row each: a young sandbox job's place
+        // job_counts and fair_clock are one row each: a young sandbox job's place
         // is read from them.
         let one_row = |node: &Value| {
             node["Relation Name"] == "job_counts" || node["Relation Name"] == "fair_clock"
@@ -586,12 +646,9 @@ async fn the_janitor_deletes_what_ended_past_the_retention_and_nothing_active() 
     assert_eq!(events_before - events_after, deleted as i64);
 
     let left: HashSet<String> = app
-        .db
-        .query("SELECT id::text FROM jobs", &[])
+        .column_with::<String>("SELECT id::text FROM jobs", &[])
         .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
+        .into_iter()
         .collect();
     let expected: HashSet<String> = [recent_done.clone(), rendering.clone(), queued.clone()]
         .into_iter()

@@ -1,4 +1,4 @@
-//! o!rdr's render options (issue 32): an o!rdr form, in its camelCase names, is admitted as it
+//! o!rdr's render options: an o!rdr form, in its camelCase names, is admitted as it
 //! is; the job's `config` and the workers' message carry every option under our names (and the
 //! old names for one release); a bad option is listed with the others; a key can deny the
 //! options that cost the farm.

@@ -1,4 +1,4 @@
-//! Issue 10: unknown outcomes at every step boundary, and the request deadline.
+//! Unknown outcomes at every step boundary, and the request deadline.
 //!
 //! Each step of a render admission and of a skin upload meets each fault on its own statement
 //! or request only (the testkit proxy's `Fault::On`): cut before it is sent, swallowed (a timeout
@@ -187,27 +187,27 @@ async fn render_step(target: Target, subnet: u8) {
     app.assert_every_live_job_queued().await;
 }
 
-/// Step 3a/3b: the claim of the key, pipelined with the occupancy read.
+/// The idempotency claim of the key, pipelined with the look's occupancy read.
 #[tokio::test]
 async fn render_claim_meets_every_fault() {
     render_step(Target::Statement(CLAIM), 1).await;
 }
 
-/// Step 4: the rate limit's DynamoDB call.
+/// The rate limit: its DynamoDB call.
 #[tokio::test]
 async fn render_rate_limit_meets_every_fault() {
     render_step(Target::Request("DynamoDB.UpdateItem"), 2).await;
 }
 
-/// Step 10: the replay's upload.
+/// The replay stored: its upload.
 #[tokio::test]
 async fn render_replay_upload_meets_every_fault() {
     render_step(Target::Request("S3.PutObject"), 3).await;
 }
 
-/// Steps 5–9: the statement that writes the job. Late answers and lost answers after the
-/// commit are the defect of issue 10: the job exists, so the client must hear 202 (or a 503
-/// that keeps the replay), and a retry must find the job.
+/// The admission: the statement that writes the job. After a late or lost answer to its
+/// commit the job exists, so the client must hear 202 (or a 503 that keeps the replay), and a
+/// retry must find the job.
 #[tokio::test]
 async fn render_admission_meets_every_fault() {
     render_step(Target::Statement("admit_job("), 4).await;
@@ -226,8 +226,8 @@ async fn render_dispatched_mark_meets_every_fault() {
     render_step(Target::Statement("status = 'dispatched'"), 6).await;
 }
 
-/// The issue's own case, alone: admit_job commits, its answer comes after `DB_TIMEOUT_MS`.
-/// Today's code deletes the replay and answers 503 while the job and its completed key stay.
+/// admit_job commits and its answer comes after `DB_TIMEOUT_MS`, alone: the client hears 202
+/// with the job, whose replay is kept, and a retry with its key finds that job.
 #[tokio::test]
 async fn a_late_answer_after_admit_job_committed_is_a_202_with_the_job() {
     let (app, proxies) = TestApp::spawn_via_proxies(ENV).await;

@@ -1,4 +1,4 @@
-//! Issue 21: the operator's controls. A pause or a ban made with `osurender-admin` reaches a
+//! The operator's controls. A pause or a ban made with `osurender-admin` reaches a
 //! running server within `POLICY_CACHE_TTL` (1 s here; a server's first request reads it); a paused intake answers 503
 //! `render_jobs_paused` and inserts nothing; a banned address, key or player answers 403
 //! `banned` and spends no quota.

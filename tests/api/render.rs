@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use reqwest::StatusCode;
 
-use crate::support::app::{header, problem, TestApp};
+use crate::support::app::{header, problem, within_one_minute, TestApp};
 use crate::support::replays::{fixture, form_without_replay, render_form, valid_form};
 
 /// Long windows keep counting tests clear of a window boundary.
@@ -29,35 +29,33 @@ async fn admits_a_valid_replay_and_records_job_outbox_and_object() {
     assert_eq!(body["status"], "queued");
     assert_eq!(body["links"]["status"], location);
 
-    let row = app
-        .db
-        .query_one(
-            "SELECT status::text, client_ip, replay_key, skin FROM jobs WHERE id = $1::text::uuid",
-            &[&job_id],
-        )
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, String>(0), "queued");
-    assert_eq!(row.get::<_, String>(1), "203.0.113.7");
-    let replay_key: String = row.get(2);
-    assert!(replay_key.contains(job_id));
-    assert_eq!(row.get::<_, String>(3), "Default");
+    let job = app.job_row(job_id).await;
+    assert_eq!(job.status, "queued");
+    assert_eq!(job.client_ip, "203.0.113.7");
+    assert!(job.replay_key.contains(job_id));
+    assert_eq!(job.skin, "Default");
     let payload_job: String = app
-        .db
-        .query_one("SELECT payload->>'job_id' FROM outbox_events", &[])
-        .await
-        .unwrap()
-        .get(0);
+        .scalar("SELECT payload->>'job_id' FROM outbox_events")
+        .await;
     assert_eq!(payload_job, job_id);
-    assert_eq!(app.replay_objects().await, vec![replay_key.clone()]);
-    let stored = app.replay_object(&replay_key).await;
+    assert_eq!(app.replay_objects().await, vec![job.replay_key.clone()]);
+    let stored = app.replay_object(&job.replay_key).await;
     assert_eq!(&stored[..], &fixture("valid_0.osr")[..]);
 }
 
+/// A server whose replays may be 30 000 bytes at most.
+async fn capped_app() -> TestApp {
+    TestApp::spawn(&[("MAX_REPLAY_BYTES", "30000")]).await
+}
+
+/// The client of the tests of each check.
+const CLIENT_IP: &str = "198.51.100.10";
+
+/// No file, another extension, an empty file, not multipart, too large.
 #[tokio::test]
-async fn each_step_rejects_with_its_code() {
-    let app = TestApp::spawn(&[("MAX_REPLAY_BYTES", "30000")]).await;
-    let ip = "198.51.100.10";
+async fn a_render_without_a_replay_file_of_the_right_name_and_size_is_refused() {
+    let app = capped_app().await;
+    let ip = CLIENT_IP;
     let no_file = form_without_replay();
     problem(
         app.render(ip, no_file).await,
@@ -95,6 +93,11 @@ async fn each_step_rejects_with_its_code() {
         "file_too_large",
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_replay_that_cannot_be_read_is_refused() {
+    let app = capped_app().await;
     for corrupt in [
         "corrupt_truncated.osr",
         "corrupt_bad_mode.osr",
@@ -103,12 +106,17 @@ async fn each_step_rejects_with_its_code() {
     ] {
         let form = render_form(fixture(corrupt), corrupt, &[]);
         problem(
-            app.render(ip, form).await,
+            app.render(CLIENT_IP, form).await,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "invalid_replay",
         )
         .await;
     }
+}
+
+#[tokio::test]
+async fn a_bad_form_field_is_refused_naming_the_field() {
+    let app = capped_app().await;
     for (field, value) in [
         ("skin", "../../etc/passwd"),
         ("skin", ""),
@@ -118,23 +126,34 @@ async fn each_step_rejects_with_its_code() {
     ] {
         let form = render_form(fixture("valid_0.osr"), "play.OSR", &[(field, value)]);
         let body = problem(
-            app.render(ip, form).await,
+            app.render(CLIENT_IP, form).await,
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_field",
         )
         .await;
         assert!(body["detail"].as_str().unwrap().contains(field), "{body}");
     }
-    // A registered skin (one outside the registry is `unknown_skin`: entitlements.rs).
+}
+
+/// A registered skin (one outside the registry is `unknown_skin`: entitlements.rs), and the
+/// file's extension in any case.
+#[tokio::test]
+async fn a_registered_skin_and_an_upper_case_extension_are_admitted() {
+    let app = capped_app().await;
     app.register_skin("My Skin-2").await;
     let upper_case = render_form(fixture("valid_0.osr"), "PLAY.OSR", &[("skin", "My Skin-2")]);
     assert_eq!(
-        app.render(ip, upper_case).await.status(),
+        app.render(CLIENT_IP, upper_case).await.status(),
         StatusCode::ACCEPTED
     );
+}
+
+#[tokio::test]
+async fn a_replay_with_trailing_bytes_is_admitted() {
+    let app = capped_app().await;
     let trailing = render_form(fixture("corrupt_trailing_garbage.osr"), "t.osr", &[]);
     assert_eq!(
-        app.render(ip, trailing).await.status(),
+        app.render(CLIENT_IP, trailing).await.status(),
         StatusCode::ACCEPTED
     );
 }
@@ -142,8 +161,11 @@ async fn each_step_rejects_with_its_code() {
 #[tokio::test]
 async fn earlier_steps_win_and_spend_no_quota() {
     let app = TestApp::spawn(&[]).await;
+    // The refusals and the admission count in one minute's window.
+    within_one_minute().await;
     let ip = "198.51.100.20";
-    // Bad name and bad skin: step 1 decides. Bad replay and bad skin: step 2 decides.
+    // Bad name and bad skin: the replay file's check decides. Bad replay and bad skin: the
+    // replay structure's check decides.
     let bad_name_and_skin = render_form(fixture("valid_0.osr"), "x.zip", &[("skin", "a/b")]);
     problem(
         app.render(ip, bad_name_and_skin).await,
@@ -185,6 +207,8 @@ async fn earlier_steps_win_and_spend_no_quota() {
 async fn rate_limit_answers_before_capacity_with_its_headers() {
     let app = TestApp::spawn(&[("MAX_QUEUED", "0")]).await;
     let ip = "198.51.100.30";
+    // The requests count in one minute's window.
+    within_one_minute().await;
     // A full queue gives each hit back (waiting costs no quota), as often as the window's
     // limit; then the hits are kept, and the window fills.
     let remaining: Vec<u64> = [5; 5].into_iter().chain((0..5).rev()).collect();

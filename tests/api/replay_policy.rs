@@ -1,6 +1,6 @@
-//! The render policy's replay rules (step 2a: mode, Autoplay, length at the mods' speed,
-//! input, MD5s; 3b: a recently failed render) and what a job says it renders (`replay`), in its
-//! reads, its listing filters, its queue message and its callbacks.
+//! The render policy's replay rules (mode, Autoplay, length at the mods' speed, input, MD5s;
+//! and, at the look, a recently failed render) and what a job says it renders (`replay`), in
+//! its reads, its listing filters, its queue message and its callbacks.
 
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use osurender_core::domain::key::{KeyKind, KeyLimits};
 use crate::support::app::{accepted_job, header, problem, TestApp};
 use crate::support::callbacks::{sweep_callbacks, Receiver};
 use crate::support::jobs::item_ids;
+use crate::support::keys::TestKey;
 use crate::support::queue::Delivered;
 use crate::support::replays::{fixture, played_frames, render_form, valid_form, Play};
 
@@ -222,16 +223,30 @@ async fn a_job_shows_what_its_replay_renders_in_reads_the_queue_and_callbacks() 
     for callback in &received {
         assert_eq!(callback.json["replay"], expected, "{}", callback.json);
     }
+}
 
-    // A NUL (which no database column can hold) or another control character in the
-    // player's name is dropped, not a 503.
+/// A server, and a key that renders 60 a minute, 20 at once.
+async fn app_with_a_key() -> (TestApp, TestKey) {
+    let app = TestApp::spawn(&[]).await;
+    let key = app.create_key("60/minute", 20).await;
+    (app, key)
+}
+
+/// A NUL (which no database column can hold) or another control character in the player's
+/// name is dropped, not a 503.
+#[tokio::test]
+async fn control_characters_in_a_players_name_are_dropped() {
+    let (app, key) = app_with_a_key().await;
     let hostile = lasting("evil\u{0}na\u{7}me", 31);
     let job = app
         .submit_with("203.0.113.60", &key.bearer, form_of(&hostile))
         .await;
     assert_eq!(app.job(&job).await["replay"]["player"], "evilname");
+}
 
-    // An unsubmitted score has no online id.
+#[tokio::test]
+async fn an_unsubmitted_score_has_no_online_id() {
+    let (app, key) = app_with_a_key().await;
     let unsubmitted = Play {
         online_id: 0,
         ..lasting("Mrekk", 30)

@@ -1,4 +1,4 @@
-//! Replays by URL (issue 32): `replay_url` instead of the file, fetched after the rate limit
+//! Replays by URL: `replay_url` instead of the file, fetched after the rate limit
 //! under the callbacks' address guard, capped, then checked as an upload is.
 
 use std::net::SocketAddr;
@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::keys::TestKey;
 use crate::support::replays::{fixture, render_form, unique_replay};
 
 /// A replay host on loopback: `/replay.osr` (a valid replay), `/big` (past the cap, declared),
@@ -63,31 +64,75 @@ fn url_form(url: &str, fields: &[(&str, &str)]) -> reqwest::multipart::Form {
     )
 }
 
-#[tokio::test]
-async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
-    let app = TestApp::spawn(&[
-        ("ALLOW_PRIVATE_CALLBACKS", "true"),
-        ("MAX_REPLAY_BYTES", "30000"),
-    ])
-    .await;
-    let key = app.create_key("20/minute", 100).await;
-    let replay = unique_replay();
-    let host = replay_host(replay.clone()).await;
-    let at = |path: &str| format!("http://{host}{path}");
-    let ip = "203.0.113.100";
-    let render = |form| app.render_with(ip, &key.bearer, form);
+/// A server that may fetch from loopback, with a 30 000-byte replay cap; a key that renders 20
+/// a minute; and a replay host serving `replay`.
+struct ByUrl {
+    app: TestApp,
+    key: TestKey,
+    host: SocketAddr,
+    replay: Vec<u8>,
+}
 
-    let admitted = render(url_form(&at("/replay.osr"), &[])).await;
+/// The client the `ByUrl` tests send from.
+const BY_URL_IP: &str = "203.0.113.100";
+
+impl ByUrl {
+    async fn start() -> ByUrl {
+        let app = TestApp::spawn(&[
+            ("ALLOW_PRIVATE_CALLBACKS", "true"),
+            ("MAX_REPLAY_BYTES", "30000"),
+        ])
+        .await;
+        let key = app.create_key("20/minute", 100).await;
+        let replay = unique_replay();
+        let host = replay_host(replay.clone()).await;
+        ByUrl {
+            app,
+            key,
+            host,
+            replay,
+        }
+    }
+
+    /// `path` on the replay host.
+    fn at(&self, path: &str) -> String {
+        format!("http://{}{path}", self.host)
+    }
+
+    /// `POST /v1/render` of `form` with the key.
+    async fn render(&self, form: reqwest::multipart::Form) -> reqwest::Response {
+        self.app
+            .render_with(BY_URL_IP, &self.key.bearer, form)
+            .await
+    }
+
+    /// The job of the host's replay, named by its URL.
+    async fn submit_by_url(&self) -> String {
+        accepted_job(self.render(url_form(&self.at("/replay.osr"), &[])).await).await
+    }
+}
+
+#[tokio::test]
+async fn a_replay_named_by_url_is_fetched_and_stored_as_fetched() {
+    let by_url = ByUrl::start().await;
+    let app = &by_url.app;
+    let admitted = by_url
+        .render(url_form(&by_url.at("/replay.osr"), &[]))
+        .await;
     assert_eq!(header(&admitted, "x-ratelimit-remaining"), Some(19));
     let job = accepted_job(admitted).await;
     let read = app.job(&job).await;
     assert_eq!(read["status"], "queued");
     assert!(read["replay"]["player"].is_string(), "{read}");
-    // The stored replay is the bytes fetched.
     let stored = app.replay_object(&format!("replays/{job}.osr")).await;
-    assert_eq!(&stored[..], &replay[..]);
+    assert_eq!(&stored[..], &by_url.replay[..]);
+}
 
-    // Every failure names the URL's problem, never an address; each spent its hit.
+/// Too large, empty, not a replay, a redirect, no answer, not found: each names the URL's
+/// problem, never an address, and spent its hit.
+#[tokio::test]
+async fn a_replay_url_that_fails_is_refused_naming_its_problem_never_an_address() {
+    let by_url = ByUrl::start().await;
     for (path, status, code) in [
         ("/big", StatusCode::PAYLOAD_TOO_LARGE, "file_too_large"),
         (
@@ -119,7 +164,7 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
     ] {
         // A host that does not answer is given up within the fetch's 5 s, inside the deadline.
         let started = std::time::Instant::now();
-        let refused = render(url_form(&at(path), &[])).await;
+        let refused = by_url.render(url_form(&by_url.at(path), &[])).await;
         assert!(
             started.elapsed() < std::time::Duration::from_secs(8),
             "{path}"
@@ -133,26 +178,31 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
         assert!(!detail.contains("127.0.0.1:"), "{path}: {detail}");
     }
     let body = problem(
-        render(url_form(&at("/missing"), &[])).await,
+        by_url.render(url_form(&by_url.at("/missing"), &[])).await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "replay_url_failed",
     )
     .await;
     assert!(body["detail"].as_str().unwrap().contains("404"), "{body}");
+}
 
-    // Exactly one of the file and the URL; a URL the callbacks' rules refuse; both before
-    // the rate limit.
+/// Exactly one of the file and the URL; a URL the callbacks' rules refuse; both before the rate
+/// limit, and admitting nothing.
+#[tokio::test]
+async fn a_replay_url_beside_a_file_or_not_http_is_refused_before_the_rate_limit() {
+    let by_url = ByUrl::start().await;
+    by_url.submit_by_url().await;
     let both = render_form(
         fixture("valid_0.osr"),
         "a.osr",
-        &[("replay_url", &at("/replay.osr"))],
+        &[("replay_url", &by_url.at("/replay.osr"))],
     );
     for form in [
         both,
         url_form("ftp://example.com/a.osr", &[]),
         url_form("not a url", &[]),
     ] {
-        let refused = render(form).await;
+        let refused = by_url.render(form).await;
         assert_eq!(header(&refused, "x-ratelimit-remaining"), None);
         let body: Value = problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field").await;
         assert!(
@@ -160,18 +210,34 @@ async fn a_replay_named_by_url_is_fetched_and_checked_as_an_upload() {
             "{body}"
         );
     }
-    assert_eq!(app.count("SELECT count(*) FROM jobs").await, 1);
+    assert_eq!(by_url.app.count("SELECT count(*) FROM jobs").await, 1);
+}
 
-    // o!rdr's name works too; a blank URL beside a file is none.
-    let ordr = reqwest::multipart::Form::new().text("replayURL", at("/replay.osr"));
-    let refused = render(ordr).await;
-    // (The same replay: the first job is still queued.)
+#[tokio::test]
+async fn ordrs_replay_url_field_names_a_replay_too() {
+    let by_url = ByUrl::start().await;
+    by_url.submit_by_url().await;
+    let ordr = reqwest::multipart::Form::new().text("replayURL", by_url.at("/replay.osr"));
+    let refused = by_url.render(ordr).await;
+    // The same replay, fetched: the first job is still queued.
     problem(refused, StatusCode::CONFLICT, "duplicate_replay").await;
-    let blank = render_form(unique_replay(), "a.osr", &[("replay_url", " ")]);
-    accepted_job(render(blank).await).await;
+}
 
-    // Without a key the service fetches nothing for anyone: 401, before the rate limit.
-    let anonymous = app.render(ip, url_form(&at("/replay.osr"), &[])).await;
+#[tokio::test]
+async fn a_blank_replay_url_beside_a_file_is_none() {
+    let by_url = ByUrl::start().await;
+    let blank = render_form(unique_replay(), "a.osr", &[("replay_url", " ")]);
+    accepted_job(by_url.render(blank).await).await;
+}
+
+/// The service fetches nothing for anyone: 401, before the rate limit.
+#[tokio::test]
+async fn a_replay_url_without_a_key_is_refused_as_needing_one() {
+    let by_url = ByUrl::start().await;
+    let anonymous = by_url
+        .app
+        .render(BY_URL_IP, url_form(&by_url.at("/replay.osr"), &[]))
+        .await;
     assert_eq!(header(&anonymous, "x-ratelimit-remaining"), None);
     problem(anonymous, StatusCode::UNAUTHORIZED, "api_key_required").await;
 }

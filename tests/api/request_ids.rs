@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::Value;
 
-use crate::support::app::{problem, TestApp, LOGS};
+use crate::support::app::{problem, within_one_minute, TestApp, LOGS};
 use crate::support::replays::valid_form;
 
 fn request_id(response: &Response) -> String {
@@ -33,11 +33,15 @@ fn log_lines_of(id: &str) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn every_answer_names_its_request_and_a_problem_names_it_too() {
-    let app = TestApp::spawn(&[("RATE_LIMIT_RENDER", "1/minute")]).await;
-    let mut seen = HashSet::new();
+/// A server whose renders are limited to one a minute a client.
+async fn one_render_a_minute() -> TestApp {
+    TestApp::spawn(&[("RATE_LIMIT_RENDER", "1/minute")]).await
+}
 
+#[tokio::test]
+async fn an_admission_and_a_read_each_name_their_own_request() {
+    let app = one_render_a_minute().await;
+    let mut seen = HashSet::new();
     let admitted = app.render("203.0.113.80", valid_form()).await;
     assert_eq!(admitted.status(), StatusCode::ACCEPTED);
     let job: Value = {
@@ -55,8 +59,17 @@ async fn every_answer_names_its_request_and_a_problem_names_it_too() {
         .unwrap();
     assert_eq!(read.status(), StatusCode::OK);
     assert!(seen.insert(request_id(&read)));
+}
 
-    // Refusals of every kind, the middleware's and the fallbacks' among them.
+/// Refusals of every kind, the middleware's and the fallbacks' among them.
+#[tokio::test]
+async fn every_refusal_names_its_own_request_in_its_problem_too() {
+    let app = one_render_a_minute().await;
+    // The second render counts in the first one's window.
+    within_one_minute().await;
+    let admitted = app.render("203.0.113.80", valid_form()).await;
+    assert_eq!(admitted.status(), StatusCode::ACCEPTED);
+    let mut seen = HashSet::from([request_id(&admitted)]);
     let refusals: Vec<(Response, StatusCode, &str)> = vec![
         (
             app.render("203.0.113.80", valid_form()).await,
@@ -93,8 +106,14 @@ async fn every_answer_names_its_request_and_a_problem_names_it_too() {
         assert_eq!(body["request_id"], id.as_str(), "{code}: {body}");
         assert!(seen.insert(id), "{code}: a fresh id per request");
     }
+}
 
-    // A client's own id is not taken (it could pose as another request in the logs).
+/// It could pose as another request in the logs.
+#[tokio::test]
+async fn a_clients_own_request_id_is_not_taken() {
+    let app = one_render_a_minute().await;
+    let earlier = app.http.get(app.url("/health")).send().await.unwrap();
+    let mut seen = HashSet::from([request_id(&earlier)]);
     let forged = "00000000-0000-4000-8000-000000000000";
     let health = app
         .http
@@ -106,8 +125,14 @@ async fn every_answer_names_its_request_and_a_problem_names_it_too() {
     let id = request_id(&health);
     assert_ne!(id, forged);
     assert!(seen.insert(id));
+}
 
-    // HEAD too: the GET's headers.
+/// HEAD answers with the GET's headers, the request's own id among them.
+#[tokio::test]
+async fn a_head_answer_names_its_own_request_too() {
+    let app = one_render_a_minute().await;
+    let get = app.http.get(app.url("/health")).send().await.unwrap();
+    let mut seen = HashSet::from([request_id(&get)]);
     let head = app.http.head(app.url("/health")).send().await.unwrap();
     assert!(seen.insert(request_id(&head)));
 }

@@ -1,4 +1,4 @@
-//! The database password rotated under running instances (issue 22). Instances are built as
+//! The database password rotated under running instances. Instances are built as
 //! a function's start builds them on AWS (`Clients::from_parts` with the credentials read from
 //! the database secret, `DB_SECRET_ARN`, and that secret to re-read), here a secret in the
 //! stand-in's Secrets Manager and a role of the TLS-only PostgreSQL, which checks passwords
@@ -48,15 +48,12 @@ impl TestRole {
 
     /// The sessions of this role, by `application_name`.
     async fn sessions(&self, app: &TestApp, instance: &str) -> i64 {
-        app.db
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 \
-                 AND application_name = $2",
-                &[&self.name, &instance],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        app.scalar_with(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 \
+             AND application_name = $2",
+            &[&self.name, &instance],
+        )
+        .await
     }
 
     /// Waits (10 s at most) until `instance` has `count` sessions of this role, authenticated.

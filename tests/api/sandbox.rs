@@ -22,10 +22,8 @@ async fn sandbox_key(app: &TestApp, render_limit: &str, max_active: u32) -> Test
 }
 
 #[tokio::test]
-async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_queued() {
-    let app = TestApp::spawn(&[("MAX_QUEUED", "1"), ("MAX_RENDERING", "1")]).await;
-    let key = sandbox_key(&app, "60/minute", 2).await;
-    // The checks answer as for real: a broken replay, a bad option.
+async fn a_sandbox_keys_replay_and_options_are_checked_as_for_real() {
+    let (app, key) = app_with_a_full_farm_and_a_sandbox_key().await;
     let broken = render_form(b"not a replay".to_vec(), "play.osr", &[]);
     problem(
         app.render_with("198.51.100.3", &key.bearer, broken).await,
@@ -41,7 +39,18 @@ async fn a_sandbox_job_passes_every_check_but_holds_no_capacity_and_is_never_que
         "invalid_field",
     )
     .await;
+}
 
+/// A server whose queue and farm hold one job each, and a sandbox key with two active jobs.
+async fn app_with_a_full_farm_and_a_sandbox_key() -> (TestApp, TestKey) {
+    let app = TestApp::spawn(&[("MAX_QUEUED", "1"), ("MAX_RENDERING", "1")]).await;
+    let key = sandbox_key(&app, "60/minute", 2).await;
+    (app, key)
+}
+
+#[tokio::test]
+async fn a_sandbox_job_holds_no_capacity_and_is_never_queued() {
+    let (app, key) = app_with_a_full_farm_and_a_sandbox_key().await;
     // A sandbox job first: it takes no place in the real queue (MAX_QUEUED 1), which still has
     // room for an anonymous job, and is full after it.
     let replay = unique_replay();
@@ -307,8 +316,13 @@ async fn a_sandbox_job_can_fail_and_shows_what_a_real_one_would_on_the_way() {
         (&last.json["status"], &last.json["error_code"]),
         (&Value::from("failed"), &Value::from("beatmap_not_found"))
     );
+}
 
-    // Only a sandbox key chooses how its job ends, and only between the two.
+/// Only a sandbox key chooses how its job ends, and only as an outcome it knows.
+#[tokio::test]
+async fn only_a_sandbox_key_chooses_how_its_job_ends() {
+    let app = TestApp::spawn(&[]).await;
+    let key = sandbox_key(&app, "60/minute", 5).await;
     let live = app.create_key("60/minute", 5).await;
     let form = render_form(
         unique_replay(),
@@ -351,33 +365,30 @@ async fn a_sandbox_keys_schedules_keep_to_the_pending_callback_bound() {
     ];
     let coalesced = ["queued", "downloading", "rendering", "completed"];
     for (i, job) in jobs.iter().enumerate() {
-        let queued: Vec<(i32, String)> = app
-            .db
-            .query(
-                "SELECT sequence, body ->> 'status' FROM job_callbacks \
+        let statuses: Vec<String> = app
+            .column_with(
+                "SELECT body ->> 'status' FROM job_callbacks \
                  WHERE job_id = $1::text::uuid ORDER BY sequence",
                 &[job],
             )
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
+            .await;
+        let sequences: Vec<i32> = app
+            .column_with(
+                "SELECT sequence FROM job_callbacks \
+                 WHERE job_id = $1::text::uuid ORDER BY sequence",
+                &[job],
+            )
+            .await;
         // Two schedules fit whole under the bound (5 + 5); from then on, only status changes.
         let expected: &[&str] = if i < 2 { &whole } else { &coalesced };
-        let statuses: Vec<&str> = queued.iter().map(|(_, status)| status.as_str()).collect();
         assert_eq!(statuses, expected, "job {i}");
-        let sequences: Vec<i32> = queued.iter().map(|(sequence, _)| *sequence).collect();
         assert_eq!(sequences, (1..=expected.len() as i32).collect::<Vec<_>>());
-        let recorded = app
-            .db
-            .query_one(
+        let recorded: i32 = app
+            .scalar_with(
                 "SELECT callback_seq FROM jobs WHERE id = $1::text::uuid",
                 &[job],
             )
-            .await
-            .unwrap()
-            .get::<_, i32>(0);
+            .await;
         assert_eq!(
             recorded,
             expected.len() as i32,

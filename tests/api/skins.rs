@@ -6,12 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use osurender_core::domain::render::SkinName;
 use osurender_core::usecases::skins::ingest::IngestOutcome;
-use osurender_core::{usecases::janitor, usecases::skins};
+use osurender_core::{usecases::janitor, usecases::skins, App};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::app::{accepted_job, header, problem, TestApp};
+use crate::support::app::{accepted_job, header, problem, within_one_minute, Proxies, TestApp};
 use crate::support::replays::{render_form, unique_replay};
 use crate::support::skins::{
     compressed_bomb, declare_size, noise, osk, post_to_s3, skin, upload_form, with_unix_mode,
@@ -137,52 +137,93 @@ async fn uploads_a_skin_and_lists_it() {
     assert_eq!(stored, 2);
 }
 
-#[tokio::test]
-async fn each_step_rejects_with_its_code_and_spends_nothing() {
+/// A server whose v1 route takes two uploads an hour, of up to 1 MB; the window starts with
+/// room for the whole test.
+async fn two_uploads_an_hour() -> TestApp {
     let app = TestApp::spawn(&[
         ("RATE_LIMIT_SKINS_UPLOAD", "2/hour"),
         ("MAX_SKIN_BYTES", "1000000"),
     ])
     .await;
-    let ip = "198.51.100.20";
-    let app = &app;
-    let refused = |path: &'static str, form: Form| async move {
-        let response = app.upload_skin(path, ip, form).await;
+    within_one_minute().await;
+    app
+}
+
+/// The upload client of the refusal tests.
+const REFUSED_IP: &str = "198.51.100.20";
+
+impl TestApp {
+    /// `form` uploaded on `path` by `REFUSED_IP`, answered before the rate limit (no headers).
+    async fn refused_upload(&self, path: &str, form: Form) -> Response {
+        let response = self.upload_skin(path, REFUSED_IP, form).await;
         assert!(header(&response, "x-ratelimit-limit").is_none());
         response
-    };
+    }
 
-    // Step 1: the file.
+    /// None of the refusals spent quota or stored anything: both uploads of the hour are still
+    /// there, then the rate limit says no.
+    async fn assert_refusals_spent_nothing(&self) {
+        assert!(self.objects("skins/").await.is_empty());
+        for (name, remaining) in [("one", 1), ("two", 0)] {
+            let response = self
+                .upload_skin(V1, REFUSED_IP, upload_form(skin(name), "s.osk", Some(name)))
+                .await;
+            assert_eq!(response.status(), StatusCode::CREATED);
+            assert_eq!(header(&response, "x-ratelimit-remaining"), Some(remaining));
+        }
+        let limited = self
+            .upload_skin(
+                V1,
+                REFUSED_IP,
+                upload_form(skin("three"), "three.osk", None),
+            )
+            .await;
+        assert!(header(&limited, "retry-after").is_some());
+        assert_eq!(header(&limited, "x-ratelimit-remaining"), Some(0));
+        problem(limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+        assert_eq!(self.skin_names().await, ["Default", "one", "two"]);
+    }
+}
+
+/// No file, another extension, an empty one, one too large.
+#[tokio::test]
+async fn an_upload_without_a_good_file_is_refused_and_spends_nothing() {
+    let app = two_uploads_an_hour().await;
     let no_file = Form::new().text("name", "x");
     problem(
-        refused(V1, no_file).await,
+        app.refused_upload(V1, no_file).await,
         StatusCode::BAD_REQUEST,
         "invalid_file",
     )
     .await;
     let wrong_extension = upload_form(skin("a"), "skin.zip", None);
     problem(
-        refused(V1, wrong_extension).await,
+        app.refused_upload(V1, wrong_extension).await,
         StatusCode::BAD_REQUEST,
         "invalid_file",
     )
     .await;
     let empty = upload_form(Vec::new(), "skin.osk", None);
     problem(
-        refused(V1, empty).await,
+        app.refused_upload(V1, empty).await,
         StatusCode::BAD_REQUEST,
         "invalid_file",
     )
     .await;
     let too_large = upload_form(vec![0; 1_000_001], "skin.osk", None);
     problem(
-        refused(LEGACY, too_large).await,
+        app.refused_upload(LEGACY, too_large).await,
         StatusCode::PAYLOAD_TOO_LARGE,
         "file_too_large",
     )
     .await;
+    app.assert_refusals_spent_nothing().await;
+}
 
-    // Step 2: the archive, zip bombs included.
+/// Not a zip, an empty one, unsafe names, zip bombs.
+#[tokio::test]
+async fn an_upload_whose_archive_is_unsafe_is_refused_and_spends_nothing() {
+    let app = two_uploads_an_hour().await;
     let huge_entry = declare_size(osk(&[("a.wav", &[0; 100])]), 0xFFFF_FFF0, true);
     let lying_entry = declare_size(osk(&[("a.wav", &vec![0; 4 << 20])]), 100, true);
     let bomb = compressed_bomb();
@@ -201,7 +242,7 @@ async fn each_step_rejects_with_its_code_and_spends_nothing() {
     for (bytes, reason) in cases {
         let form = upload_form(bytes, "Bad.osk", None);
         let body = problem(
-            refused(V1, form).await,
+            app.refused_upload(V1, form).await,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "invalid_skin",
         )
@@ -209,8 +250,13 @@ async fn each_step_rejects_with_its_code_and_spends_nothing() {
         let detail = body["detail"].as_str().unwrap();
         assert!(detail.contains(reason), "{reason}: {detail}");
     }
+    app.assert_refusals_spent_nothing().await;
+}
 
-    // Step 3: the name.
+/// A path, an empty name, one too long, a file name that makes no name.
+#[tokio::test]
+async fn an_upload_with_a_bad_name_is_refused_and_spends_nothing() {
+    let app = two_uploads_an_hour().await;
     for (file_name, name) in [
         ("ok.osk", Some("../../etc")),
         ("ok.osk", Some("")),
@@ -219,7 +265,7 @@ async fn each_step_rejects_with_its_code_and_spends_nothing() {
     ] {
         let form = upload_form(skin("a"), file_name, name);
         let body = problem(
-            refused(V1, form).await,
+            app.refused_upload(V1, form).await,
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_field",
         )
@@ -229,29 +275,16 @@ async fn each_step_rejects_with_its_code_and_spends_nothing() {
             "{body}"
         );
     }
-    assert!(app.objects("skins/").await.is_empty());
-
-    // None of that spent quota: both uploads of the hour are still there, then step 4 says no.
-    for (name, remaining) in [("one", 1), ("two", 0)] {
-        let response = app
-            .upload_skin(V1, ip, upload_form(skin(name), "s.osk", Some(name)))
-            .await;
-        assert_eq!(response.status(), StatusCode::CREATED);
-        assert_eq!(header(&response, "x-ratelimit-remaining"), Some(remaining));
-    }
-    let limited = app
-        .upload_skin(V1, ip, upload_form(skin("three"), "three.osk", None))
-        .await;
-    assert!(header(&limited, "retry-after").is_some());
-    assert_eq!(header(&limited, "x-ratelimit-remaining"), Some(0));
-    problem(limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
-    assert_eq!(app.skin_names().await, ["Default", "one", "two"]);
+    app.assert_refusals_spent_nothing().await;
 }
+
+/// The client of the taken-name tests.
+const TAKEN_IP: &str = "198.51.100.21";
 
 #[tokio::test]
 async fn an_existing_name_is_not_overwritten() {
     let app = TestApp::spawn(ROOMY).await;
-    let ip = "198.51.100.21";
+    let ip = TAKEN_IP;
     let first = skin("first");
     let response = app
         .upload_skin(V1, ip, upload_form(first.clone(), "Taken.osk", None))
@@ -268,8 +301,13 @@ async fn an_existing_name_is_not_overwritten() {
         app.assert_name_taken(ip, form).await;
     }
     assert_eq!(app.object("skins/Taken.osk").await, first);
+    assert_eq!(app.skin_names().await, ["Default", "Taken"]);
+}
 
-    // An object from before the name registry (or another fleet) is kept too.
+/// An object from before the name registry (or another fleet) is kept too.
+#[tokio::test]
+async fn a_stored_object_outside_the_registry_is_not_overwritten() {
+    let app = TestApp::spawn(ROOMY).await;
     let legacy = skin("legacy");
     app.s3
         .put_object()
@@ -280,11 +318,16 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("new"), "Old One.osk", None);
-    app.assert_name_taken(ip, form).await;
+    app.assert_name_taken(TAKEN_IP, form).await;
     assert_eq!(app.object("skins/Old One.osk").await, legacy);
+    assert_eq!(app.skin_names().await, ["Default", "Old One"]);
+}
 
-    // A claim whose upload is in flight holds the name; one whose function died long ago
-    // (never confirmed, older than any function runs) is taken over.
+/// A claim whose upload is in flight holds the name; one whose function died long ago (never
+/// confirmed, older than any function runs) is taken over.
+#[tokio::test]
+async fn a_claim_in_flight_holds_its_name_and_a_dead_one_is_taken_over() {
+    let app = TestApp::spawn(ROOMY).await;
     app.db
         .batch_execute(
             "INSERT INTO skins (name, claim) VALUES ('In Flight', gen_random_uuid());
@@ -294,16 +337,13 @@ async fn an_existing_name_is_not_overwritten() {
         .await
         .unwrap();
     let form = upload_form(skin("late"), "In Flight.osk", None);
-    app.assert_name_taken(ip, form).await;
+    app.assert_name_taken(TAKEN_IP, form).await;
     let form = upload_form(skin("revived"), "Abandoned.osk", None);
     assert_eq!(
-        app.upload_skin(V1, ip, form).await.status(),
+        app.upload_skin(V1, TAKEN_IP, form).await.status(),
         StatusCode::CREATED
     );
-    assert_eq!(
-        app.skin_names().await,
-        ["Abandoned", "Default", "Old One", "Taken"]
-    );
+    assert_eq!(app.skin_names().await, ["Abandoned", "Default"]);
 }
 
 #[tokio::test]
@@ -661,24 +701,38 @@ async fn the_dev_server_ingests_presigned_uploads_on_its_own() {
 
 /// Names are trimmed at the edge and compared ignoring case, on every path that names a skin:
 /// the `name` field, the file's stem, the presigned request; `Default` in any case is taken.
-#[tokio::test]
-async fn names_are_trimmed_and_compared_ignoring_case() {
+/// The client of the name tests.
+const NAMING_IP: &str = "198.51.100.30";
+
+/// A server with a skin uploaded as "  Mixed Case " (by `NAMING_IP`), and the upload's answer.
+async fn app_with_a_mixed_case_skin() -> (TestApp, Response) {
     let app = TestApp::spawn(ROOMY).await;
-    let ip = "198.51.100.30";
     let response = app
         .upload_skin(
             V1,
-            ip,
+            NAMING_IP,
             upload_form(skin("first"), "x.osk", Some("  Mixed Case ")),
         )
         .await;
     assert_eq!(response.status(), StatusCode::CREATED);
+    (app, response)
+}
+
+#[tokio::test]
+async fn an_uploaded_skins_name_is_trimmed() {
+    let (app, response) = app_with_a_mixed_case_skin().await;
     assert_eq!(
         response.json::<Value>().await.unwrap(),
         json!({ "skin": "Mixed Case" })
     );
     assert_eq!(app.object("skins/Mixed Case.osk").await, skin("first"));
+}
 
+/// Direct uploads on either route and presigned requests alike; "Default" is taken too.
+#[tokio::test]
+async fn a_name_is_taken_whatever_its_case_and_surrounding_spaces() {
+    let (app, _) = app_with_a_mixed_case_skin().await;
+    let ip = NAMING_IP;
     for (path, name, file) in [
         (V1, Some("Mixed Case"), "x.osk"),
         (V1, Some(" mixed case"), "x.osk"),
@@ -691,6 +745,19 @@ async fn names_are_trimmed_and_compared_ignoring_case() {
         let response = app.upload_skin(path, ip, form).await;
         problem(response, StatusCode::CONFLICT, "skin_exists").await;
     }
+    for name in [" MIXED CASE ", "mixed case", "DEFAULT"] {
+        let response = app
+            .request_upload(ip, json!({ "name": name, "size": 1000 }))
+            .await;
+        problem(response, StatusCode::CONFLICT, "skin_exists").await;
+    }
+}
+
+/// Blank after trimming, in the name field, the file's name or a presigned request.
+#[tokio::test]
+async fn a_blank_skin_name_is_refused() {
+    let app = TestApp::spawn(ROOMY).await;
+    let ip = NAMING_IP;
     for name in ["   ", " ", ""] {
         let form = upload_form(skin("blank"), "x.osk", Some(name));
         let body = problem(
@@ -711,12 +778,6 @@ async fn names_are_trimmed_and_compared_ignoring_case() {
         "invalid_field",
     )
     .await;
-    for name in [" MIXED CASE ", "mixed case", "DEFAULT"] {
-        let response = app
-            .request_upload(ip, json!({ "name": name, "size": 1000 }))
-            .await;
-        problem(response, StatusCode::CONFLICT, "skin_exists").await;
-    }
     problem(
         app.request_upload(ip, json!({ "name": "    ", "size": 1000 }))
             .await,
@@ -724,9 +785,13 @@ async fn names_are_trimmed_and_compared_ignoring_case() {
         "invalid_field",
     )
     .await;
-    // A presigned upload's name is trimmed too.
+}
+
+#[tokio::test]
+async fn a_presigned_uploads_name_is_trimmed() {
+    let app = TestApp::spawn(ROOMY).await;
     let response = app
-        .request_upload(ip, json!({ "name": "  Spaced Out  ", "size": 1000 }))
+        .request_upload(NAMING_IP, json!({ "name": "  Spaced Out  ", "size": 1000 }))
         .await;
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["skin"], "Spaced Out");
@@ -734,13 +799,17 @@ async fn names_are_trimmed_and_compared_ignoring_case() {
         .as_str()
         .unwrap()
         .ends_with("/Spaced Out.osk"));
+}
 
-    // Twelve spellings of one new name at once: one is stored, under the spelling that won.
+/// Twelve spellings of one new name at once: one is stored, under the spelling that won.
+#[tokio::test]
+async fn spellings_of_one_new_name_at_once_store_one_skin_under_the_winners_spelling() {
+    let (app, _) = app_with_a_mixed_case_skin().await;
     let spellings = ["Race", "race", "RACE", " Race", "race ", "  rAcE  "];
     let responses = join_all((0..12).map(|i| {
         let path = if i % 2 == 0 { V1 } else { LEGACY };
         let form = upload_form(skin(&format!("r{i}")), "x.osk", Some(spellings[i % 6]));
-        app.upload_skin(path, ip, form)
+        app.upload_skin(path, NAMING_IP, form)
     }))
     .await;
     let mut created = Vec::new();
@@ -758,8 +827,11 @@ async fn names_are_trimmed_and_compared_ignoring_case() {
         app.skin_names().await,
         ["Default", "Mixed Case", winner.as_str()]
     );
+}
 
-    // A dead upload's claim is taken over by another spelling, which it is stored under.
+#[tokio::test]
+async fn a_dead_uploads_claim_is_taken_over_by_another_spelling_stored_as_spelled() {
+    let app = TestApp::spawn(ROOMY).await;
     app.db
         .batch_execute(
             "INSERT INTO skins (name, claim, claimed_at)
@@ -768,7 +840,7 @@ async fn names_are_trimmed_and_compared_ignoring_case() {
         .await
         .unwrap();
     let form = upload_form(skin("revived"), "x.osk", Some(" abandoned ONE"));
-    let response = app.upload_skin(V1, ip, form).await;
+    let response = app.upload_skin(V1, NAMING_IP, form).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(app.object("skins/abandoned ONE.osk").await, skin("revived"));
     assert!(app.skin_names().await.contains(&"abandoned ONE".to_owned()));
@@ -888,13 +960,8 @@ async fn the_skin_list_pages_through_the_registry() {
         .await
         .unwrap();
     let mut expected: Vec<String> = app
-        .db
-        .query("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+        .column_with("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
+        .await;
     expected.push("Default".into());
     expected.sort();
 
@@ -945,16 +1012,50 @@ async fn the_skin_list_pages_through_the_registry() {
 /// POSTed again 100 times (the same file and others) and each S3 event delivered costs a
 /// registry read and a DELETE each: nothing read, inflated or copied. Before that, the same
 /// object delivered ten times at once is checked and copied once.
-#[tokio::test]
-async fn a_presigned_policy_is_ingested_once() {
+/// A server reached through proxies, another instance of its core, and a presigned upload
+/// of a 200 kB skin as "Once", posted but not yet ingested.
+struct Presigned {
+    app: TestApp,
+    proxies: Proxies,
+    core: App,
+    /// The upload's policy, and its object's key.
+    upload: Value,
+    key: String,
+    bytes: Vec<u8>,
+}
+
+/// The client of the presigned upload tests.
+const PRESIGNED_IP: &str = "198.51.100.32";
+
+async fn presigned_once() -> Presigned {
     let (app, proxies) = TestApp::spawn_via_proxies(ROOMY).await;
     let core = app.instance().await;
-    let ip = "198.51.100.32";
     let bytes = osk(&[
         ("skin.ini", b"[General]\nName: Once\n"),
         ("big.wav", &noise(200_000)),
     ]);
-    let (upload, key) = app.presigned_upload(ip, "Once", &bytes).await;
+    let (upload, key) = app.presigned_upload(PRESIGNED_IP, "Once", &bytes).await;
+    Presigned {
+        app,
+        proxies,
+        core,
+        upload,
+        key,
+        bytes,
+    }
+}
+
+#[tokio::test]
+async fn a_presigned_policy_is_ingested_once() {
+    let Presigned {
+        app,
+        proxies,
+        core,
+        key,
+        bytes,
+        ..
+    } = presigned_once().await;
+    let ip = PRESIGNED_IP;
 
     // Ten deliveries of one event at once: one run checks and copies; the others find it
     // claimed (or, once it is done, gone).
@@ -994,8 +1095,24 @@ async fn a_presigned_policy_is_ingested_once() {
             "{op}: {concurrent:?} {single:?}"
         );
     }
+}
 
-    // The policy POSTed again 100 times, the same file or another, each delivered: no-ops.
+/// The policy POSTed again 100 times once its upload is ingested, the same file or another,
+/// each delivered: no-ops.
+#[tokio::test]
+async fn a_presigned_policy_posted_again_after_its_ingest_changes_nothing() {
+    let Presigned {
+        app,
+        proxies,
+        core,
+        upload,
+        key,
+        bytes,
+    } = presigned_once().await;
+    assert!(matches!(
+        skins::ingest(&core, &app.bucket, &key).await.unwrap(),
+        IngestOutcome::Published(_)
+    ));
     let other = skin("another file");
     for i in 0..100 {
         let file = if i % 2 == 0 {
@@ -1268,10 +1385,13 @@ async fn a_removed_name_is_freed_once_no_job_can_read_its_object() {
 /// `skin_name_reserved`, the presigned ingest too when the reservation came after the policy;
 /// a skin stored before its name was reserved stays listed and renderable; `skins unreserve`
 /// frees the name.
+/// The client of the reservation tests.
+const RESERVING_IP: &str = "198.51.100.91";
+
 #[tokio::test]
 async fn a_reserved_name_is_refused_on_every_upload_path() {
     let app = TestApp::spawn(ROOMY_RENDERS).await;
-    let ip = "198.51.100.91";
+    let ip = RESERVING_IP;
     let reserved = app.admin(&["skins", "reserve", "Official"]).await;
     assert_eq!(
         reserved,
@@ -1282,17 +1402,28 @@ async fn a_reserved_name_is_refused_on_every_upload_path() {
     }
     let response = app.render_with_skin(ip, "Official").await;
     problem(response, StatusCode::UNPROCESSABLE_ENTITY, "unknown_skin").await;
+}
 
-    // A policy granted before the reservation: its upload is refused at the ingest, unread.
+/// A policy granted before the reservation: its upload is refused at the ingest, unread.
+#[tokio::test]
+async fn a_presigned_upload_granted_before_its_name_was_reserved_is_refused_at_the_ingest() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
     let bytes = skin("late");
-    let (_, key) = app.presigned_upload(ip, "Late Official", &bytes).await;
+    let (_, key) = app
+        .presigned_upload(RESERVING_IP, "Late Official", &bytes)
+        .await;
     app.admin(&["skins", "reserve", "late official"]).await;
     let core = app.instance().await;
     assert_ingest_refused(&core, &app.bucket, &key, "is reserved", "reserved late").await;
     assert!(app.objects("incoming/").await.is_empty());
     assert!(app.objects("skins/").await.is_empty());
+}
 
-    // A stored skin whose name is reserved afterwards: listed and renderable, never replaced.
+/// A stored skin whose name is reserved afterwards: listed and renderable, never replaced.
+#[tokio::test]
+async fn a_stored_skin_reserved_afterwards_stays_listed_and_renderable_and_is_never_replaced() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    let ip = RESERVING_IP;
     let team = skin("team");
     let form = upload_form(team.clone(), "Team Skin.osk", None);
     assert_eq!(
@@ -1305,7 +1436,12 @@ async fn a_reserved_name_is_refused_on_every_upload_path() {
     accepted_job(app.render_with_skin(ip, "TEAM SKIN").await).await;
     app.assert_uploads_refused(ip, "Team Skin").await;
     assert_eq!(app.object("skins/Team Skin.osk").await, team);
+}
 
+#[tokio::test]
+async fn an_unreserved_name_may_be_uploaded_again() {
+    let app = TestApp::spawn(ROOMY_RENDERS).await;
+    app.admin(&["skins", "reserve", "Official"]).await;
     let unreserved = app.admin(&["skins", "unreserve", "OFFICIAL"]).await;
     assert_eq!(
         unreserved,
@@ -1313,8 +1449,8 @@ async fn a_reserved_name_is_refused_on_every_upload_path() {
     );
     let form = upload_form(skin("official"), "Official.osk", None);
     assert_eq!(
-        app.upload_skin(V1, ip, form).await.status(),
+        app.upload_skin(V1, RESERVING_IP, form).await.status(),
         StatusCode::CREATED
     );
-    assert_eq!(app.skin_names().await, ["Default", "Official", "Team Skin"]);
+    assert_eq!(app.skin_names().await, ["Default", "Official"]);
 }

@@ -1,4 +1,4 @@
-//! Storms (issue 5): many requests at once, counted exactly. Every assertion is on counts the
+//! Storms: many requests at once, counted exactly. Every assertion is on counts the
 //! caps determine, never on timing: the requests are all in flight together and the server
 //! must serialize them itself. (Storms covered elsewhere: 40 from one IP and 40 IPs against
 //! the queue cap in render.rs, concurrent webhooks and two dispatchers / two janitors in
@@ -51,14 +51,11 @@ impl TestApp {
     }
 
     async fn jobs_of(&self, client_key: &str) -> i64 {
-        self.db
-            .query_one(
-                "SELECT count(*) FROM jobs WHERE client_ip = $1",
-                &[&client_key],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        self.scalar_with(
+            "SELECT count(*) FROM jobs WHERE client_ip = $1",
+            &[&client_key],
+        )
+        .await
     }
 }
 
@@ -178,7 +175,7 @@ async fn concurrent_skin_uploads_admit_exactly_the_limit() {
     assert_eq!(app.count("SELECT count(*) FROM skins").await, 4);
 }
 
-/// Issue 10: the server process killed (SIGKILL) in the middle of a storm of admissions, then
+/// The server process killed (SIGKILL) in the middle of a storm of admissions, then
 /// started again on the same database, bucket and queue. Each round kills at another point (once
 /// a random number of jobs is in); afterwards a client that got 202 has its job, every live job
 /// has its replay, no lock or claim outlives its request but for the killed ones (taken over

@@ -141,17 +141,12 @@ async fn database_unused(job: &str, config: Config, why: &str) {
 /// The server has sessions as the application role on its database, and each is over TLS.
 async fn assert_app_sessions_over_tls(app: &TestApp) {
     let sessions: Vec<bool> = app
-        .db
-        .query(
+        .column_with(
             "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
              WHERE a.usename = 'osurender_app' AND a.datname = current_database()",
             &[],
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+        .await;
     assert!(!sessions.is_empty());
     assert!(sessions.iter().all(|ssl| *ssl), "{sessions:?}");
 }

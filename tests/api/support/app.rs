@@ -14,6 +14,7 @@ use osurender_testkit::tls::{TlsServer, CERTIFIED_HOST};
 use osurender_testkit::{fresh_database, Database};
 use reqwest::multipart::Form;
 use reqwest::{Response, StatusCode};
+use tokio_postgres::types::{FromSqlOwned, ToSql};
 use tokio_postgres::NoTls;
 
 use crate::support::replays::valid_form;
@@ -280,8 +281,33 @@ impl TestApp {
         tokio::spawn(async move { request.send().await.unwrap().status() })
     }
 
+    /// The one value `sql` selects: the first column of its one row.
+    pub async fn scalar<T: FromSqlOwned>(&self, sql: &str) -> T {
+        self.scalar_with(sql, &[]).await
+    }
+
+    /// The one value `sql` selects with `params`: the first column of its one row.
+    pub async fn scalar_with<T: FromSqlOwned>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> T {
+        self.db.query_one(sql, params).await.unwrap().get(0)
+    }
+
+    /// The first column of every row `sql` selects with `params`, in its order.
+    pub async fn column_with<T: FromSqlOwned>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Vec<T> {
+        let rows = self.db.query(sql, params).await.unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    }
+
+    /// The `count(*)` (or other `bigint`) that `sql` selects.
     pub async fn count(&self, sql: &str) -> i64 {
-        self.db.query_one(sql, &[]).await.unwrap().get(0)
+        self.scalar(sql).await
     }
 
     /// Waits (10 s at most, else fails with `what`) until a request of this database waits for
@@ -299,13 +325,8 @@ impl TestApp {
 
     /// The client keys the jobs were recorded under, sorted.
     pub async fn job_client_keys(&self) -> Vec<String> {
-        self.db
-            .query("SELECT DISTINCT client_ip FROM jobs ORDER BY 1", &[])
+        self.column_with("SELECT DISTINCT client_ip FROM jobs ORDER BY 1", &[])
             .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
     }
 
     /// The bytes stored under `key` in the replay bucket.

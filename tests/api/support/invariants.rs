@@ -37,16 +37,13 @@ impl TestApp {
     /// The state invariants that must hold after any fault.
     pub(crate) async fn assert_consistent(&self) {
         let objects: HashSet<String> = self.replay_objects().await.into_iter().collect();
-        let active = self
-            .db
-            .query(
+        let active: Vec<String> = self
+            .column_with(
                 "SELECT replay_key FROM jobs WHERE status IN ('queued', 'downloading', 'rendering')",
                 &[],
             )
-            .await
-            .unwrap();
-        for row in active {
-            let key: String = row.get(0);
+            .await;
+        for key in active {
             assert!(
                 objects.contains(&key),
                 "active job without its replay {key}"
@@ -78,34 +75,35 @@ impl TestApp {
     /// `job_counts` agrees with counting the jobs.
     pub(crate) async fn assert_counts_exact(&self) {
         let kept = self
-            .db
-            .query_one(
-                "SELECT queued, rendering, anonymous_queued FROM job_counts",
-                &[],
-            )
-            .await
-            .unwrap();
+            .job_counts("SELECT queued, rendering, anonymous_queued FROM job_counts")
+            .await;
         let counted = self
-            .db
-            .query_one(
-                "SELECT count(*) FILTER (WHERE status = 'queued'), \
-                        count(*) FILTER (WHERE status IN ('downloading', 'rendering')), \
+            .job_counts(
+                "SELECT count(*) FILTER (WHERE status = 'queued') AS queued, \
+                        count(*) FILTER (WHERE status IN ('downloading', 'rendering')) \
+                            AS rendering, \
                         count(*) FILTER (WHERE status = 'queued' AND client_ip NOT LIKE 'key:%') \
+                            AS anonymous_queued \
                    FROM jobs",
-                &[],
             )
-            .await
-            .unwrap();
-        let row =
-            |r: &tokio_postgres::Row| (r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2));
-        assert_eq!(row(&kept), row(&counted), "job_counts vs count(*)");
+            .await;
+        assert_eq!(kept, counted, "job_counts vs count(*)");
+    }
+
+    /// The one row of job counts `sql` selects.
+    async fn job_counts(&self, sql: &str) -> JobCounts {
+        let row = self.db.query_one(sql, &[]).await.unwrap();
+        JobCounts {
+            queued: row.get("queued"),
+            rendering: row.get("rendering"),
+            anonymous_queued: row.get("anonymous_queued"),
+        }
     }
 
     /// A completed render key answers with a job that exists, and the very one it records.
     pub(crate) async fn assert_keys_match_jobs(&self) {
-        let orphans = self
-            .db
-            .query(
+        let keys: Vec<String> = self
+            .column_with(
                 "SELECT key FROM idempotency_keys k
                   WHERE endpoint = 'render' AND status = 'completed'
                     AND (k.job_id IS NULL
@@ -113,9 +111,7 @@ impl TestApp {
                          OR (k.response -> 'body' ->> 'job_id') IS DISTINCT FROM k.job_id::text)",
                 &[],
             )
-            .await
-            .unwrap();
-        let keys: Vec<String> = orphans.iter().map(|row| row.get(0)).collect();
+            .await;
         assert!(
             keys.is_empty(),
             "completed keys without their job: {keys:?}"
@@ -137,30 +133,24 @@ impl TestApp {
     /// No idempotency claim is still `in_progress`: every request that made one has been
     /// answered, and completed or released it.
     pub(crate) async fn assert_no_claim_left(&self) {
-        let left = self
-            .db
-            .query(
-                "SELECT endpoint, key FROM idempotency_keys WHERE status = 'in_progress'",
+        let left: Vec<String> = self
+            .column_with(
+                "SELECT endpoint || ' ' || key FROM idempotency_keys WHERE status = 'in_progress'",
                 &[],
             )
-            .await
-            .unwrap();
-        let left: Vec<(String, String)> = left.iter().map(|row| (row.get(0), row.get(1))).collect();
+            .await;
         assert!(left.is_empty(), "claims left in progress: {left:?}");
     }
 
     /// Every job a client was told about (a 202's `job_id`) exists.
     pub(crate) async fn assert_told_jobs_exist(&self, told: &[String]) {
         for job in told {
-            let found = self
-                .db
-                .query_one(
+            let found: i64 = self
+                .scalar_with(
                     "SELECT count(*) FROM jobs WHERE id = $1::text::uuid",
                     &[job],
                 )
-                .await
-                .unwrap()
-                .get::<_, i64>(0);
+                .await;
             assert_eq!(found, 1, "job {job} was answered 202 but does not exist");
         }
     }
@@ -187,17 +177,14 @@ impl TestApp {
         outbox::sweep(&self.instance().await).await.unwrap();
         self.drain_queue().await;
         let delivered = self.delivered_jobs.lock().unwrap().clone();
-        let live = self
-            .db
-            .query(
+        let live: Vec<String> = self
+            .column_with(
                 "SELECT id::text FROM jobs WHERE status IN ('queued', 'downloading', 'rendering')",
                 &[],
             )
-            .await
-            .unwrap();
+            .await;
         let missing: Vec<String> = live
-            .iter()
-            .map(|row| row.get::<_, String>(0))
+            .into_iter()
             .filter(|id| !delivered.contains(id))
             .collect();
         assert!(missing.is_empty(), "live jobs never queued: {missing:?}");
@@ -218,14 +205,11 @@ impl TestApp {
 
     pub(crate) async fn replay_stored(&self, job_id: &str) -> bool {
         let key: String = self
-            .db
-            .query_one(
+            .scalar_with(
                 "SELECT replay_key FROM jobs WHERE id = $1::text::uuid",
                 &[&job_id],
             )
-            .await
-            .unwrap()
-            .get(0);
+            .await;
         self.replay_objects().await.contains(&key)
     }
 
@@ -432,13 +416,10 @@ impl TestApp {
     /// answers with a stored skin.
     pub(crate) async fn assert_skins_consistent(&self) {
         let objects: HashSet<String> = self.replay_objects().await.into_iter().collect();
-        let stored = self
-            .db
-            .query("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
-            .await
-            .unwrap();
-        for row in stored {
-            let name: String = row.get(0);
+        let stored: Vec<String> = self
+            .column_with("SELECT name FROM skins WHERE stored_at IS NOT NULL", &[])
+            .await;
+        for name in stored {
             assert!(
                 objects.contains(&format!("skins/{name}.osk")),
                 "skin {name} registered as stored without its object"
@@ -447,15 +428,15 @@ impl TestApp {
         let completed = self
             .db
             .query(
-                "SELECT key, response -> 'body' ->> 'skin' FROM idempotency_keys
+                "SELECT key, response -> 'body' ->> 'skin' AS skin FROM idempotency_keys
                   WHERE endpoint <> 'render' AND status = 'completed'",
                 &[],
             )
             .await
             .unwrap();
         for row in completed {
-            let (key, name): (String, Option<String>) = (row.get(0), row.get(1));
-            let name = name.unwrap_or_default();
+            let key: String = row.get("key");
+            let name: String = row.get::<_, Option<String>>("skin").unwrap_or_default();
             assert!(
                 objects.contains(&format!("skins/{name}.osk")),
                 "key {key} answers with skin {name}, which is not stored"
@@ -463,4 +444,12 @@ impl TestApp {
         }
         self.assert_no_advisory_locks().await;
     }
+}
+
+/// The jobs counted queued, rendering (or downloading), and queued for anonymous clients.
+#[derive(Debug, PartialEq)]
+struct JobCounts {
+    queued: i64,
+    rendering: i64,
+    anonymous_queued: i64,
 }

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use osurender_core::usecases::lifecycle::sign;
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
+use tokio_postgres::Row;
 
 use crate::support::app::{accepted_job, TestApp, WEBHOOK_SECRET};
 use crate::support::keys::TestKey;
@@ -52,7 +53,42 @@ pub fn item_ids(page: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A job as its row records it.
+#[derive(Debug)]
+pub struct JobRow {
+    pub status: String,
+    /// The client key the job counts against (`client_ip` for an address, `key:<id>`).
+    pub client_ip: String,
+    pub replay_key: String,
+    pub skin: String,
+}
+
+impl JobRow {
+    pub fn from_row(row: &Row) -> Self {
+        JobRow {
+            status: row.get("status"),
+            client_ip: row.get("client_ip"),
+            replay_key: row.get("replay_key"),
+            skin: row.get("skin"),
+        }
+    }
+}
+
 impl TestApp {
+    /// Job `job_id`'s row.
+    pub async fn job_row(&self, job_id: &str) -> JobRow {
+        let row = self
+            .db
+            .query_one(
+                "SELECT status::text AS status, client_ip, replay_key, skin FROM jobs \
+                 WHERE id = $1::text::uuid",
+                &[&job_id],
+            )
+            .await
+            .unwrap();
+        JobRow::from_row(&row)
+    }
+
     /// Submits a valid replay for `client_ip`; the new job's id.
     pub async fn submit(&self, client_ip: &str) -> String {
         accepted_job(self.render(client_ip, valid_form()).await).await

@@ -110,12 +110,7 @@ impl TestApp {
     }
 
     pub async fn event_ids(&self) -> Vec<i64> {
-        self.db
-            .query("SELECT id FROM outbox_events ORDER BY id", &[])
+        self.column_with("SELECT id FROM outbox_events ORDER BY id", &[])
             .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
     }
 }
