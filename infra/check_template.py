@@ -302,7 +302,7 @@ def main(template_path, samconfig_path):
         "Bucket: a fixed name needs DeletionPolicy RetainExceptOnCreate (or Delete)",
     )
     # Browser pages: the API's preflights and answers, and the bucket, from one origin, and only
-    # when one is named: CORS is off by default, and "*" is refused in prod (issue 19).
+    # when one is named: CORS is off by default, and "*" is refused in prod.
     origin = params.get("BrowserOrigin", {})
     check(origin.get("Default") == "", "BrowserOrigin defaults to empty (CORS off)")
     for value in ["", "*"]:  # "*" is refused in prod by a rule, not by the pattern
@@ -542,11 +542,11 @@ def main(template_path, samconfig_path):
                     f"Dashboard: no {metric} of {name}",
                 )
 
-    # Callbacks (issue 22): outbox-dispatcher runs in the callback subnets (the NAT gateway's),
-    # and beside it only events (live events, issue 29: its answers go to API Gateway's public
-    # Management API, which no VPC endpoint serves) and render (a replay_url is fetched from the
-    # internet, issue 32); every other Postgres function in the private ones; every function knows whether callbacks can leave (CALLBACKS_EGRESS from the base's
-    # CallbackEgress).
+    # Callbacks: outbox-dispatcher runs in the callback subnets (the NAT gateway's), and beside
+    # it only events (its answers go to API Gateway's public Management API, which no VPC
+    # endpoint serves) and render (a replay_url is fetched from the internet); every other
+    # Postgres function in the private ones; every function knows whether callbacks can leave
+    # (CALLBACKS_EGRESS from the base's CallbackEgress).
     for name, fn in functions.items():
         vpc = fn["Properties"].get("VpcConfig", {})
         if name in ("OutboxDispatcherFunction", "EventsFunction", "RenderFunction"):

@@ -1,5 +1,4 @@
--- resolve_admission: an admission whose answer never came is resolved, never guessed
--- (issue 10, migrations/V5).
+-- resolve_admission: an admission whose answer never came is resolved, never guessed.
 --
 -- When the server gets no answer to admit_job in time (a slow link, a connection lost after the
 -- commit was sent), the statement may have committed, or may still be on its way and commit
