@@ -1,4 +1,5 @@
--- admit_job: steps 5–9 of a render admission in one round trip, race-free (DESIGN.md §3).
+-- admit_job: a render's admission (DESIGN.md §2, step 19: the capacity steps 13–15 re-checked
+-- under the client's lock, the job and its outbox event inserted) in one round trip, race-free (§5).
 -- Returns the verdict, the render_job_created event's id (an admitted real job) and the job
 -- that duplicates this one (verdict 'duplicate').
 --

@@ -1,4 +1,4 @@
-//! The state invariants that every fault, crash and storm must leave intact (issues 5 and 10),
+//! The state invariants that every fault, crash and storm must leave intact,
 //! in one place for faults.rs, outcomes.rs and storms.rs:
 //!
 //! - every live job (queued, downloading, rendering) has its replay object in the bucket;

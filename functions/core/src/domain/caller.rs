@@ -18,7 +18,7 @@ pub struct Caller {
 
 /// Anonymous, or an API key's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
+enum Identity {
     /// Counted by its address, and by its network and the wider block around it (DESIGN.md §3).
     Anonymous {
         network: ClientKey,
@@ -83,10 +83,6 @@ impl Caller {
     /// The address it came from.
     pub fn address(&self) -> &ClientKey {
         &self.address
-    }
-
-    pub fn identity(&self) -> &Identity {
-        &self.identity
     }
 
     /// The network an anonymous client is also counted by; a key has none.

@@ -102,8 +102,6 @@ impl StoreError {
         self.outcome
     }
 
-    /// Whether a write may have been applied although it failed: then nothing it refers to
-    /// may be undone until the outcome is known.
     /// A request's answer to this failure of `what` (a read, a statement): 503
     /// `database_unavailable`, with the failure logged; its message never reaches the client.
     pub fn into_rejection(self, what: &str) -> Rejection {
@@ -111,6 +109,8 @@ impl StoreError {
         Rejection::DatabaseUnavailable
     }
 
+    /// Whether a write may have been applied although it failed: then nothing it refers to
+    /// may be undone until the outcome is known.
     pub fn outcome_unknown(&self) -> bool {
         self.outcome == Outcome::Unknown
     }

@@ -114,7 +114,7 @@ async fn upload(
 }
 
 /// An upload from a banned address or key: refused before the body is read or any quota
-/// spent (DESIGN.md §2, "Operator's policy").
+/// spent (DESIGN.md §2, "The operator's policy").
 fn refused_banned(
     client: &ClientKey,
     route: UploadRoute,

@@ -228,7 +228,7 @@ async fn look(
             key: keyed.claim.as_ref(),
         })
         .await;
-    let (occupancy, held) = looked.map_err(|error| error.into_rejection("the look"))?;
+    let (occupancy, held) = looked.map_err(|error| error.into_rejection("occupancy check"))?;
     if let Some(claim) = &keyed.claim {
         let hash = &keyed.request_hash;
         if let Some(response) = idempotency::answered(app, claim, hash, held).await? {

@@ -49,6 +49,7 @@ impl HealthCheck {
             .last
             .get(|| async { Ok::<_, Infallible>(self.probe().await.into()) })
             .await;
+        // A probe always loads (it cannot fail), so there is always a value.
         probed.unwrap_or_default()
     }
 

@@ -67,7 +67,7 @@ pub async fn look_up(
         .idempotency
         .held(claim)
         .await
-        .map_err(|error| error.into_rejection("the idempotency key lookup"))?;
+        .map_err(|error| error.into_rejection("idempotency key lookup"))?;
     answered(app, claim, request_hash, held).await
 }
 
@@ -92,7 +92,7 @@ pub async fn claim(
                 if error.outcome_unknown() {
                     release(app, &claim).await;
                 }
-                return Err(error.into_rejection("the idempotency key lookup"));
+                return Err(error.into_rejection("idempotency key lookup"));
             }
         };
         if let Some(response) = await_holder(app, &claim, request_hash, held, deadline).await? {
@@ -140,7 +140,7 @@ async fn await_holder(
                     .idempotency
                     .held(claim)
                     .await
-                    .map_err(|error| error.into_rejection("the idempotency key lookup"))?;
+                    .map_err(|error| error.into_rejection("idempotency key lookup"))?;
             }
             None => return Ok(None),
         }

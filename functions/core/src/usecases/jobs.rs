@@ -50,7 +50,7 @@ pub async fn read_job(app: &App, caller: &Caller, id: JobId) -> Submission<JobVi
             Ok(JobView::new(app, job, artifacts))
         }
         Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
-        Err(error) => Err(error.into_rejection("a job read")),
+        Err(error) => Err(error.into_rejection("job read")),
     };
     Submission { outcome, rate }
 }
@@ -111,7 +111,7 @@ pub async fn artifact_link(
             }
         }
         Ok(None) => Err(Rejection::NotFound(format!("no job {id}"))),
-        Err(error) => Err(error.into_rejection("a job read")),
+        Err(error) => Err(error.into_rejection("job read")),
     };
     Submission { outcome, rate }
 }
@@ -152,7 +152,7 @@ pub async fn list_jobs(app: &App, caller: &Caller, query: &JobQuery) -> Submissi
                 next_cursor,
             })
         }
-        Err(error) => Err(error.into_rejection("a job read")),
+        Err(error) => Err(error.into_rejection("job read")),
     };
     Submission { outcome, rate }
 }

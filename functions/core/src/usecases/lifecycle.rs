@@ -146,7 +146,11 @@ pub async fn receive(
             nonce: &nonce,
         })
         .await
-        .map_err(|error| error.into_rejection(&format!("job {id}'s webhook transition")))?;
+        .map_err(|error| {
+            // The job's id as a field of the log line, which `into_rejection` has no room for.
+            tracing::error!(%error, %id, "webhook transition failed");
+            Rejection::DatabaseUnavailable
+        })?;
     match outcome {
         TransitionOutcome::Applied {
             status,

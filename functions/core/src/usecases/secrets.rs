@@ -103,6 +103,9 @@ impl RotatingSecret {
     }
 
     /// The values accepted now, read again if that is due; `None` while no read has succeeded.
+    /// A read that outlives the request's deadline ends as a failed one (`deadline::within`), so
+    /// the next waits `RETRY_FAILED_READ`; only a caller dropped mid-read (a client gone from the
+    /// dev server) leaves the next caller to read at once.
     async fn accepted(&self) -> Option<Accepted> {
         let (id, store, read) = match &*self.0 {
             Values::Fixed(values) => return Some(values.clone()),

@@ -7,6 +7,7 @@
 //! refusals costs one read per `REREAD_INTERVAL`, one read at a time: the connections refused
 //! meanwhile try what that read found.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
@@ -147,9 +148,13 @@ impl RotatingCredentials {
             .0
             .found
             .get(|| async {
-                self.0.source.candidates().await.inspect_err(|error| {
+                // A failed read finds nothing to try until the next one: the last read's
+                // candidates were refused already.
+                let found = self.0.source.candidates().await;
+                let found = found.inspect_err(|error| {
                     tracing::error!(%error, "could not re-read the database secret");
-                })
+                });
+                Ok::<_, Infallible>(found.unwrap_or_default())
             })
             .await
             .unwrap_or_default();
@@ -384,6 +389,33 @@ mod tests {
         assert_eq!(connect(&rotating, &server).await, Err(Failure::Refused));
         assert_eq!(secret.reads(), 1);
         assert_eq!(rotating.current(), credentials("app", "old"));
+    }
+
+    /// A re-read that fails finds nothing to try: the candidates of the read before it are not
+    /// tried again until the next read.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_reread_tries_nothing_until_the_next() {
+        let (secret, server, rotating) = setup(REREAD_INTERVAL);
+        let (old, new) = (credentials("app", "old"), credentials("app", "new"));
+        secret.set(&[old.clone(), new.clone()]);
+        server.accept_only(&credentials("app", "unknown to the secret"));
+        assert_eq!(connect(&rotating, &server).await, Err(Failure::Refused));
+        let attempts = server.attempts.load(Ordering::SeqCst);
+        assert_eq!(
+            (secret.reads(), attempts),
+            (1, 2),
+            "old, then new from the read"
+        );
+
+        tokio::time::advance(REREAD_INTERVAL).await;
+        secret.down.store(true, Ordering::SeqCst);
+        assert_eq!(connect(&rotating, &server).await, Err(Failure::Refused));
+        assert_eq!(secret.reads(), 2);
+        assert_eq!(
+            server.attempts.load(Ordering::SeqCst),
+            attempts + 1,
+            "only the current credentials: the failed read found nothing to try"
+        );
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub(super) async fn check_queue_wait(app: &App, caller: &Caller) -> Result<(), R
         return Ok(());
     };
     let wait = app.admissions.next_wait(caller).await;
-    let wait = wait.map_err(|error| error.into_rejection("the queue wait read"))?;
+    let wait = wait.map_err(|error| error.into_rejection("queue wait read"))?;
     let start = estimate::start_in(&app.config.capacity.farm(), &wait);
     if start <= cap {
         return Ok(());

@@ -82,7 +82,7 @@ pub async fn check_renderable(app: &App, skin: &SkinName) -> Result<(), Rejectio
 
 /// A skin name lookup that failed: the registry is Postgres, so 503 (logged).
 pub(super) fn lookup_failed(error: StoreError) -> Rejection {
-    error.into_rejection("a skin name lookup")
+    error.into_rejection("skin name lookup")
 }
 
 /// One page of the skins a render may name, in byte order. `next` is the cursor of the page

@@ -39,7 +39,7 @@ impl StatusBoard {
         self.0
             .get(|| async {
                 let overview = jobs.overview().await.inspect_err(|error| {
-                    tracing::error!(%error, "status read failed; answering the last reading");
+                    tracing::error!(%error, "status read failed");
                 })?;
                 Ok::<_, StoreError>(Reading {
                     overview,
