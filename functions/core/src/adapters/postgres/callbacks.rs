@@ -167,7 +167,7 @@ UPDATE job_callbacks c
   LEFT JOIN api_keys k ON j.client_ip = 'key:' || k.id::text AND k.revoked_at IS NULL
  WHERE c.id = due.id AND j.id = c.job_id
 RETURNING c.id, c.job_id, c.sequence, c.url,
-          -- The job's client_reference (V24), as every callback of the job carries it.
+          -- The job's client_reference, as every callback of the job carries it.
           c.body || jsonb_strip_nulls(jsonb_build_object('client_reference', j.client_reference)),
           c.attempts, k.signing_secret";
 

@@ -574,7 +574,7 @@ mod tests {
         let migration = include_str!("../../../../../migrations/V14__replay_metadata.sql");
         assert!(
             migration.contains(&format!("error_code IN ({})", listed.join(", "))),
-            "V14's index must cover the same codes"
+            "the jobs_failed_by_replay index must cover the same codes"
         );
     }
 
