@@ -84,7 +84,10 @@ async fn one_ipv6_allocation_is_one_network_and_honest_clients_still_get_in() {
     // refusals (the given-back window's limit): which of its window and its cap a request meets
     // depends on the order, but at most 40 of the 120 pass the window.
     let window_429 = tally(&answers, 429, "rate_limited", "network");
-    assert!((80..=100).contains(&window_429), "{window_429}: {answers:?}");
+    assert!(
+        (80..=100).contains(&window_429),
+        "{window_429}: {answers:?}"
+    );
 
     // Fifteen honest clients, each of its own network, v4 and v6: all admitted.
     let honest: Vec<String> = (0..15)
