@@ -108,9 +108,9 @@ impl Config {
     /// The variables each group reads, by the group's field name.
     pub fn variables_by_group() -> BTreeMap<&'static str, BTreeSet<String>> {
         let unset = |_: &str| None;
-        let env = Env::new(&unset);
+        let env = Env::noting(&unset);
         Self::read(&env, DEFAULT_DB_SSLMODE).expect("the defaults are valid");
-        env.read.into_inner()
+        env.noted.map(RefCell::into_inner).unwrap_or_default()
     }
 
     fn read(env: &Env, default_sslmode: DbSslMode) -> Result<Self, ConfigError> {
@@ -205,11 +205,13 @@ fn ensure(ok: bool, name: &'static str, reason: &str) -> Result<(), ConfigError>
     }
 }
 
-/// The variables, read through a lookup; it notes which group reads each.
+/// The variables, read through a lookup.
 struct Env<'a> {
     lookup: &'a dyn Fn(&str) -> Option<String>,
     group: Cell<&'static str>,
-    read: RefCell<BTreeMap<&'static str, BTreeSet<String>>>,
+    /// Which group reads each variable, when asked (`variables_by_group`); a function's
+    /// configuration notes nothing.
+    noted: Option<RefCell<BTreeMap<&'static str, BTreeSet<String>>>>,
 }
 
 impl<'a> Env<'a> {
@@ -217,7 +219,15 @@ impl<'a> Env<'a> {
         Self {
             lookup,
             group: Cell::new(""),
-            read: RefCell::default(),
+            noted: None,
+        }
+    }
+
+    /// As `new`, noting which group reads each variable.
+    fn noting(lookup: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            noted: Some(RefCell::default()),
+            ..Self::new(lookup)
         }
     }
 
@@ -233,12 +243,11 @@ impl<'a> Env<'a> {
 
     /// The variable as set, empty or not.
     fn get(&self, name: &str) -> Option<String> {
-        let group = self.group.get();
-        self.read
-            .borrow_mut()
-            .entry(group)
-            .or_default()
-            .insert(name.to_owned());
+        if let Some(noted) = &self.noted {
+            let group = self.group.get();
+            let mut noted = noted.borrow_mut();
+            noted.entry(group).or_default().insert(name.to_owned());
+        }
         (self.lookup)(name)
     }
 
